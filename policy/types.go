@@ -1,0 +1,143 @@
+// Package policy is gpubroker's policy file: the YAML a platform team writes
+// to say which clouds and regions it allows, which workloads it runs, and its
+// quotas and budgets. The package parses and validates the file (every error
+// carries file:line:col), applies defaults, and exposes plain data structs.
+// It never reads prices.
+package policy
+
+import (
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// Kind is what sort of workload it is.
+type Kind string
+
+// Workload kinds.
+const (
+	Training  Kind = "training"
+	Inference Kind = "inference"
+	Batch     Kind = "batch"
+)
+
+// SpotPolicy says whether a workload may run on spot capacity.
+type SpotPolicy string
+
+// Spot policies.
+const (
+	SpotNever  SpotPolicy = "never"
+	SpotPrefer SpotPolicy = "prefer"
+	SpotOnly   SpotPolicy = "only"
+)
+
+// Pos is a position in a policy file, for error messages.
+type Pos struct {
+	File string
+	Line int
+	Col  int
+}
+
+// Policy is a whole policy file after defaults are applied.
+type Policy struct {
+	// File is the path the policy was read from.
+	File string
+	// Clouds allowed for every workload; defaults to all.
+	Clouds []pricing.Cloud
+	// Regions are glob patterns allowed for every workload; defaults to "*".
+	Regions []string
+	// Residency limits every workload to regions in these geographies
+	// ("us", "eu", "apac"); empty means anywhere.
+	Residency []string
+	// Horizon is the period inference costs and monthly budgets are planned
+	// over; default 720h (30 days).
+	Horizon time.Duration
+	// SpotDefaults overrides the built-in expected interruptions per hour per
+	// cloud, used where the catalog has no spot signal.
+	SpotDefaults map[pricing.Cloud]float64
+	Workloads    []Workload
+	Quotas       []Quota
+	Budgets      []Budget
+}
+
+// GPUNeed is what GPUs a workload needs.
+type GPUNeed struct {
+	// Models allowed; empty means "any that fits".
+	Models []pricing.GPUModel
+	// Count is GPUs per instance (per replica for inference).
+	Count int
+	// MinMemoryGiB is the least memory per GPU.
+	MinMemoryGiB float64
+}
+
+// Replicas is an inference service's serving need.
+type Replicas struct {
+	Min int
+	Max int
+	// TargetUtilization is the GPU utilisation the autoscaler aims for (0..1).
+	TargetUtilization float64
+}
+
+// Spread says how widely inference replicas must be spread.
+type Spread struct {
+	// MinZones is the least number of distinct zones replicas run in.
+	MinZones int
+	// MinClouds is the least number of distinct clouds.
+	MinClouds int
+}
+
+// Limits restrict where a single workload may run, on top of the policy-wide
+// limits.
+type Limits struct {
+	Clouds    []pricing.Cloud
+	Regions   []string // globs
+	Zones     []string // globs
+	Residency []string
+}
+
+// Workload is one training job, batch job or inference service.
+type Workload struct {
+	Name string
+	Team string
+	Kind Kind
+	GPU  GPUNeed
+	// WorkGPUHours is the work size in GPU-hours on ReferenceGPU (training
+	// and batch).
+	WorkGPUHours float64
+	ReferenceGPU pricing.GPUModel
+	// Deadline is how long after start the work must be done; 0 = none.
+	Deadline time.Duration
+	// CheckpointInterval is how often progress is saved; 0 means a
+	// preemption loses everything since start.
+	CheckpointInterval time.Duration
+	// RestartOverhead is the time lost to each restart (provisioning, loading
+	// the checkpoint).
+	RestartOverhead time.Duration
+	Spot            SpotPolicy
+	Replicas        Replicas
+	Spread          Spread
+	Limits          Limits
+	// Pos is where the workload is defined in the file.
+	Pos Pos
+}
+
+// Quota caps the GPUs in use across all workloads. Empty fields match
+// everything.
+type Quota struct {
+	Cloud  pricing.Cloud
+	Region string // glob
+	Family string // GPU family, e.g. "A100"
+	// MaxGPUs is the cap.
+	MaxGPUs int
+	Pos     Pos
+}
+
+// Budget caps spending per month for a team or a workload (or everything when
+// both are empty).
+type Budget struct {
+	Name       string
+	Team       string
+	Workload   string
+	MonthlyUSD float64
+	Pos        Pos
+}

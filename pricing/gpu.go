@@ -1,0 +1,187 @@
+package pricing
+
+import (
+	"sort"
+	"strings"
+)
+
+// GPUModel is a canonical GPU name such as "A100-80GB". Cloud-specific names
+// ("nvidia-tesla-a100", "A100" with 80 GiB) are mapped onto these by
+// NormalizeGPU.
+type GPUModel string
+
+// Canonical GPU models.
+const (
+	T4      GPUModel = "T4"
+	L4      GPUModel = "L4"
+	A10G    GPUModel = "A10G"
+	A10     GPUModel = "A10"
+	L40S    GPUModel = "L40S"
+	P100    GPUModel = "P100"
+	V100    GPUModel = "V100"
+	V100_32 GPUModel = "V100-32GB"
+	A100_40 GPUModel = "A100-40GB"
+	A100_80 GPUModel = "A100-80GB"
+	H100    GPUModel = "H100"
+	H200    GPUModel = "H200"
+)
+
+// GPUSpec is the public spec sheet of one GPU model. Figures are per GPU.
+type GPUSpec struct {
+	Model GPUModel
+	// Family groups models for quotas ("A100" covers both memory sizes).
+	Family string
+	// MemoryGiB is device memory.
+	MemoryGiB float64
+	// TensorTFLOPS is dense (no sparsity) BF16 tensor throughput, or FP16
+	// where the GPU has no BF16 (T4, V100) or no tensor cores (P100).
+	TensorTFLOPS float64
+	// MemoryBandwidthGBs is device memory bandwidth in GB/s.
+	MemoryBandwidthGBs float64
+	// Source names the public document the figures come from.
+	Source string
+}
+
+// specs is the spec table. Each row cites the vendor document its figures
+// come from; all tensor figures are the dense (non-sparse) ones.
+var specs = []GPUSpec{
+	// NVIDIA T4 datasheet: 16 GB GDDR6, 65 TFLOPS mixed-precision FP16, 320 GB/s.
+	{T4, "T4", 16, 65, 320, "NVIDIA T4 Tensor Core GPU datasheet"},
+	// NVIDIA L4 datasheet: 24 GB, 242 TFLOPS FP16/BF16 with sparsity (121 dense), 300 GB/s.
+	{L4, "L4", 24, 121, 300, "NVIDIA L4 Tensor Core GPU datasheet"},
+	// AWS G5 (A10G): 24 GB, 600 GB/s; NVIDIA publishes no A10G datasheet. The
+	// A10G is an A10 variant with lower tensor clocks; 70 TFLOPS dense BF16 is
+	// the figure AWS partners quote and what matmul benchmarks on g5 reach.
+	{A10G, "A10", 24, 70, 600, "AWS EC2 G5 instance page (24 GB, 600 GB/s); tensor figure from g5 benchmarks"},
+	// NVIDIA A10 datasheet: 24 GB GDDR6, 125 TFLOPS BF16 dense (250 sparse), 600 GB/s.
+	{A10, "A10", 24, 125, 600, "NVIDIA A10 Tensor Core GPU datasheet"},
+	// NVIDIA L40S datasheet: 48 GB GDDR6, 362.05 TFLOPS BF16 dense (733 sparse), 864 GB/s.
+	{L40S, "L40S", 48, 362, 864, "NVIDIA L40S datasheet"},
+	// NVIDIA Tesla P100 PCIe datasheet: 16 GB HBM2, 18.7 TFLOPS FP16 (no tensor cores), 732 GB/s.
+	{P100, "P100", 16, 18.7, 732, "NVIDIA Tesla P100 PCIe datasheet"},
+	// NVIDIA Tesla V100 SXM2 datasheet: 16/32 GB HBM2, 125 TFLOPS FP16 tensor, 900 GB/s.
+	{V100, "V100", 16, 125, 900, "NVIDIA Tesla V100 datasheet (SXM2)"},
+	{V100_32, "V100", 32, 125, 900, "NVIDIA Tesla V100 datasheet (SXM2, 32 GB)"},
+	// NVIDIA A100 datasheet: 312 TFLOPS BF16 dense; 40 GB HBM2 at 1,555 GB/s, 80 GB HBM2e at 2,039 GB/s (SXM).
+	{A100_40, "A100", 40, 312, 1555, "NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB)"},
+	{A100_80, "A100", 80, 312, 2039, "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB)"},
+	// NVIDIA H100 datasheet (SXM5): 80 GB HBM3, 989 TFLOPS BF16 dense (1,979 sparse), 3.35 TB/s.
+	{H100, "H100", 80, 989, 3350, "NVIDIA H100 Tensor Core GPU datasheet (SXM5)"},
+	// NVIDIA H200 datasheet (SXM): 141 GB HBM3e, 989 TFLOPS BF16 dense, 4.8 TB/s.
+	{H200, "H200", 141, 989, 4800, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"},
+}
+
+// Spec returns the spec of a canonical GPU model.
+func Spec(m GPUModel) (GPUSpec, bool) {
+	for _, s := range specs {
+		if s.Model == m {
+			return s, true
+		}
+	}
+	return GPUSpec{}, false
+}
+
+// Specs returns the whole spec table, ordered from smallest to largest tensor
+// throughput. The slice is a copy.
+func Specs() []GPUSpec {
+	out := append([]GPUSpec(nil), specs...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].TensorTFLOPS < out[j].TensorTFLOPS })
+	return out
+}
+
+// GPUModels lists the canonical model names in spec-table order.
+func GPUModels() []GPUModel {
+	out := make([]GPUModel, len(specs))
+	for i, s := range specs {
+		out[i] = s.Model
+	}
+	return out
+}
+
+// aliases maps lower-cased cloud and colloquial names onto canonical models.
+// Names whose memory size decides the model ("A100", "V100") are resolved by
+// NormalizeGPU with the memory figure.
+var aliases = map[string]GPUModel{
+	"t4": T4, "nvidia-tesla-t4": T4, "tesla t4": T4,
+	"l4": L4, "nvidia-l4": L4,
+	"a10g": A10G,
+	"a10":  A10, "nvidia-a10": A10,
+	"l40s": L40S, "nvidia-l40s": L40S,
+	"p100": P100, "nvidia-tesla-p100": P100,
+	"v100": V100, "nvidia-tesla-v100": V100, "v100-16gb": V100,
+	"v100-32gb": V100_32,
+	"a100":      A100_40, "a100-40gb": A100_40, "nvidia-tesla-a100": A100_40,
+	"a100-80gb": A100_80, "nvidia-a100-80gb": A100_80,
+	"h100": H100, "h100-80gb": H100, "h100-mega": H100, "nvidia-h100-80gb": H100, "nvidia-h100-mega-80gb": H100,
+	"h200": H200, "h200-141gb": H200, "nvidia-h200-141gb": H200,
+}
+
+// NormalizeGPU maps a cloud's GPU name onto a canonical model. memoryMiB, when
+// known (>0), disambiguates names clouds share across memory sizes: AWS calls
+// both A100 sizes "A100", and V100s come in 16 and 32 GB.
+func NormalizeGPU(name string, memoryMiB int) (GPUModel, bool) {
+	m, ok := aliases[strings.ToLower(strings.TrimSpace(name))]
+	if !ok {
+		return "", false
+	}
+	switch {
+	case m == A100_40 && memoryMiB >= 70*1024:
+		m = A100_80
+	case m == V100 && memoryMiB >= 30*1024:
+		m = V100_32
+	}
+	return m, true
+}
+
+// ParseGPUModel resolves a user-written GPU name (case-insensitive canonical
+// name or a known alias). It does not guess memory sizes: "A100" means the
+// 40 GB model, as NVIDIA first shipped it.
+func ParseGPUModel(name string) (GPUModel, bool) {
+	for _, s := range specs {
+		if strings.EqualFold(string(s.Model), name) {
+			return s.Model, true
+		}
+	}
+	return NormalizeGPU(name, 0)
+}
+
+// SuggestGPU returns the canonical model closest to a misspelt name, or ""
+// when none is close. Policy and CLI errors use it for "did you mean".
+func SuggestGPU(name string) string {
+	best, bestD := "", 1<<30
+	n := strings.ToLower(name)
+	for _, s := range specs {
+		c := strings.ToLower(string(s.Model))
+		d := editDistance(n, c)
+		if strings.HasPrefix(c, n) && len(n) >= 2 {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = string(s.Model), d
+		}
+	}
+	if bestD <= max(2, len(name)/3) {
+		return best
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
