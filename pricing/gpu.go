@@ -152,15 +152,17 @@ func SuggestGPU(name string) string {
 	n := strings.ToLower(name)
 	for _, s := range specs {
 		c := strings.ToLower(string(s.Model))
-		d := editDistance(n, c)
+		// Distances are doubled so that a prefix match ("A100-80" of
+		// "A100-80GB") wins a tie against an equally distant other name.
+		d := 2 * editDistance(n, c)
 		if strings.HasPrefix(c, n) && len(n) >= 2 {
-			d = min(d, 1)
+			d = min(d, 2) - 1
 		}
 		if d < bestD {
 			best, bestD = string(s.Model), d
 		}
 	}
-	if bestD <= max(2, len(name)/3) {
+	if bestD <= 2*max(2, len(name)/3) {
 		return best
 	}
 	return ""

@@ -142,13 +142,22 @@ func runPrices(w io.Writer, cat *pricing.Catalog, o pricesOptions, now time.Time
 		}
 		r.PerGPUHour, _ = off.PricePerGPUHour(ct)
 		r.PerTFLOPHour, _ = off.PricePerTFLOPHour(ct)
+		r.PerGPUHour, r.PerTFLOPHour = roundTo(r.PerGPUHour, 6), roundTo(r.PerTFLOPHour, 8)
 		rows = append(rows, r)
 	}
 	key := func(r priceRow) float64 { return r.PerGPUHour }
 	if o.sortBy == "tflop" {
 		key = func(r priceRow) float64 { return r.PerTFLOPHour }
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return key(rows[i]) < key(rows[j]) })
+	// Offers not sold at the requested capacity (p5e has no on-demand price)
+	// are listed after the rest, ranked by the price they do have.
+	sort.SliceStable(rows, func(i, j int) bool {
+		ai, aj := rows[i].capacityForSorting == capacity, rows[j].capacityForSorting == capacity
+		if ai != aj {
+			return ai
+		}
+		return key(rows[i]) < key(rows[j])
+	})
 	if o.limit > 0 && len(rows) > o.limit {
 		rows = rows[:o.limit]
 	}

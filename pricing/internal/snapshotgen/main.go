@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
 	"flag"
 	"fmt"
@@ -35,46 +36,56 @@ func main() {
 	if err != nil {
 		log.Fatalf("snapshotgen: -generated-at: %v", err)
 	}
-	var offers []pricing.Offer
-	for _, f := range []struct {
-		name  string
-		parse func([][]string) ([]pricing.Offer, error)
-	}{{"aws.csv", awsOffers}, {"gcp.csv", gcpOffers}, {"azure.csv", azureOffers}} {
-		rows, err := readCSV(filepath.Join(*dir, f.name))
-		if err != nil {
-			log.Fatalf("snapshotgen: %v", err)
-		}
-		got, err := f.parse(rows)
-		if err != nil {
-			log.Fatalf("snapshotgen: %s: %v", f.name, err)
-		}
-		offers = append(offers, got...)
-	}
-	sort.Slice(offers, func(i, j int) bool { return offers[i].Key() < offers[j].Key() })
-	tmp := *out + ".tmp"
-	w, err := os.Create(tmp)
+	var buf bytes.Buffer
+	n, err := generate(&buf, *dir, at)
 	if err != nil {
-		log.Fatal(err)
+		log.Fatalf("snapshotgen: %v", err)
 	}
-	prov := []string{
-		"public GPU prices, USD per hour, copied row-for-row from skypilot-org/skypilot-catalog:",
-		"aws catalogs/v7/aws/vms.csv @001367d22a0033fac286a8c71aeac7109e431bcb;",
-		"gcp catalogs/v7/gcp/vms.csv @017e2502fb63c7a28757acd94002b2d6099d3e3d (host + attached GPUs added per zone);",
-		"azure catalogs/v6/azure/vms.csv @098741e70562f65d7af1cceb81e33b284f742604.",
-		"The source states no pricing date; generated-at is the day this snapshot was assembled.",
-		"Corrections: Standard_ND96isr_H100_v5 listed with 12 GPUs has 8; duplicate p4de.24xlarge rows merged.",
-		"AWS zones are AZ IDs (use1-az4); Azure offers are regional (no zone).",
-	}
-	if err := pricing.WriteSnapshot(w, at, prov, offers); err != nil {
-		log.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	// Write to a temporary file and rename, so a failed run never leaves a
+	// half-written snapshot behind.
+	tmp := *out + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	if err := os.Rename(tmp, *out); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Fprintf(os.Stderr, "snapshotgen: wrote %d offers to %s\n", len(offers), *out)
+	fmt.Fprintf(os.Stderr, "snapshotgen: wrote %d offers to %s\n", n, *out)
+}
+
+// provenance is written into the snapshot header.
+var provenance = []string{
+	"public GPU prices, USD per hour, copied row-for-row from skypilot-org/skypilot-catalog:",
+	"aws catalogs/v7/aws/vms.csv @001367d22a0033fac286a8c71aeac7109e431bcb;",
+	"gcp catalogs/v7/gcp/vms.csv @017e2502fb63c7a28757acd94002b2d6099d3e3d (host + attached GPUs added per zone);",
+	"azure catalogs/v6/azure/vms.csv @098741e70562f65d7af1cceb81e33b284f742604.",
+	"The source states no pricing date; generated-at is the day this snapshot was assembled.",
+	"Corrections: Standard_ND96isr_H100_v5 listed with 12 GPUs has 8; duplicate p4de.24xlarge rows merged.",
+	"AWS zones are AZ IDs (use1-az4); Azure offers are regional (no zone).",
+}
+
+// generate reads the three catalog CSVs in dir and writes the snapshot to w.
+func generate(w io.Writer, dir string, at time.Time) (int, error) {
+	var offers []pricing.Offer
+	for _, f := range []struct {
+		name  string
+		parse func([][]string) ([]pricing.Offer, error)
+	}{{"aws.csv", awsOffers}, {"gcp.csv", gcpOffers}, {"azure.csv", azureOffers}} {
+		rows, err := readCSV(filepath.Join(dir, f.name))
+		if err != nil {
+			return 0, err
+		}
+		got, err := f.parse(rows)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", f.name, err)
+		}
+		offers = append(offers, got...)
+	}
+	sort.Slice(offers, func(i, j int) bool { return offers[i].Key() < offers[j].Key() })
+	if err := pricing.WriteSnapshot(w, at, provenance, offers); err != nil {
+		return 0, err
+	}
+	return len(offers), nil
 }
 
 func readCSV(path string) ([][]string, error) {
