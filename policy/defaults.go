@@ -82,7 +82,7 @@ func (p *Policy) applyDefaults(isSet func(s scope, i int, field string) bool) {
 		case Training, Batch:
 			if w.ReferenceGPU == "" && !set("work.reference_gpu") {
 				w.ReferenceGPU = DefaultReferenceGPU
-				if len(w.GPU.Models) == 1 {
+				if len(w.GPU.Models) == 1 && knownGPU(w.GPU.Models[0]) {
 					w.ReferenceGPU = w.GPU.Models[0]
 				}
 			}
@@ -126,4 +126,9 @@ func defaultBudgetName(b *Budget) string {
 		return "team:" + b.Team
 	}
 	return "all"
+}
+
+func knownGPU(m pricing.GPUModel) bool {
+	_, ok := pricing.Spec(m)
+	return ok
 }

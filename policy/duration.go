@@ -20,8 +20,11 @@ func ParseDuration(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, errors.New("empty duration; write e.g. 72h, 90m or 3d")
 	}
-	if s[0] == '-' || s[0] == '+' {
-		return 0, fmt.Errorf("duration %q must not have a sign", in)
+	if s[0] == '-' {
+		return 0, fmt.Errorf("duration %q is negative; want a length of time such as %s", in, s[1:])
+	}
+	if s[0] == '+' {
+		return 0, fmt.Errorf("duration %q must not have a sign; write %s", in, s[1:])
 	}
 	if _, err := strconv.ParseFloat(s, 64); err == nil && s != "0" {
 		return 0, fmt.Errorf("duration %q has no unit; write e.g. %sh or %sm", in, s, s)

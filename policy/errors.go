@@ -78,12 +78,18 @@ func suggest(s string, candidates []string) string {
 	best, bestD := "", 1<<30
 	ls := strings.ToLower(s)
 	for _, c := range candidates {
-		d := editDistance(ls, strings.ToLower(c))
+		lc := strings.ToLower(c)
+		// Doubled so that a candidate the name is a prefix of wins a tie
+		// ("H10" is one edit from both A10 and H100; it is short for H100).
+		d := 2 * editDistance(ls, lc)
+		if strings.HasPrefix(lc, ls) {
+			d--
+		}
 		if d < bestD {
 			best, bestD = c, d
 		}
 	}
-	if bestD <= max(1, min(2, len(s)/3)) {
+	if (bestD+1)/2 <= max(1, min(2, len(s)/3)) {
 		return best
 	}
 	return ""
@@ -98,6 +104,8 @@ func didYouMean(s string, candidates []string) string {
 }
 
 func editDistance(a, b string) int {
+	// Optimal string alignment distance: edits plus adjacent swaps.
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -111,8 +119,12 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			// A swap of two neighbours ("gpc" for "gcp") is one typo.
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

@@ -54,16 +54,11 @@ func Parse(name string, data []byte) (*Policy, error) {
 	r := &reporter{p: p, loc: d.loc}
 	r.check()
 	// A field that failed to decode is left at zero, and checking its value
-	// would only repeat the decoding error in other words: keep one error
-	// per position, the decoder's.
+	// would only repeat the decoding error in other words.
 	errs := d.errs
-	bad := map[Pos]bool{}
-	for _, e := range d.errs {
-		bad[e.Pos] = true
-	}
 	for _, e := range r.errs {
-		if !bad[e.Pos] {
-			errs = append(errs, e)
+		if !d.isBad(e.s, e.i, e.field) {
+			errs = append(errs, e.Error)
 		}
 	}
 	if err := errs.Err(); err != nil {
@@ -89,13 +84,13 @@ func parseYAML(name string, data []byte) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, ErrorList{{Pos: Pos{name, 1, 1}, Msg: "empty policy file; it needs at least workloads: (see docs/policy.md)"}}
 		}
-		return nil, yamlError(name, err)
+		return nil, yamlError(name, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, ErrorList{{Pos: Pos{name, extra.Line, extra.Column}, Msg: "a policy file holds one YAML document; remove the second '---'"}}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, yamlError(name, err)
+		return nil, yamlError(name, data, err)
 	}
 	if len(doc.Content) == 0 {
 		return nil, ErrorList{{Pos: Pos{name, 1, 1}, Msg: "empty policy file; it needs at least workloads: (see docs/policy.md)"}}
@@ -104,17 +99,45 @@ func parseYAML(name string, data []byte) (root *yaml.Node, err error) {
 }
 
 // yamlError turns the YAML library's "yaml: line N: msg" into a positioned
-// Error. The library reports no column; the line is exact.
-func yamlError(name string, err error) error {
-	msg := err.Error()
+// Error. The library reports the line where the enclosing block starts (or
+// none on line 1) and no column, so the problem line is found by parsing ever
+// longer prefixes of the file: the first prefix that fails holds the
+// mistake. Unterminated quotes and brackets only fail at the end of the
+// input; for those the library's line, where the open construct starts, is
+// the better answer.
+func yamlError(name string, data []byte, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 1
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
-	return ErrorList{{Pos: Pos{name, line, 1}, Msg: "invalid YAML: " + msg}}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	col := 1
+	if !strings.Contains(msg, "end of stream") {
+		fails := func(k int) bool {
+			var n yaml.Node
+			err := yaml.Unmarshal(bytes.Join(lines[:k], nil), &n)
+			return err != nil && !strings.Contains(err.Error(), "end of stream")
+		}
+		lo, hi := 1, len(lines)
+		if fails(hi) {
+			for lo < hi {
+				mid := (lo + hi) / 2
+				if fails(mid) {
+					hi = mid
+				} else {
+					lo = mid + 1
+				}
+			}
+			line = hi
+		}
+	}
+	if line >= 1 && line <= len(lines) {
+		l := lines[line-1]
+		col = len(l) - len(bytes.TrimLeft(l, " ")) + 1
+	}
+	return ErrorList{{Pos: Pos{name, line, col}, Msg: "invalid YAML: " + msg}}
 }
 
 // locator remembers where each field was written, so that validation errors
@@ -170,6 +193,43 @@ type decoder struct {
 	// scope and index of the object being decoded, for the locator.
 	s scope
 	i int
+	// cur is the field path being decoded; bad collects those whose value
+	// had the wrong type, so that validation does not report them again.
+	cur string
+	bad map[badKey]bool
+}
+
+type badKey struct {
+	s     scope
+	i     int
+	field string
+}
+
+// typeErr reports a value of the wrong type or form and marks its field bad.
+func (d *decoder) typeErr(n *yaml.Node, format string, args ...any) {
+	d.errf(n, format, args...)
+	if d.bad == nil {
+		d.bad = map[badKey]bool{}
+	}
+	d.bad[badKey{d.s, d.i, d.cur}] = true
+}
+
+// isBad reports whether field, or a field containing it, failed to decode.
+func (d *decoder) isBad(s scope, i int, field string) bool {
+	for {
+		if d.bad[badKey{s, i, field}] {
+			return true
+		}
+		if field == "" {
+			return false
+		}
+		cut := strings.LastIndexAny(field, ".[")
+		if cut < 0 {
+			field = ""
+		} else {
+			field = field[:cut]
+		}
+	}
 }
 
 func (d *decoder) pos(n *yaml.Node) Pos { return Pos{d.file, n.Line, n.Column} }
@@ -227,7 +287,7 @@ type field struct {
 func (d *decoder) mapping(n *yaml.Node, what, prefix string, fields []field) {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
-		d.errf(n, "%s: want a mapping (key: value lines), got %s", what, describe(n))
+		d.typeErr(n, "%s: want a mapping (key: value lines), got %s", what, describe(n))
 		return
 	}
 	known := make([]string, len(fields))
@@ -265,7 +325,10 @@ func (d *decoder) mapping(n *yaml.Node, what, prefix string, fields []field) {
 			continue
 		}
 		d.mark(join(prefix, k.Value), v)
+		old := d.cur
+		d.cur = join(prefix, k.Value)
 		fields[idx].fn(v)
+		d.cur = old
 	}
 }
 
@@ -285,7 +348,7 @@ func join(prefix, key string) string {
 
 func (d *decoder) str(n *yaml.Node, what string, dst *string) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		d.errf(n, "%s: want a string, got %s", what, describe(n))
+		d.typeErr(n, "%s: want a string, got %s", what, describe(n))
 		return
 	}
 	*dst = n.Value
@@ -293,12 +356,12 @@ func (d *decoder) str(n *yaml.Node, what string, dst *string) {
 
 func (d *decoder) integer(n *yaml.Node, what string, dst *int) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		d.errf(n, "%s: want a whole number, got %s", what, describe(n))
+		d.typeErr(n, "%s: want a whole number, got %s", what, describe(n))
 		return
 	}
 	var v int64
 	if err := n.Decode(&v); err != nil || v > math.MaxInt32 || v < math.MinInt32 {
-		d.errf(n, "%s: number %s is out of range", what, n.Value)
+		d.typeErr(n, "%s: number %s is out of range", what, n.Value)
 		return
 	}
 	*dst = int(v)
@@ -306,12 +369,12 @@ func (d *decoder) integer(n *yaml.Node, what string, dst *int) {
 
 func (d *decoder) number(n *yaml.Node, what string, dst *float64) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
-		d.errf(n, "%s: want a number, got %s", what, describe(n))
+		d.typeErr(n, "%s: want a number, got %s", what, describe(n))
 		return
 	}
 	var v float64
 	if err := n.Decode(&v); err != nil || !finite(v) {
-		d.errf(n, "%s: want a finite number, got %s", what, n.Value)
+		d.typeErr(n, "%s: want a finite number, got %s", what, n.Value)
 		return
 	}
 	*dst = v
@@ -319,16 +382,16 @@ func (d *decoder) number(n *yaml.Node, what string, dst *float64) {
 
 func (d *decoder) duration(n *yaml.Node, what string, dst *time.Duration) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float") {
-		d.errf(n, "%s: want a duration such as 72h, 90m or 3d, got %s", what, describe(n))
+		d.typeErr(n, "%s: want a duration such as 72h, 90m or 3d, got %s", what, describe(n))
 		return
 	}
 	v, err := ParseDuration(n.Value)
 	if err != nil {
-		d.errf(n, "%s: %v", what, err)
+		d.typeErr(n, "%s: %v", what, err)
 		return
 	}
 	if v == 0 {
-		d.errf(n, "%s: want a positive duration, or leave it out", what)
+		d.typeErr(n, "%s: want a positive duration, or leave it out", what)
 		return
 	}
 	*dst = v
@@ -348,7 +411,7 @@ func (d *decoder) durationOrZero(n *yaml.Node, what string, dst *time.Duration) 
 func (d *decoder) list(n *yaml.Node, what, field string, fn func(j int, v *yaml.Node)) {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
-		d.errf(n, "%s: want a list, e.g. [a, b], got %s", what, describe(n))
+		d.typeErr(n, "%s: want a list, e.g. [a, b], got %s", what, describe(n))
 		return
 	}
 	for j, v := range n.Content {
@@ -397,12 +460,13 @@ func gpu(s string) pricing.GPUModel {
 
 func (d *decoder) policy(n *yaml.Node, p *Policy) {
 	d.s, d.i = scopeTop, 0
+	d.mark("", n)
 	var wl, qs, bs *yaml.Node
 	d.mapping(n, "policy", "", []field{
 		{"version", func(v *yaml.Node) {
 			var ver int
 			if d.integer(v, "version", &ver); ver != 0 && ver != Version {
-				d.errf(v, "unsupported policy version %d; this gpubroker reads version %d", ver, Version)
+				d.typeErr(v, "unsupported policy version %d; this gpubroker reads version %d", ver, Version)
 			}
 		}},
 		{"clouds", func(v *yaml.Node) { d.clouds(v, "clouds", "clouds", &p.Clouds) }},
@@ -441,22 +505,22 @@ func (d *decoder) policy(n *yaml.Node, p *Policy) {
 func (d *decoder) objects(n *yaml.Node, what string, s scope, fn func(v *yaml.Node)) {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
-		d.errf(n, "%s: want a list of mappings (lines starting with '- '), got %s", what, describe(n))
+		d.typeErr(n, "%s: want a list of mappings (lines starting with '- '), got %s", what, describe(n))
 		return
 	}
 	for j, v := range n.Content {
 		v = resolve(v)
-		d.s, d.i = s, j
+		d.s, d.i, d.cur = s, j, ""
 		d.mark("", v)
 		fn(v)
 	}
-	d.s, d.i = scopeTop, 0
+	d.s, d.i, d.cur = scopeTop, 0, ""
 }
 
 func (d *decoder) spotDefaults(n *yaml.Node, p *Policy) {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
-		d.errf(n, "spot_defaults: want a mapping of cloud to interruptions per hour, e.g. {aws: 0.02}, got %s", describe(n))
+		d.typeErr(n, "spot_defaults: want a mapping of cloud to interruptions per hour, e.g. {aws: 0.02}, got %s", describe(n))
 		return
 	}
 	p.SpotDefaults = map[pricing.Cloud]float64{}
@@ -552,11 +616,11 @@ func (d *decoder) models(n *yaml.Node, w *Workload) {
 		return
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.errf(n, "gpu.models: want any, a GPU name or a list of GPU names, got %s", describe(n))
+		d.typeErr(n, "gpu.models: want any, a GPU name or a list of GPU names, got %s", describe(n))
 		return
 	}
 	if len(n.Content) == 0 {
-		d.errf(n, "gpu.models: empty list allows no GPU; write any, or list models such as [A100-80GB, H100]")
+		d.typeErr(n, "gpu.models: empty list allows no GPU; write any, or list models such as [A100-80GB, H100]")
 		return
 	}
 	d.list(n, "gpu.models", "gpu.models", func(_ int, v *yaml.Node) {
@@ -564,6 +628,7 @@ func (d *decoder) models(n *yaml.Node, w *Workload) {
 		d.str(v, "gpu.models entry", &s)
 		if strings.EqualFold(s, "any") {
 			d.errf(v, "gpu.models: any cannot be listed with models; write models: any on its own")
+			return
 		}
 		w.GPU.Models = append(w.GPU.Models, gpu(s))
 	})
@@ -587,9 +652,6 @@ func (d *decoder) quota(n *yaml.Node, q *Quota) {
 		}},
 		{"max_gpus", func(v *yaml.Node) { d.integer(v, "max_gpus", &q.MaxGPUs) }},
 	})
-	if !d.loc.isSet(scopeQuota, d.i, "max_gpus") && resolve(n).Kind == yaml.MappingNode {
-		d.errf(n, "quota needs max_gpus: N")
-	}
 }
 
 func (d *decoder) budget(n *yaml.Node, b *Budget) {
@@ -599,7 +661,4 @@ func (d *decoder) budget(n *yaml.Node, b *Budget) {
 		{"workload", func(v *yaml.Node) { d.str(v, "workload", &b.Workload) }},
 		{"monthly_usd", func(v *yaml.Node) { d.number(v, "monthly_usd", &b.MonthlyUSD) }},
 	})
-	if !d.loc.isSet(scopeBudget, d.i, "monthly_usd") && resolve(n).Kind == yaml.MappingNode {
-		d.errf(n, "budget needs monthly_usd: N")
-	}
 }

@@ -18,7 +18,11 @@ import (
 func (p *Policy) Validate() error {
 	r := &reporter{p: p}
 	r.check()
-	return r.errs.Err()
+	list := make(ErrorList, len(r.errs))
+	for i, e := range r.errs {
+		list[i] = e.Error
+	}
+	return list.Err()
 }
 
 // reporter collects validation errors. loc, set when validating a parsed
@@ -26,13 +30,22 @@ func (p *Policy) Validate() error {
 type reporter struct {
 	p    *Policy
 	loc  *locator
-	errs ErrorList
+	errs []fieldError
+}
+
+// fieldError is an Error with the field it is about, so that Parse can drop
+// errors about fields that already failed to decode.
+type fieldError struct {
+	*Error
+	s     scope
+	i     int
+	field string
 }
 
 func (r *reporter) errf(s scope, i int, field, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if r.loc != nil {
-		r.errs = append(r.errs, &Error{Pos: r.loc.pos(s, i, field), Msg: msg})
+		r.errs = append(r.errs, fieldError{&Error{Pos: r.loc.pos(s, i, field), Msg: msg}, s, i, field})
 		return
 	}
 	pos := Pos{File: r.p.File}
@@ -50,7 +63,7 @@ func (r *reporter) errf(s scope, i int, field, format string, args ...any) {
 	if pos.File == "" {
 		pos.File = r.p.File
 	}
-	r.errs = append(r.errs, &Error{Pos: pos, Msg: msg})
+	r.errs = append(r.errs, fieldError{&Error{Pos: pos, Msg: msg}, s, i, field})
 }
 
 func (r *reporter) check() {
@@ -242,13 +255,10 @@ func (r *reporter) checkWorkload(i int) {
 			e(fmt.Sprintf("placement.clouds[%d]", j), "cloud %q is not allowed by the policy's clouds %s", c, cloudList(p.Clouds))
 		}
 	}
-	if len(w.Limits.Clouds) > 0 && len(AllowedClouds(p, w)) == 0 && len(p.Clouds) > 0 {
-		e("placement.clouds", "placement.clouds leaves no cloud this workload may use")
-	}
 	r.checkGlobs(scopeWorkload, i, "placement.regions", w.Limits.Regions)
 	r.checkGlobs(scopeWorkload, i, "placement.zones", w.Limits.Zones)
 	r.checkResidency(scopeWorkload, i, "placement.residency", w.Limits.Residency)
-	if len(p.Residency) > 0 && len(w.Limits.Residency) > 0 && !residencyOverlap(p.Residency, w.Limits.Residency) {
+	if knownGeos(p.Residency) && knownGeos(w.Limits.Residency) && len(p.Residency) > 0 && len(w.Limits.Residency) > 0 && !residencyOverlap(p.Residency, w.Limits.Residency) {
 		e("placement.residency", "placement.residency %v shares no region with the policy's residency %v", w.Limits.Residency, p.Residency)
 	}
 }
@@ -283,8 +293,8 @@ func (r *reporter) checkReplicas(i int) {
 	e := func(field, format string, args ...any) { r.errf(scopeWorkload, i, field, format, args...) }
 	rp := w.Replicas
 	switch {
-	case rp == (Replicas{}):
-		e("replicas", "inference service needs replicas: {min: N, max: M}")
+	case rp.Min == 0 && rp.Max == 0:
+		e("replicas", "inference service needs replicas: {min: N, max: M}, with min at least 1")
 		return
 	case rp.Min < 1:
 		e("replicas.min", "replicas.min %d: want at least 1", rp.Min)
@@ -322,9 +332,11 @@ func (r *reporter) checkQuota(i int) {
 		r.checkGlobs(scopeQuota, i, "region", []string{q.Region})
 	}
 	if q.Family != "" && !slices.Contains(Families(), q.Family) {
-		e("family", "unknown GPU family %q%s; families: %s", q.Family, didYouMean(q.Family, Families()), strings.Join(Families(), ", "))
+		e("family", "unknown GPU family %q; want one of %s%s", q.Family, strings.Join(Families(), ", "), didYouMean(q.Family, Families()))
 	}
-	if q.MaxGPUs < 1 {
+	if q.MaxGPUs == 0 {
+		e("max_gpus", "quota needs max_gpus: N, at least 1")
+	} else if q.MaxGPUs < 1 {
 		e("max_gpus", "max_gpus %d: want at least 1 (remove the cloud, region or family from the policy to forbid it)", q.MaxGPUs)
 	}
 	for j := range i {
@@ -349,7 +361,9 @@ func (r *reporter) checkBudget(i int, workloads map[string]int, teams map[string
 	if b.Name == "" {
 		e("name", "budget has no name")
 	}
-	if !finite(b.MonthlyUSD) || b.MonthlyUSD <= 0 {
+	if b.MonthlyUSD == 0 {
+		e("monthly_usd", "budget needs monthly_usd: N, a positive amount of US dollars per month")
+	} else if !finite(b.MonthlyUSD) || b.MonthlyUSD < 0 {
 		e("monthly_usd", "monthly_usd %v: want a positive amount of US dollars per month", b.MonthlyUSD)
 	}
 	if b.Team != "" && b.Workload != "" {
@@ -404,10 +418,19 @@ func checkGlob(g string) error {
 func (r *reporter) checkResidency(s scope, i int, field string, geos []string) {
 	for j, g := range geos {
 		if _, ok := geographies[g]; !ok {
-			r.errf(s, i, fmt.Sprintf("%s[%d]", field, j), "unknown residency %q%s; want one of %s",
-				g, didYouMean(g, Geographies()), strings.Join(Geographies(), ", "))
+			r.errf(s, i, fmt.Sprintf("%s[%d]", field, j), "unknown residency %q; want one of %s%s",
+				g, strings.Join(Geographies(), ", "), didYouMean(g, Geographies()))
 		}
 	}
+}
+
+func knownGeos(geos []string) bool {
+	for _, g := range geos {
+		if _, ok := geographies[g]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // residencyOverlap reports whether two residency lists share some region
