@@ -380,3 +380,14 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+func TestSpotSignalDefaults(t *testing.T) {
+	p := mustParse(t, "spot_defaults: {aws: 0.1}\nworkloads:\n  - {name: a, kind: batch, work: {gpu_hours: 1}}\n")
+	d := p.SpotSignalDefaults()
+	if got := d[pricing.AWS]; got.InterruptionsPerHour != 0.1 || !got.Default {
+		t.Errorf("aws = %+v, want the policy's 0.1", got)
+	}
+	if got, want := d[pricing.GCP], pricing.DefaultSpotDefaults()[pricing.GCP]; got != want {
+		t.Errorf("gcp = %+v, want the built-in %+v", got, want)
+	}
+}

@@ -57,3 +57,16 @@ func (q *Quota) Matches(cloud pricing.Cloud, region string, m pricing.GPUModel) 
 	}
 	return true
 }
+
+// SpotSignalDefaults returns the per-cloud spot signals to assume where the
+// catalog has none: pricing's built-in defaults, overridden by the policy's
+// spot_defaults. Every entry is marked Default. Note that
+// pricing.EmbeddedCatalog already fills in the built-in defaults; to apply a
+// policy override, replace the signal of offers whose Spot.Default is true.
+func (p *Policy) SpotSignalDefaults() pricing.SpotDefaults {
+	out := pricing.DefaultSpotDefaults()
+	for c, v := range p.SpotDefaults {
+		out[c] = pricing.SpotSignal{InterruptionsPerHour: v, Default: true}
+	}
+	return out
+}
