@@ -144,7 +144,7 @@ func yamlError(name string, data []byte, err error) error {
 // point at the field rather than at its workload.
 type locator struct {
 	top  map[string]Pos
-	objs [4][]map[string]Pos // by scope: workloads, quotas, budgets
+	objs [4][]map[string]Pos // indexed by scope, then by list index
 }
 
 func newLocator() *locator { return &locator{top: map[string]Pos{}} }
