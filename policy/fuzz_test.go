@@ -58,3 +58,26 @@ func FuzzParse(f *testing.F) {
 		_ = Summary(p)
 	})
 }
+
+// FuzzParseDuration: no input panics, and every accepted duration survives a
+// round trip through FormatDuration.
+//
+//	go test ./policy -run '^$' -fuzz FuzzParseDuration -fuzztime 20s
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"72h", "90m", "3d", "1d12h", "1.5d", "0", "-1h", "1e3h", "106751d", "2562047h47m16.854775807s", ".5d", "1µs"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if err != nil {
+			return
+		}
+		if d < 0 {
+			t.Fatalf("ParseDuration(%q) = %v, negative", s, d)
+		}
+		back, err := ParseDuration(FormatDuration(d))
+		if err != nil || back != d {
+			t.Fatalf("round trip of %q: %v -> %q -> %v, %v", s, d, FormatDuration(d), back, err)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -389,5 +390,46 @@ func TestSpotSignalDefaults(t *testing.T) {
 	}
 	if got, want := d[pricing.GCP], pricing.DefaultSpotDefaults()[pricing.GCP]; got != want {
 		t.Errorf("gcp = %+v, want the built-in %+v", got, want)
+	}
+}
+
+// TestRegionAllowedAllocs holds RegionAllowed to its promise of no
+// allocation: the optimizer calls it for every workload × offer pair.
+func TestRegionAllowedAllocs(t *testing.T) {
+	p, err := Load("../examples/fleet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := p.Workload("llm-finetune")
+	n := testing.AllocsPerRun(100, func() {
+		RegionAllowed(p, w, pricing.GCP, "us-central1", "us-central1-a")
+		RegionAllowed(p, w, pricing.Azure, "westeurope", "")
+	})
+	if n != 0 {
+		t.Errorf("RegionAllowed allocates %v times per call pair", n)
+	}
+}
+
+func BenchmarkRegionAllowed(b *testing.B) {
+	p, err := Load("../examples/fleet.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := p.Workload("llm-finetune")
+	for b.Loop() {
+		RegionAllowed(p, w, pricing.GCP, "us-central1", "us-central1-a")
+	}
+}
+
+func BenchmarkParseFleet(b *testing.B) {
+	data, err := os.ReadFile("../examples/fleet.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse("fleet.yaml", data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
