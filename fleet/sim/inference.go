@@ -25,7 +25,7 @@ type Inference struct {
 
 // InferenceResult is one inference run.
 type InferenceResult struct {
-	Policy string `json:"policy"`
+	Policy string  `json:"policy"`
 	Hours  float64 `json:"hours"`
 	// AtTarget is the fraction of time with at least Target ready replicas.
 	AtTarget          float64 `json:"at_target"`
