@@ -120,6 +120,7 @@ type simTrainingOptions struct {
 	seed                       uint64
 	optimum                    bool
 	plotStart                  int
+	plotPolicy                 string
 }
 
 func newSimulateTrainingCmd() *cobra.Command {
@@ -148,7 +149,8 @@ func newSimulateTrainingCmd() *cobra.Command {
 	f.IntVar(&o.starts, "starts", 300, "random start points")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the start points")
 	f.BoolVar(&o.optimum, "optimum", false, "also compute the exact offline optimum of every start (slow with many pools)")
-	f.StringVar(&o.plot, "plot", "", "write an SVG timeline of one run of the first --policy to this file")
+	f.StringVar(&o.plot, "plot", "", "write an SVG timeline of one run to this file")
+	f.StringVar(&o.plotPolicy, "plot-policy", spotpolicy.DefaultTraining, "policy of the plotted run")
 	f.IntVar(&o.plotStart, "plot-start", -1, "start tick of the plotted run (default: the first random start)")
 	return cmd
 }
@@ -176,12 +178,15 @@ func runSimulateTraining(w io.Writer, pools *sim.Pools, prices sim.Prices, o sim
 			starts, _ := sim.Starts(c, pools, 1, o.seed)
 			start = starts[0]
 		}
-		pol, _ := spotpolicy.NewTraining(o.policies[0])
+		pol, err := spotpolicy.NewTraining(o.plotPolicy)
+		if err != nil {
+			return usageErr(fmt.Errorf("--plot-policy: %w", err))
+		}
 		run, err := sim.RunTraining(c, pools, pol, start, true)
 		if err != nil {
 			return usageErr(fmt.Errorf("--plot-start: %w", err))
 		}
-		if err := writeFile(o.plot, func(f io.Writer) error { return sim.WriteTrainingSVG(f, c, pools, run, o.policies[0]) }); err != nil {
+		if err := writeFile(o.plot, func(f io.Writer) error { return sim.WriteTrainingSVG(f, c, pools, run, o.plotPolicy) }); err != nil {
 			return failErr(err)
 		}
 	}
@@ -263,7 +268,7 @@ func runSimulateInference(w io.Writer, pools *sim.Pools, prices sim.Prices, o si
 			for _, r := range rep.Policies {
 				refs = append(refs, sim.FrontierPoint{Label: r.Policy, Cost: r.Normalized, AtTarget: r.AtTarget})
 			}
-			title := fmt.Sprintf("Inference on %d zones, target %d, ready delay %v: adaptive policy's knobs", len(pools.Traces), o.target, o.readyDelay)
+			title := fmt.Sprintf("Inference on %d zones, target %d, ready delay %g min: the adaptive policy's knobs", len(pools.Traces), o.target, o.readyDelay.Minutes())
 			if err := writeFile(o.plot, func(f io.Writer) error { return sim.WriteFrontierSVG(f, title, pts, refs) }); err != nil {
 				return failErr(err)
 			}

@@ -57,10 +57,11 @@ func WriteTrainingSVG(w io.Writer, c Training, p *Pools, run Run, policy string)
 	runTop := availTop + float64(k)*rowH + 12
 	progTop := runTop + rowH + 30
 	progH := 260.0
-	height := progTop + progH + 50
+	height := progTop + progH + 64
 	plotW := width - left - right
 	gap := float64(p.Gap)
 	hours := math.Max(c.Deadline.Hours(), float64(len(run.Steps))*gap/3600)
+	span := min(p.Len-run.Start, int(math.Ceil(hours*3600/gap)))
 	x := func(h float64) float64 { return left + plotW*h/hours }
 	tickW := plotW * gap / 3600 / hours
 	var s svg
@@ -71,12 +72,13 @@ func WriteTrainingSVG(w io.Writer, c Training, p *Pools, run Run, policy string)
 	for q := range k {
 		y := availTop + float64(q)*rowH
 		s.text(left-6, y+rowH-3, "end", "11", p.Traces[q].Name)
-		for i := 0; i < len(run.Steps); {
+		up := func(i int) bool { return p.Available(q, run.Start+i) }
+		for i := 0; i < span; {
 			j := i
-			for j < len(run.Steps) && run.Steps[j].Capacity[q] == run.Steps[i].Capacity[q] {
+			for j < span && up(j) == up(i) {
 				j++
 			}
-			if run.Steps[i].Capacity[q] {
+			if up(i) {
 				s.f(`<rect x="%.2f" y="%.1f" width="%.2f" height="%.1f" fill="%s"/>`+"\n", x(float64(i)*gap/3600), y+1, float64(j-i)*tickW, rowH-2, colAvail)
 			}
 			i = j
@@ -94,6 +96,9 @@ func WriteTrainingSVG(w io.Writer, c Training, p *Pools, run Run, policy string)
 				col = colSpot
 			}
 			s.f(`<rect x="%.2f" y="%.1f" width="%.2f" height="%.1f" fill="%s"><title>%s</title></rect>`+"\n", x(float64(i)*gap/3600), runTop, float64(j-i)*tickW, rowH, col, a)
+			if a.Capacity == spotpolicy.Spot { // mark the pool it ran in
+				s.f(`<rect x="%.2f" y="%.1f" width="%.2f" height="4" fill="%s"/>`+"\n", x(float64(i)*gap/3600), availTop+float64(a.Pool+1)*rowH-5, float64(j-i)*tickW, colSpot)
+			}
 		}
 		i = j
 	}
@@ -124,8 +129,8 @@ func WriteTrainingSVG(w io.Writer, c Training, p *Pools, run Run, policy string)
 	s.f(`<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", strings.Join(pts, " "), colProgress)
 	// Legend.
 	ly := height - 10
-	for i, l := range []struct{ col, name string }{{colAvail, "spot capacity"}, {colSpot, "ran on spot"}, {colOnDemand, "ran on on-demand"}, {colLine, "uniform progress line"}, {colOnDemand, "last start on on-demand"}, {colProgress, "work done"}} {
-		lx := left + float64(i)*130
+	for i, l := range []struct{ col, name string }{{colAvail, "spot capacity"}, {colSpot, "ran on spot"}, {colOnDemand, "ran on on-demand"}, {colLine, "straight line"}, {colOnDemand, "last on-demand start"}, {colProgress, "work done"}} {
+		lx := left + float64(i)*135
 		s.f(`<rect x="%.1f" y="%.1f" width="12" height="8" fill="%s"/>`+"\n", lx, ly-8, l.col)
 		s.text(lx+16, ly, "start", "11", l.name)
 	}
@@ -168,7 +173,7 @@ func WriteFrontierSVG(w io.Writer, title string, pts, refs []FrontierPoint) erro
 	if len(pts) == 0 {
 		return fmt.Errorf("%w: no points to draw", ErrSetting)
 	}
-	const width, height, left, right, top, bottom = 860.0, 520.0, 70.0, 220.0, 40.0, 50.0
+	const width, height, left, right, top, bottom = 980.0, 520.0, 70.0, 300.0, 40.0, 50.0
 	all := append(append([]FrontierPoint(nil), pts...), refs...)
 	minC, maxC, minA := math.Inf(1), math.Inf(-1), math.Inf(1)
 	for _, p := range all {
@@ -213,13 +218,13 @@ func WriteFrontierSVG(w io.Writer, title string, pts, refs []FrontierPoint) erro
 		s.f(`<circle cx="%.1f" cy="%.1f" r="5" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", x(p.Cost), y(p.AtTarget), colOnDemand)
 		s.text(x(p.Cost)+8, y(p.AtTarget)+4+float64(i%2)*10, "start", "10", p.Label)
 	}
-	ly := top + 10
-	s.text(width-right+10, ly, "start", "11", "Pareto front (labels):")
+	ly := top + 30
+	s.text(width-right+20, ly, "start", "11", "Pareto front (cost, time at target, knobs):")
 	for i, p := range front {
 		if i >= 24 {
 			break
 		}
-		s.text(width-right+10, ly+14*float64(i+1), "start", "10", fmt.Sprintf("%.3f %.2f%% %s", p.Cost, p.AtTarget*100, p.Label))
+		s.text(width-right+20, ly+14*float64(i+1), "start", "10", fmt.Sprintf("%.3f %.2f%% %s", p.Cost, p.AtTarget*100, p.Label))
 	}
 	s.f("</svg>\n")
 	_, err := io.WriteString(w, s.b.String())

@@ -71,7 +71,7 @@ func ParseTrace(file, name string, b []byte) (*Trace, error) {
 	trim := bytes.TrimLeft(b, " \t\r\n\ufeff")
 	var t *Trace
 	var err error
-	if len(trim) > 0 && trim[0] == '{' {
+	if len(trim) > 0 && (trim[0] == '{' || trim[0] == '[') {
 		t, err = parseJSONTrace(file, b)
 	} else {
 		t, err = parseCSVTrace(file, b)
@@ -100,6 +100,14 @@ func lineCol(b []byte, off int64) (int, int) {
 	return line, col
 }
 
+// skipSep moves off past blanks and JSON separators to the next token.
+func skipSep(b []byte, off int64) int64 {
+	for off < int64(len(b)) && strings.IndexByte(" \t\r\n,:", b[off]) >= 0 {
+		off++
+	}
+	return off
+}
+
 func traceErr(file string, b []byte, off int64, format string, args ...any) error {
 	l, c := lineCol(b, off)
 	return fmt.Errorf("%w: %s:%d:%d: %s", ErrTrace, file, l, c, fmt.Sprintf(format, args...))
@@ -126,7 +134,7 @@ func parseJSONTrace(file string, b []byte) (*Trace, error) {
 			return wrap(err)
 		}
 		if d, ok := tok.(json.Delim); !ok || d != want {
-			return traceErr(file, b, off, "want %s, found %v", what, tok)
+			return traceErr(file, b, skipSep(b, off), "want %s, found %v", what, tok)
 		}
 		return nil
 	}
@@ -159,7 +167,7 @@ func parseJSONTrace(file string, b []byte) (*Trace, error) {
 				if k, _ := tok.(string); k == "gap_seconds" {
 					g, err := strconv.ParseFloat(string(v), 64)
 					if err != nil || g < 1 || g > 86400 || g != math.Trunc(g) {
-						return nil, traceErr(file, b, voff+1, "gap_seconds %s: want a whole number of seconds from 1 to 86400", v)
+						return nil, traceErr(file, b, skipSep(b, voff), "gap_seconds %s: want a whole number of seconds from 1 to 86400", v)
 					}
 					t.Gap, haveGap = int(g), true
 				}
@@ -180,10 +188,10 @@ func parseJSONTrace(file string, b []byte) (*Trace, error) {
 				n, ok := tok.(json.Number)
 				v, perr := strconv.ParseFloat(string(n), 64)
 				if !ok || perr != nil || v < 0 || v != math.Trunc(v) || v > 1e6 {
-					return nil, traceErr(file, b, voff+1, "data[%d] = %v: want a count of available instances (whole number ≥ 0)", len(t.Avail), tok)
+					return nil, traceErr(file, b, skipSep(b, voff), "data[%d] = %v: want a count of available instances (whole number ≥ 0)", len(t.Avail), tok)
 				}
 				if len(t.Avail) >= maxTraceTicks {
-					return nil, traceErr(file, b, voff+1, "more than %d ticks", maxTraceTicks)
+					return nil, traceErr(file, b, skipSep(b, voff), "more than %d ticks", maxTraceTicks)
 				}
 				t.Avail = append(t.Avail, int(v))
 			}
@@ -193,7 +201,7 @@ func parseJSONTrace(file string, b []byte) (*Trace, error) {
 			haveData = true
 		default:
 			if key == "" {
-				return nil, traceErr(file, b, off, "want a key, found %v", tok)
+				return nil, traceErr(file, b, skipSep(b, off), "want a key, found %v", tok)
 			}
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
