@@ -236,7 +236,8 @@ func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, recor
 	for i := max(0, start-int(c.History.Seconds()/gap)); i < start; i++ {
 		observe(i)
 	}
-	st := &spotpolicy.State{Gap: gap, Work: j.work, Deadline: j.deadline, Changeover: j.changeover, Pools: make([]spotpolicy.Pool, k)}
+	st := &spotpolicy.State{Gap: gap, Work: j.work, Deadline: j.deadline, Changeover: j.changeover, Pools: make([]spotpolicy.Pool, k),
+		OnDemandPrice: c.Prices.OnDemand, SpotPrice: c.Prices.Spot}
 	run := Run{Start: start}
 	for !j.finished() && start+j.tick < p.Len {
 		i := start + j.tick
@@ -247,7 +248,7 @@ func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, recor
 			run.Preemptions++
 			preempted = true
 		}
-		st.Tick, st.Done, st.Current, st.Overhead = j.tick, j.done, j.cur, j.overhead
+		st.Tick, st.Done, st.Current, st.Overhead, st.Spent = j.tick, j.done, j.cur, j.overhead, j.cost
 		for q := range k {
 			st.Pools[q] = tr[q].view()
 		}

@@ -15,12 +15,17 @@ type AdaptiveConfig struct {
 	// StopOnDemand is the extra slack, in changeovers, above the expected
 	// need before an on-demand run is stopped while no spot can be had.
 	StopOnDemand float64
+	// CostCap bounds every run's cost as a multiple of on-demand only: a
+	// spot start, or a pause of on-demand, is taken only while the worst
+	// case after it (capacity gone at once, the rest on on-demand) stays
+	// within the cap. 0 disables the bound.
+	CostCap float64
 }
 
 // DefaultAdaptiveConfig is tuned on the 1-node AWS availability traces
 // (docs/BENCHMARKS.md).
 func DefaultAdaptiveConfig() AdaptiveConfig {
-	return AdaptiveConfig{Risk: 0.4, LeaveOnDemand: 3, StopOnDemand: 15}
+	return AdaptiveConfig{Risk: 0.4, LeaveOnDemand: 3, StopOnDemand: 15, CostCap: 1.05}
 }
 
 // Adaptive is gpubroker's default training policy. Compared with
@@ -77,6 +82,13 @@ func (a *Adaptive) Decide(s *State) Action {
 		act = RunSpot(pool)
 	case needOD:
 		act = RunOnDemand
+	}
+	if a.cfg.CostCap > 0 && act != RunOnDemand && act != s.Current && s.WorstCost(act) > a.cfg.CostCap*s.OnDemandOnlyCost() {
+		// Over budget in the worst case: keep what runs, else on-demand.
+		act = RunOnDemand
+		if s.Current.Capacity == None && s.WorstCost(Idle) <= a.cfg.CostCap*s.OnDemandOnlyCost() && !needOD {
+			act = Idle
+		}
 	}
 	return Guard(s, act)
 }

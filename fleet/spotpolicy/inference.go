@@ -210,7 +210,21 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	want := s.Target + cfg.Spare
 	od := max(0, want-min(readySpot, stable))
 	if cfg.Risk > 0 {
-		od = max(od, riskHedge(s, sp, cfg.Risk))
+		hedge := riskHedge(s, sp, cfg.Risk)
+		if hedge >= s.Target {
+			// Spot is so unreliable that on-demand alone must cover the
+			// target: spot on top would only add cost.
+			// Spot replicas already running stay until on-demand is ready.
+			a.calm = 0
+			keep := make([]int, len(s.Zones))
+			if s.OnDemandReady < s.Target {
+				for k, z := range s.Zones {
+					keep[k] = z.Spot
+				}
+			}
+			return Fleet{Spot: keep, OnDemand: s.Target}
+		}
+		od = max(od, hedge)
 	}
 	if open < cfg.Zones {
 		od = max(od, cfg.Spare)

@@ -93,6 +93,51 @@ type State struct {
 	Pools    []Pool
 	// Any summarises all pools together: available when at least one is.
 	Any Pool
+	// Spent is what the job has cost so far, and OnDemandPrice and
+	// SpotPrice what an hour of each costs (USD), for policies that bound
+	// their cost.
+	Spent, OnDemandPrice, SpotPrice float64
+}
+
+// WorstCost is the most the job can cost in total if it takes a now, spot
+// capacity is gone at the worst moment (right after the changeover), and the
+// rest runs on on-demand.
+func (s *State) WorstCost(a Action) float64 {
+	rw := s.RemainingWork()
+	odNeed := func(rw float64, onOD bool, ov float64) float64 {
+		if !onOD {
+			ov = s.Changeover
+		}
+		return (rw + ov) * s.OnDemandPrice / 3600
+	}
+	switch a.Capacity {
+	case OnDemand:
+		return s.Spent + odNeed(rw, s.Current.Capacity == OnDemand, s.Overhead)
+	case Spot:
+		ov := s.Changeover
+		if s.Current == a {
+			ov = s.Overhead
+		}
+		// The worst moment is when the changeover has just been paid: the
+		// instance costs money every tick before it makes progress.
+		ticks := math.Max(1, math.Ceil(ov/s.Gap))
+		run := math.Min(ticks*s.Gap, ov+rw)
+		prog := run - ov
+		if prog < 0 {
+			prog = 0
+		}
+		cost := s.Spent + run*s.SpotPrice/3600
+		if prog >= rw {
+			return cost
+		}
+		return cost + odNeed(rw-prog, false, 0)
+	}
+	return s.Spent + odNeed(rw, false, 0)
+}
+
+// OnDemandOnlyCost is what the whole job costs on on-demand alone.
+func (s *State) OnDemandOnlyCost() float64 {
+	return (s.Work + s.Changeover) * s.OnDemandPrice / 3600
 }
 
 // Elapsed is seconds since start.
