@@ -214,6 +214,9 @@ type simInferenceOptions struct {
 	readyDelay time.Duration
 	policies   []string
 	frontier   bool
+	timeline   string
+	start      int
+	duration   time.Duration
 }
 
 func newSimulateInferenceCmd() *cobra.Command {
@@ -240,11 +243,14 @@ func newSimulateInferenceCmd() *cobra.Command {
 	f.StringSliceVar(&o.policies, "policy", spotpolicy.InferencePolicies(), "policies to compare: "+strings.Join(spotpolicy.InferencePolicies(), ", "))
 	f.BoolVar(&o.frontier, "frontier", false, "also sweep the adaptive policy's knobs and report the availability–cost frontier")
 	f.StringVar(&o.plot, "plot", "", "write an SVG chart of the availability–cost frontier to this file (implies --frontier)")
+	f.StringVar(&o.timeline, "timeline", "", "write an SVG timeline of the default policy's run (zones, replicas, ready against target) to this file")
+	f.IntVar(&o.start, "start-tick", 0, "first tick of the traces to simulate")
+	f.DurationVar(&o.duration, "duration", 0, "how long to simulate (0 = to the end of the traces)")
 	return cmd
 }
 
 func runSimulateInference(w io.Writer, pools *sim.Pools, prices sim.Prices, o simInferenceOptions) error {
-	c := sim.Inference{Target: o.target, ReadyDelay: o.readyDelay, Prices: prices, History: o.history}
+	c := sim.Inference{Target: o.target, ReadyDelay: o.readyDelay, Prices: prices, History: o.history, Start: o.start, Duration: o.duration}
 	for _, p := range o.policies {
 		if _, err := spotpolicy.NewInference(p); err != nil {
 			return usageErr(fmt.Errorf("--policy: %w", err))
@@ -272,6 +278,16 @@ func runSimulateInference(w io.Writer, pools *sim.Pools, prices sim.Prices, o si
 			if err := writeFile(o.plot, func(f io.Writer) error { return sim.WriteFrontierSVG(f, title, pts, refs) }); err != nil {
 				return failErr(err)
 			}
+		}
+	}
+	if o.timeline != "" {
+		pol, _ := spotpolicy.NewInference(spotpolicy.DefaultInference)
+		res, err := sim.RunInference(c, pools, pol, true)
+		if err != nil {
+			return usageErr(err)
+		}
+		if err := writeFile(o.timeline, func(f io.Writer) error { return sim.WriteInferenceSVG(f, c, pools, res) }); err != nil {
+			return failErr(err)
 		}
 	}
 	if o.output == "json" {

@@ -76,9 +76,14 @@ func TestSimulateInference(t *testing.T) {
 	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("Pareto front")) {
 		t.Fatalf("frontier chart not written: %v", err)
 	}
-	code, out, _ = runCLI(t, "simulate", "inference", "--trace", traces, "--target", "2", "--policy", "adaptive", "-o", "json")
-	if code != 0 || !strings.Contains(out, `"at_target"`) {
+	tl := filepath.Join(t.TempDir(), "timeline.svg")
+	code, out, _ = runCLI(t, "simulate", "inference", "--trace", traces, "--target", "2", "--policy", "adaptive", "-o", "json",
+		"--timeline", tl, "--start-tick", "100", "--duration", "24h")
+	if code != 0 || !strings.Contains(out, `"at_target"`) || !strings.Contains(out, `"hours": 24`) {
 		t.Fatalf("json: exit %d\n%s", code, out)
+	}
+	if b, err := os.ReadFile(tl); err != nil || !bytes.Contains(b, []byte("ready delay 10 min")) {
+		t.Fatalf("timeline not written: %v", err)
 	}
 }
 

@@ -108,6 +108,20 @@ func TestGoldenTimelineSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "timeline.svg", b.Bytes())
+
+	ic := Inference{Target: 2, ReadyDelay: 10 * time.Minute, Prices: DefaultPrices, Start: 100, Duration: 24 * time.Hour}
+	res, err := RunInference(ic, p, spotpolicy.NewAdaptiveInference(spotpolicy.DefaultAdaptiveInferenceConfig()), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ib bytes.Buffer
+	if err := WriteInferenceSVG(&ib, ic, p, res); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inference-timeline.svg", ib.Bytes())
+	if err := WriteInferenceSVG(&ib, ic, p, InferenceResult{}); err == nil {
+		t.Fatal("an inference run without a timeline was drawn")
+	}
 	if err := WriteTrainingSVG(&b, c, p, Run{}, "adaptive"); err == nil {
 		t.Fatal("a run without a timeline was drawn")
 	}

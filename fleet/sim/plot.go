@@ -230,3 +230,93 @@ func WriteFrontierSVG(w io.Writer, title string, pts, refs []FrontierPoint) erro
 	_, err := io.WriteString(w, s.b.String())
 	return err
 }
+
+// WriteInferenceSVG draws one inference run: each zone's spot capacity, the
+// spot and on-demand replicas running, and how many were ready against the
+// target.
+func WriteInferenceSVG(w io.Writer, c Inference, p *Pools, res InferenceResult) error {
+	if len(res.Steps) == 0 {
+		return fmt.Errorf("%w: the run has no recorded timeline", ErrSetting)
+	}
+	const width, left, right = 960.0, 150.0, 20.0
+	rowH := 12.0
+	k := len(p.Traces)
+	top := 40.0
+	cntTop := top + float64(k)*rowH + 20
+	cntH := 220.0
+	height := cntTop + cntH + 64
+	plotW := width - left - right
+	gap := float64(p.Gap)
+	n := len(res.Steps)
+	hours := float64(n) * gap / 3600
+	x := func(i int) float64 { return left + plotW*float64(i)/float64(n) }
+	maxN := c.Target + 1
+	for _, st := range res.Steps {
+		maxN = max(maxN, st.Spot+st.OnDemand)
+	}
+	y := func(v float64) float64 { return cntTop + cntH - cntH*v/float64(maxN) }
+	var s svg
+	s.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif">`+"\n", width, height, width, height)
+	s.f(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
+	s.text(left, 22, "start", "15", fmt.Sprintf("%s: target %d, ready delay %g min — %.2f%% of time at target, cost %.3f of on-demand",
+		res.Policy, c.Target, c.ReadyDelay.Minutes(), res.AtTarget*100, res.Normalized))
+	for q := range k {
+		yy := top + float64(q)*rowH
+		s.text(left-6, yy+rowH-2, "end", "10", p.Traces[q].Name)
+		up := func(i int) bool { return p.Available(q, c.Start+i) }
+		for i := 0; i < n; {
+			j := i
+			for j < n && up(j) == up(i) {
+				j++
+			}
+			if up(i) {
+				s.f(`<rect x="%.2f" y="%.1f" width="%.2f" height="%.1f" fill="%s"/>`+"\n", x(i), yy+1, x(j)-x(i), rowH-2, colAvail)
+			}
+			i = j
+		}
+	}
+	// Stacked replica counts (spot below, on-demand above) as step areas.
+	area := func(lo, hi func(InferenceStep) int, col string) {
+		var pts []string
+		for i, st := range res.Steps {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(i), y(float64(hi(st))), x(i+1), y(float64(hi(st)))))
+		}
+		for i := n - 1; i >= 0; i-- {
+			st := res.Steps[i]
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(i+1), y(float64(lo(st))), x(i), y(float64(lo(st)))))
+		}
+		s.f(`<polygon points="%s" fill="%s" fill-opacity="0.8"/>`+"\n", strings.Join(pts, " "), col)
+	}
+	zero := func(InferenceStep) int { return 0 }
+	spotN := func(st InferenceStep) int { return st.Spot }
+	all := func(st InferenceStep) int { return st.Spot + st.OnDemand }
+	area(zero, spotN, colSpot)
+	area(spotN, all, colOnDemand)
+	var ready []string
+	for i, st := range res.Steps {
+		ready = append(ready, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(i), y(float64(st.Ready)), x(i+1), y(float64(st.Ready))))
+	}
+	s.f(`<polyline points="%s" fill="none" stroke="%s" stroke-width="1"/>`+"\n", strings.Join(ready, " "), colProgress)
+	s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="red" stroke-dasharray="5,4"/>`+"\n", left, y(float64(c.Target)), left+plotW, y(float64(c.Target)))
+	s.f(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#ccc"/>`+"\n", left, cntTop, plotW, cntH)
+	for v := 0; v <= maxN; v++ {
+		s.text(left-6, y(float64(v))+4, "end", "11", fmt.Sprint(v))
+	}
+	s.text(left-6, cntTop-6, "end", "11", "replicas")
+	step := niceStep(hours, 10)
+	for h := 0.0; h <= hours+1e-9; h += step {
+		xi := left + plotW*h/hours
+		s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", xi, cntTop, xi, cntTop+cntH)
+		s.text(xi, cntTop+cntH+14, "middle", "11", fmt.Sprintf("%g", h))
+	}
+	s.text(left+plotW/2, cntTop+cntH+32, "middle", "12", "hours since start")
+	ly := height - 10
+	for i, l := range []struct{ col, name string }{{colAvail, "spot capacity"}, {colSpot, "spot replicas"}, {colOnDemand, "on-demand replicas"}, {colProgress, "ready"}, {"red", "target"}} {
+		lx := left + float64(i)*140
+		s.f(`<rect x="%.1f" y="%.1f" width="12" height="8" fill="%s"/>`+"\n", lx, ly-8, l.col)
+		s.text(lx+16, ly, "start", "11", l.name)
+	}
+	s.f("</svg>\n")
+	_, err := io.WriteString(w, s.b.String())
+	return err
+}
