@@ -115,6 +115,7 @@ and service. See docs/simulate.md.`,
 type simTrainingOptions struct {
 	simPriceOptions
 	work, deadline, changeover time.Duration
+	checkpoint                 time.Duration
 	policies                   []string
 	starts                     int
 	seed                       uint64
@@ -145,6 +146,7 @@ func newSimulateTrainingCmd() *cobra.Command {
 	f.DurationVar(&o.work, "work", 48*time.Hour, "compute the job needs")
 	f.DurationVar(&o.deadline, "deadline", 60*time.Hour, "time from start by which the work must be done")
 	f.DurationVar(&o.changeover, "changeover", 12*time.Minute, "time lost each time an instance starts (provisioning, loading the checkpoint)")
+	f.DurationVar(&o.checkpoint, "checkpoint", 0, "work between checkpoints; a preemption loses the work since the last one (0 = saved continuously)")
 	f.StringSliceVar(&o.policies, "policy", spotpolicy.TrainingPolicies(), "policies to compare: "+strings.Join(spotpolicy.TrainingPolicies(), ", "))
 	f.IntVar(&o.starts, "starts", 300, "random start points")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the start points")
@@ -156,7 +158,7 @@ func newSimulateTrainingCmd() *cobra.Command {
 }
 
 func runSimulateTraining(w io.Writer, pools *sim.Pools, prices sim.Prices, o simTrainingOptions) error {
-	c := sim.Training{Work: o.work, Deadline: o.deadline, Changeover: o.changeover, Prices: prices, History: o.history}
+	c := sim.Training{Work: o.work, Deadline: o.deadline, Changeover: o.changeover, Checkpoint: o.checkpoint, Prices: prices, History: o.history}
 	for _, p := range o.policies {
 		if _, err := spotpolicy.NewTraining(p); err != nil {
 			return usageErr(fmt.Errorf("--policy: %w", err))

@@ -27,7 +27,8 @@ func gcd(a, b int) int {
 // a changeover is booked as lost when the instance starts, which only
 // overstates the loss of an instance stopped before its changeover is paid,
 // and such a run is never better than waiting. Changeover must be a whole
-// number of seconds.
+// number of seconds. With checkpoints that are not continuous the work a
+// preemption loses is not modelled, so the result is a lower bound.
 func Optimum(c Training, p *Pools, start int) (float64, error) {
 	ticks, err := c.validate(p)
 	if err != nil {

@@ -25,6 +25,9 @@ type Training struct {
 	Work       time.Duration // compute needed
 	Deadline   time.Duration // after start
 	Changeover time.Duration // lost at every instance start
+	// Checkpoint is the work between checkpoints: a preemption loses the
+	// work since the last one (0: saved continuously, the paper's setting).
+	Checkpoint time.Duration
 	Prices     Prices
 	// History is how much of the trace before a start the policy may see,
 	// as a real broker would have watched the pools before the job came.
@@ -67,8 +70,8 @@ func (c Training) validate(p *Pools) (ticks int, err error) {
 	switch {
 	case c.Work <= 0 || c.Deadline <= 0:
 		return 0, fmt.Errorf("%w: work and deadline must be positive", ErrSetting)
-	case c.Changeover < 0:
-		return 0, fmt.Errorf("%w: changeover must not be negative", ErrSetting)
+	case c.Changeover < 0 || c.Checkpoint < 0:
+		return 0, fmt.Errorf("%w: changeover and checkpoint interval must not be negative", ErrSetting)
 	case c.Work+c.Changeover > c.Deadline:
 		return 0, fmt.Errorf("%w: work %v plus one changeover %v does not fit in the deadline %v even on on-demand", ErrSetting, c.Work, c.Changeover, c.Deadline)
 	case c.Prices.OnDemand <= 0 || c.Prices.Spot < 0:
@@ -106,6 +109,7 @@ type Run struct {
 	Missed        bool    `json:"missed"`
 	Preemptions   int     `json:"preemptions"`
 	Changeovers   int     `json:"changeovers"`
+	LostHours     float64 `json:"lost_work_hours"`
 	Steps         []Step  `json:"-"`
 }
 
@@ -120,12 +124,15 @@ type job struct {
 	cost, spotSec, odSec            float64
 	finish                          float64 // seconds after start; 0 until done
 	changeovers                     int
+	ckpt, saved, lost               float64 // checkpoint interval, progress saved, work lost to preemptions
 }
 
 func (j *job) finished() bool { return j.done >= j.work }
 
 // preempt drops the current spot instance when its pool lost capacity.
 func (j *job) preempt() {
+	j.lost += j.done - j.saved
+	j.done = j.saved
 	j.cur, j.overhead = spotpolicy.Idle, 0
 }
 
@@ -140,6 +147,7 @@ func (j *job) step(a spotpolicy.Action) {
 	if a != j.cur {
 		j.overhead = j.changeover
 		j.changeovers++
+		j.saved = j.done // the previous instance stopped cleanly, or lost its unsaved work
 	}
 	j.cur = a
 	ov := math.Min(j.overhead, j.gap)
@@ -151,6 +159,11 @@ func (j *job) step(a spotpolicy.Action) {
 		j.finish = float64(j.tick)*j.gap + used
 	} else {
 		j.done += prog
+	}
+	if j.ckpt > 0 {
+		j.saved = math.Max(j.saved, math.Floor(j.done/j.ckpt)*j.ckpt)
+	} else {
+		j.saved = j.done
 	}
 	j.overhead -= ov
 	price := j.prices.OnDemand
@@ -217,7 +230,7 @@ func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, recor
 		return Run{}, fmt.Errorf("%w: start tick %d: want 0 to %d", ErrSetting, start, p.Len-ticks-1)
 	}
 	gap := float64(p.Gap)
-	j := job{gap: gap, work: c.Work.Seconds(), deadline: c.Deadline.Seconds(), changeover: c.Changeover.Seconds(), prices: c.Prices}
+	j := job{gap: gap, work: c.Work.Seconds(), deadline: c.Deadline.Seconds(), changeover: c.Changeover.Seconds(), prices: c.Prices, ckpt: c.Checkpoint.Seconds()}
 	alpha := 1 - math.Exp2(-gap/fracHalfLife.Seconds())
 	k := len(p.Traces)
 	tr := make([]tracker, k+1) // the last one tracks "any pool"
@@ -237,7 +250,7 @@ func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, recor
 		observe(i)
 	}
 	st := &spotpolicy.State{Gap: gap, Work: j.work, Deadline: j.deadline, Changeover: j.changeover, Pools: make([]spotpolicy.Pool, k),
-		OnDemandPrice: c.Prices.OnDemand, SpotPrice: c.Prices.Spot}
+		OnDemandPrice: c.Prices.OnDemand, SpotPrice: c.Prices.Spot, Checkpoint: j.ckpt}
 	run := Run{Start: start}
 	for !j.finished() && start+j.tick < p.Len {
 		i := start + j.tick
@@ -248,7 +261,7 @@ func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, recor
 			run.Preemptions++
 			preempted = true
 		}
-		st.Tick, st.Done, st.Current, st.Overhead, st.Spent = j.tick, j.done, j.cur, j.overhead, j.cost
+		st.Tick, st.Done, st.Current, st.Overhead, st.Spent, st.Saved = j.tick, j.done, j.cur, j.overhead, j.cost, j.saved
 		for q := range k {
 			st.Pools[q] = tr[q].view()
 		}
@@ -272,6 +285,7 @@ func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, recor
 	run.FinishHours = j.finish / 3600
 	run.Missed = !j.finished() || j.finish > j.deadline+1e-6
 	run.Changeovers = j.changeovers
+	run.LostHours = j.lost / 3600
 	return run, nil
 }
 
@@ -306,6 +320,7 @@ type Summary struct {
 	MeanOnDemandHours float64 `json:"mean_on_demand_hours"`
 	MeanPreemptions   float64 `json:"mean_preemptions"`
 	MeanChangeovers   float64 `json:"mean_changeovers"`
+	MeanLostHours     float64 `json:"mean_lost_work_hours"`
 	// VsOptimum is MeanCost over the exact optimum's mean (0 when the
 	// optimum was not computed).
 	VsOptimum float64 `json:"vs_optimum,omitempty"`
@@ -326,6 +341,7 @@ func Summarize(policy string, runs []Run) Summary {
 		s.MeanOnDemandHours += r.OnDemandHours
 		s.MeanPreemptions += float64(r.Preemptions)
 		s.MeanChangeovers += float64(r.Changeovers)
+		s.MeanLostHours += r.LostHours
 		if r.Missed {
 			s.Misses++
 		}
@@ -337,6 +353,7 @@ func Summarize(policy string, runs []Run) Summary {
 	s.MeanOnDemandHours /= n
 	s.MeanPreemptions /= n
 	s.MeanChangeovers /= n
+	s.MeanLostHours /= n
 	sort.Float64s(costs)
 	s.P90Cost = quantile(costs, 0.9)
 	s.MaxCost = costs[len(costs)-1]

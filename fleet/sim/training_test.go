@@ -137,6 +137,9 @@ func TestNoPolicyMissesAFeasibleDeadline(t *testing.T) {
 			Changeover: time.Duration(rng.IntN(3*gap)) * time.Second,
 			Prices:     Prices{OnDemand: 1 + rng.Float64()*4, Spot: rng.Float64()},
 		}
+		if rng.IntN(2) == 0 { // checkpoints every 1 to 4 ticks of work
+			c.Checkpoint = time.Duration(1+rng.IntN(4)) * time.Duration(gap) * time.Second
+		}
 		// From no slack at all to twice the work.
 		c.Deadline = c.Work + c.Changeover + time.Duration(rng.Float64()*2*float64(c.Work))
 		npools := 1 + rng.IntN(3)
@@ -157,8 +160,8 @@ func TestNoPolicyMissesAFeasibleDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			if run.Missed {
-				t.Fatalf("iteration %d: %s missed: work %v deadline %v changeover %v gap %d s, %d pools, start %d; finished at %.3f h",
-					it, name, c.Work, c.Deadline, c.Changeover, gap, npools, start, run.FinishHours)
+				t.Fatalf("iteration %d: %s missed: work %v deadline %v changeover %v checkpoint %v gap %d s, %d pools, start %d; finished at %.3f h",
+					it, name, c.Work, c.Deadline, c.Changeover, c.Checkpoint, gap, npools, start, run.FinishHours)
 			}
 		}
 	}
@@ -249,5 +252,27 @@ func TestNewPoolsRejectsMixedTicks(t *testing.T) {
 	_, err := NewPools([]*Trace{{Name: "a", Gap: 60, Avail: []int{1}}, {Name: "b", Gap: 120, Avail: []int{1}}})
 	if err == nil {
 		t.Fatal("mixed ticks accepted")
+	}
+}
+
+func TestCheckpointLoss(t *testing.T) {
+	// Spot for 18 ticks of 10 min, then gone: with checkpoints every hour
+	// of work, greedy loses the work since the last one and redoes it.
+	p := mustPools(t, handTrace("a", 600, 200, func(i int) bool { return i < 18 }))
+	c := handSetting
+	c.Checkpoint = time.Hour
+	pol, _ := spotpolicy.NewTraining(spotpolicy.PolicyGreedy)
+	run, err := RunTraining(c, p, pol, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 18 ticks = 3 h of spot, 12 min changeover: 2 h 48 min done, 2 h saved.
+	if math.Abs(run.LostHours-0.8) > 1e-9 || run.Missed {
+		t.Fatalf("lost %.3f h (missed %v); want 0.8 h", run.LostHours, run.Missed)
+	}
+	c.Checkpoint = 0
+	run, _ = RunTraining(c, p, pol, 0, false)
+	if run.LostHours != 0 {
+		t.Fatalf("continuous checkpoints lost %.3f h", run.LostHours)
 	}
 }

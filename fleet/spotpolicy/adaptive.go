@@ -68,6 +68,12 @@ func (a *Adaptive) Decide(s *State) Action {
 	// Expected time without any spot until the deadline, against the slack.
 	f := s.Any.Frac
 	shortfall := a.cfg.Risk*(1-f)*s.RemainingTime() - s.Slack()
+	if s.Checkpoint > 0 {
+		// Work preemptions will throw away: one per expected stretch, half
+		// a checkpoint interval (at most the stretch) each.
+		stretch := math.Max(1, s.Any.MeanUp) * s.Gap
+		shortfall += f * s.RemainingTime() / stretch * math.Min(s.Checkpoint, stretch) / 2
+	}
 	needOD := shortfall > 0
 	act := Idle
 	switch {
@@ -83,7 +89,9 @@ func (a *Adaptive) Decide(s *State) Action {
 	case needOD:
 		act = RunOnDemand
 	}
-	if a.cfg.CostCap > 0 && act != RunOnDemand && act != s.Current && s.WorstCost(act) > a.cfg.CostCap*s.OnDemandOnlyCost() {
+	// Running spot without checkpoints can raise the worst case too.
+	check := act != s.Current || (act.Capacity == Spot && s.Checkpoint > 0)
+	if a.cfg.CostCap > 0 && act != RunOnDemand && check && s.WorstCost(act) > a.cfg.CostCap*s.OnDemandOnlyCost() {
 		// Over budget in the worst case: keep what runs, else on-demand.
 		act = RunOnDemand
 		if s.Current.Capacity == None && s.WorstCost(Idle) <= a.cfg.CostCap*s.OnDemandOnlyCost() && !needOD {

@@ -90,7 +90,12 @@ type State struct {
 	Current Action
 	// Overhead is changeover still to be paid by the current instance.
 	Overhead float64
-	Pools    []Pool
+	// Checkpoint is the work between two checkpoints (0: progress is saved
+	// continuously). A preemption loses the work done since Saved, the
+	// progress at the current instance's last checkpoint or start; a
+	// voluntary stop checkpoints first and loses nothing.
+	Checkpoint, Saved float64
+	Pools             []Pool
 	// Any summarises all pools together: available when at least one is.
 	Any Pool
 	// Spent is what the job has cost so far, and OnDemandPrice and
@@ -130,7 +135,7 @@ func (s *State) WorstCost(a Action) float64 {
 		if prog >= rw {
 			return cost
 		}
-		return cost + odNeed(rw-prog, false, 0)
+		return cost + odNeed(s.Work-s.savedAfter(a, prog), false, 0)
 	}
 	return s.Spent + odNeed(rw, false, 0)
 }
@@ -183,7 +188,25 @@ func (s *State) Safe(a Action) bool {
 	if a.Capacity == Spot && prog >= rw {
 		return ov+rw <= rt+eps // finishes within this tick on spot that is known to be there
 	}
-	return rw-prog+s.Changeover <= rt-s.Gap+eps
+	left := rw - prog
+	if a.Capacity == Spot {
+		left = s.Work - s.savedAfter(a, prog) // a preemption loses what is not checkpointed
+	}
+	return left+s.Changeover <= rt-s.Gap+eps
+}
+
+// savedAfter is the progress safe from a preemption after running spot
+// action a for a tick that makes prog progress.
+func (s *State) savedAfter(a Action, prog float64) float64 {
+	done := s.Done + prog
+	if s.Checkpoint <= 0 {
+		return done
+	}
+	base := s.Done // a new instance starts from a checkpoint
+	if s.Current == a {
+		base = s.Saved
+	}
+	return math.Max(base, math.Floor(done/s.Checkpoint)*s.Checkpoint)
 }
 
 // Guard is the safety net every policy ends with: it replaces an action
