@@ -74,6 +74,8 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newPricesCmd(),
 		newPolicyCmd(),
+
+		newSimulateCmd(),
 	)
 	return root
 }

@@ -1,0 +1,164 @@
+package spotpolicy
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// state is a job with 10 h of work due in 14 h, 10 min ticks, 12 min
+// changeovers, one pool.
+func state(done, elapsedTicks float64, cur Action, avail bool) *State {
+	return &State{Tick: int(elapsedTicks), Gap: 600, Work: 36000, Deadline: 50400, Changeover: 720, Done: done, Current: cur,
+		Pools: []Pool{{Available: avail, Run: 1, Frac: 0.5}}, OnDemandPrice: 3, SpotPrice: 1}
+}
+
+func TestSafe(t *testing.T) {
+	tests := []struct {
+		name string
+		s    *State
+		a    Action
+		want bool
+	}{
+		{"idle with lots of slack", state(0, 0, Idle, false), Idle, true},
+		// Remaining 10 h work, 12 min changeover: idle is safe while at
+		// least one tick plus a changeover of slack remains.
+		{"idle at the last safe tick", state(0, 21, Idle, false), Idle, true},
+		{"idle one tick too late", state(0, 22, Idle, false), Idle, false},
+		{"new spot when idle would be unsafe", state(0, 22, Idle, true), RunSpot(0), false},
+		// On spot with the changeover paid, keeping it makes a full tick of
+		// progress, so it stays safe for as long as switching is.
+		{"keep running spot at the edge", &State{Tick: 22, Gap: 600, Work: 36000, Deadline: 50400, Changeover: 720, Done: 0, Current: RunSpot(0),
+			Pools: []Pool{{Available: true}}}, RunSpot(0), true},
+		{"on-demand always safe", state(0, 60, Idle, false), RunOnDemand, true},
+		{"finishing on spot within the tick", &State{Tick: 83, Gap: 600, Work: 36000, Deadline: 50400, Changeover: 720, Done: 35700,
+			Current: RunSpot(0), Pools: []Pool{{Available: true}}}, RunSpot(0), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.s.Safe(tc.a); got != tc.want {
+				t.Fatalf("Safe(%v) = %v; want %v (slack %.0f s)", tc.a, got, tc.want, tc.s.Slack())
+			}
+		})
+	}
+}
+
+func TestGuard(t *testing.T) {
+	s := state(0, 0, Idle, false)
+	if got := Guard(s, RunSpot(0)); got != Idle {
+		t.Fatalf("spot without capacity: %v; want idle", got)
+	}
+	if got := Guard(s, RunSpot(3)); got != Idle {
+		t.Fatalf("unknown pool: %v; want idle", got)
+	}
+	late := state(0, 45, Idle, true)
+	if got := Guard(late, RunSpot(0)); got != RunOnDemand {
+		t.Fatalf("unsafe spot: %v; want on-demand", got)
+	}
+}
+
+func TestWorstCost(t *testing.T) {
+	s := state(0, 0, Idle, true)
+	// Idle: the whole job on on-demand, as the baseline.
+	if got, want := s.WorstCost(Idle), s.OnDemandOnlyCost(); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("idle worst %.4f; want %.4f", got, want)
+	}
+	// New spot: two ticks (1200 s) to clear the 720 s changeover at $1/h,
+	// then 480 s of progress less on on-demand.
+	want := 1200.0/3600 + (36000-480+720)*3.0/3600
+	if got := s.WorstCost(RunSpot(0)); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("spot worst %.4f; want %.4f", got, want)
+	}
+}
+
+func TestPoliciesByName(t *testing.T) {
+	for _, n := range TrainingPolicies() {
+		p, err := NewTraining(n)
+		if err != nil || p.Name() != n {
+			t.Fatalf("NewTraining(%q) = %v, %v", n, p, err)
+		}
+	}
+	if _, err := NewTraining("greedyy"); err == nil || !strings.Contains(err.Error(), "uniform-progress") {
+		t.Fatalf("unknown policy error %v should list the known ones", err)
+	}
+	for _, n := range InferencePolicies() {
+		p, err := NewInference(n)
+		if err != nil || p.Name() != n {
+			t.Fatalf("NewInference(%q) = %v, %v", n, p, err)
+		}
+	}
+	if _, err := NewInference("x"); err == nil {
+		t.Fatal("unknown inference policy accepted")
+	}
+}
+
+func TestUniformProgressRules(t *testing.T) {
+	u := &uniformProgress{}
+	// Behind the line and no spot: on-demand.
+	if got := u.Decide(state(0, 6, Idle, false)); got != RunOnDemand {
+		t.Fatalf("behind, no spot: %v", got)
+	}
+	// On on-demand, ahead of the line now but not 2 changeovers ahead: stay.
+	s := state(6*600*36000/50400+10, 6, RunOnDemand, true)
+	if got := u.Decide(s); got != RunOnDemand {
+		t.Fatalf("hysteresis: %v; want on-demand", got)
+	}
+	// Well ahead on on-demand with spot: take spot.
+	u2 := &uniformProgress{}
+	if got := u2.Decide(state(20000, 6, RunOnDemand, true)); got != RunSpot(0) {
+		t.Fatalf("ahead with spot: %v; want spot", got)
+	}
+	// Ahead, idle, no spot: wait.
+	if got := u2.Decide(state(20000, 6, Idle, false)); got != Idle {
+		t.Fatalf("ahead without spot: %v; want idle", got)
+	}
+}
+
+func TestSpread(t *testing.T) {
+	zones := []Zone{{Capacity: 1}, {Capacity: 3}, {Capacity: 0}, {Capacity: 2}}
+	got := spread(zones, 5, func(z Zone) float64 { return float64(z.Capacity) })
+	want := []int{1, 2, 0, 2}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("spread = %v; want %v", got, want)
+		}
+	}
+	if got := spread(zones, 10, func(Zone) float64 { return 0 }); sum(got) != 6 {
+		t.Fatalf("spread beyond capacity placed %d; want 6", sum(got))
+	}
+}
+
+func TestRiskHedge(t *testing.T) {
+	s := &InferenceState{Gap: 195, Target: 4, ReadyDelay: 600}
+	stable := Pool{Available: true, MeanUp: 1e6}
+	flaky := Pool{Available: true, MeanUp: 1}
+	for range 6 {
+		s.Zones = append(s.Zones, Zone{Pool: stable, Capacity: 1})
+	}
+	sp := []int{1, 1, 1, 1, 1, 1}
+	if got := riskHedge(s, sp, 0.01); got != 0 {
+		t.Fatalf("six stable zones: hedge %d; want 0", got)
+	}
+	for k := range s.Zones {
+		s.Zones[k].Pool = flaky
+	}
+	if got := riskHedge(s, sp, 0.01); got != 4 {
+		t.Fatalf("six flaky zones: hedge %d; want the whole target", got)
+	}
+}
+
+func TestAdaptiveInferenceHedgesWhenSpotIsShort(t *testing.T) {
+	a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+	s := &InferenceState{Gap: 195, Target: 4, ReadyDelay: 600}
+	for k := range 9 {
+		z := Zone{Pool: Pool{Available: k < 2, MeanUp: 500, Run: 50}, Capacity: 0}
+		if k < 2 {
+			z.Capacity = 1
+		}
+		s.Zones = append(s.Zones, z)
+	}
+	f := a.Decide(s)
+	if sum(f.Spot) != 2 || f.OnDemand < 3 {
+		t.Fatalf("two zones with spot: %v spot, %d on-demand; want 2 spot and on-demand for the rest", f.Spot, f.OnDemand)
+	}
+}
