@@ -1,6 +1,7 @@
 package refresh
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
 )
 
 // IsTerminal reports whether f is a character device (a terminal), where
@@ -150,6 +152,16 @@ func (p LogProgress) CloudDone(c CloudResult) {
 	}
 }
 
+// regionErrText is a region's error without the "cloud region:" prefix a
+// *providers.RegionError adds, since the table already shows both.
+func regionErrText(rr RegionResult) string {
+	var re *providers.RegionError
+	if errors.As(rr.Err, &re) && re.Region == rr.Region && re.Err != nil {
+		return firstLine(re.Err)
+	}
+	return firstLine(rr.Err)
+}
+
 func firstLine(err error) string {
 	if err == nil {
 		return ""
@@ -176,7 +188,7 @@ func (r *Report) Write(w io.Writer) error {
 			case Empty:
 				detail = fmt.Sprintf("no offers returned; kept %d stored offers", rr.Kept)
 			case Failed:
-				detail = fmt.Sprintf("%s; kept %d stored offers", firstLine(rr.Err), rr.Kept)
+				detail = fmt.Sprintf("%s; kept %d stored offers", regionErrText(rr), rr.Kept)
 			}
 			if rr.Dropped > 0 {
 				detail += fmt.Sprintf("; dropped %d invalid offers", rr.Dropped)

@@ -158,7 +158,12 @@ func (r *Report) Err() error {
 		}
 		for _, rr := range c.Regions {
 			if rr.Status == Failed {
-				errs = append(errs, fmt.Errorf("%s %s: %w", rr.Cloud, rr.Region, rr.Err))
+				var re *providers.RegionError
+				if errors.As(rr.Err, &re) && re.Region == rr.Region {
+					errs = append(errs, rr.Err) // already says cloud and region
+				} else {
+					errs = append(errs, fmt.Errorf("%s %s: %w", rr.Cloud, rr.Region, rr.Err))
+				}
 			}
 		}
 	}

@@ -154,7 +154,7 @@ func TestMergeKeepsGoodData(t *testing.T) {
 	}
 	for _, s := range []string{"us-east-1  refreshed  1 offers (0 new), 1 price changes",
 		"us-west-2  empty      no offers returned; kept 2 stored offers",
-		"eu-west-1  failed     aws eu-west-1: RequestLimitExceeded: Request limit exceeded; kept 2 stored offers",
+		"eu-west-1  failed     RequestLimitExceeded: Request limit exceeded; kept 2 stored offers",
 		"1 regions refreshed, 1 empty, 1 failed; 0 clouds skipped"} {
 		if !strings.Contains(buf.String(), s) {
 			t.Errorf("report lacks %q:\n%s", s, buf.String())
