@@ -160,7 +160,7 @@ func (b *Broker) RefreshNow(ctx context.Context) (*refresh.Report, error) {
 		return nil, err
 	}
 	rep := refresh.Run(ctx, b.st, targets, refresh.Options{
-		Concurrency: b.cfg.Refresh.Concurrency, RegionTimeout: b.cfg.Refresh.RegionTimeout,
+		Concurrency: b.cfg.Refresh.Concurrency, FetchTimeout: b.cfg.Refresh.FetchTimeout,
 		Now: b.now, Logger: b.log, Progress: refresh.LogProgress{Log: b.log},
 	})
 	attrs := []any{"refreshed", rep.Count(refresh.Refreshed), "empty", rep.Count(refresh.Empty),

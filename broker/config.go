@@ -41,10 +41,10 @@ type RefreshConfig struct {
 	Clouds []pricing.Cloud
 	// Regions are region names or globs (see refresh.ResolveRegions).
 	Regions []string
-	// Concurrency bounds region fetches in flight.
+	// Concurrency bounds the regions each cloud fetches at once.
 	Concurrency int
-	// RegionTimeout bounds one region's fetch.
-	RegionTimeout time.Duration
+	// FetchTimeout bounds one cloud's fetch of all its regions.
+	FetchTimeout time.Duration
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -52,7 +52,7 @@ func DefaultConfig() Config {
 	return Config{
 		ShutdownGrace: 30 * time.Second,
 		Refresh: RefreshConfig{Schedule: DefaultRefreshSchedule, OnStart: true, Concurrency: 4,
-			RegionTimeout: 10 * time.Minute},
+			FetchTimeout: 15 * time.Minute},
 	}
 }
 
@@ -73,7 +73,7 @@ const maxConfigSize = 1 << 20
 //	  clouds: [aws, gcp]
 //	  regions: ["us-*", europe-west4]
 //	  concurrency: 4
-//	  region_timeout: 10m
+//	  fetch_timeout: 15m
 func ParseConfig(name string, data []byte) (Config, error) {
 	cfg := DefaultConfig()
 	if len(data) > maxConfigSize {
@@ -97,12 +97,12 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		"refresh": func(n *yaml.Node) error {
 			r := &cfg.Refresh
 			return p.mapping(n, "refresh", map[string]func(*yaml.Node) error{
-				"schedule":       func(n *yaml.Node) error { return p.schedule(n, &r.Schedule) },
-				"on_start":       func(n *yaml.Node) error { return p.boolean(n, "refresh.on_start", &r.OnStart) },
-				"clouds":         func(n *yaml.Node) error { return p.clouds(n, &r.Clouds) },
-				"regions":        func(n *yaml.Node) error { return p.strings(n, "refresh.regions", &r.Regions) },
-				"concurrency":    func(n *yaml.Node) error { return p.positive(n, "refresh.concurrency", &r.Concurrency) },
-				"region_timeout": func(n *yaml.Node) error { return p.duration(n, "refresh.region_timeout", &r.RegionTimeout) },
+				"schedule":      func(n *yaml.Node) error { return p.schedule(n, &r.Schedule) },
+				"on_start":      func(n *yaml.Node) error { return p.boolean(n, "refresh.on_start", &r.OnStart) },
+				"clouds":        func(n *yaml.Node) error { return p.clouds(n, &r.Clouds) },
+				"regions":       func(n *yaml.Node) error { return p.strings(n, "refresh.regions", &r.Regions) },
+				"concurrency":   func(n *yaml.Node) error { return p.positive(n, "refresh.concurrency", &r.Concurrency) },
+				"fetch_timeout": func(n *yaml.Node) error { return p.duration(n, "refresh.fetch_timeout", &r.FetchTimeout) },
 			})
 		},
 	})

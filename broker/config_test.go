@@ -22,7 +22,7 @@ func TestParseConfigGood(t *testing.T) {
 	}
 	want := Config{DB: "postgres://gpubroker@db.internal:5432/gpubroker", ShutdownGrace: 45 * time.Second,
 		Refresh: RefreshConfig{Schedule: "30 */4 * * *", OnStart: false, Clouds: []pricing.Cloud{pricing.AWS, pricing.GCP},
-			Regions: []string{"us-*", "europe-west4"}, Concurrency: 8, RegionTimeout: 5 * time.Minute}}
+			Regions: []string{"us-*", "europe-west4"}, Concurrency: 8, FetchTimeout: 5 * time.Minute}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseConfig =\n%+v\nwant\n%+v", got, want)
 	}
@@ -44,12 +44,12 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: db, refresh, shutdown_grace`},
-		{"refresh:\n  schedul: x\n", `c.yaml:2:3: unknown key "schedul" in refresh; known keys: clouds, concurrency, on_start, region_timeout, regions, schedule`},
+		{"refresh:\n  schedul: x\n", `c.yaml:2:3: unknown key "schedul" in refresh; known keys: clouds, concurrency, fetch_timeout, on_start, regions, schedule`},
 		{"refresh:\n  schedule: \"0 */6 * *\"\n", `c.yaml:2:13: refresh.schedule: "0 */6 * *" is not a cron schedule (expected exactly 5 fields, found 4: [0 */6 * *]); want 5 fields such as "0 */6 * * *"`},
 		{"refresh:\n  schedule: \"0 25 * * *\"\n", `c.yaml:2:13: refresh.schedule: "0 25 * * *" is not a cron schedule`},
 		{"refresh:\n  concurrency: many\n", `c.yaml:2:16: refresh.concurrency "many": want a whole number from 1 to 1024`},
 		{"refresh:\n  concurrency: 0\n", `c.yaml:2:16: refresh.concurrency "0": want a whole number from 1 to 1024`},
-		{"refresh:\n  region_timeout: 10\n", `c.yaml:2:19: refresh.region_timeout "10": want a positive duration such as 30s or 10m`},
+		{"refresh:\n  fetch_timeout: 10\n", `c.yaml:2:18: refresh.fetch_timeout "10": want a positive duration such as 30s or 10m`},
 		{"refresh:\n  on_start: yes\n", `c.yaml:2:13: refresh.on_start "yes": want true or false`},
 		{"refresh:\n  clouds: [aws, ibm]\n", `c.yaml:2:17: refresh.clouds: unknown cloud "ibm"; want one of aws, gcp, azure`},
 		{"refresh:\n  clouds: aws\n", `c.yaml:2:11: refresh.clouds must be a list`},

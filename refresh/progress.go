@@ -50,6 +50,8 @@ func NewBars(w io.Writer, clouds []pricing.Cloud) *Bars {
 // CloudStarted implements Progress.
 func (b *Bars) CloudStarted(c pricing.Cloud, regions int) {
 	b.update(c, func(s *barState) { s.total, s.status = regions, "fetching" })
+	// Regions advance together once the cloud has answered: one call
+	// fetches them all.
 }
 
 // RegionDone implements Progress.

@@ -1,12 +1,16 @@
 // Package refresh brings the stored offer catalog up to date from the
-// clouds' price sources: it builds one source per cloud, asks it for each
-// region with bounded concurrency, and merges what came back into the store
-// region by region.
+// clouds' price sources: it builds one source per cloud, asks each (all
+// clouds at once) for its regions in one call — the adapters fetch the
+// regions concurrently, within the bound given, and read documents shared by
+// all regions once — then splits the answer by region and merges each region
+// into the store.
 //
-//	Registry ──Plan──► []Target ──Run──► per region: Offers ──► validate ──► store.SaveOffers
-//	                                       │ failed / empty: keep old data
+//	Registry ──Plan──► []Target ──Run──► per cloud: Offers(all its regions)
+//	                                       │ split by region, validate
 //	                                       ▼
-//	                                   Progress (bars or log lines), Report
+//	               per region: failed / empty → keep old data; else store.SaveOffers
+//	                                       ▼
+//	                           Progress (bars or log lines), Report
 //
 // A refresh never replaces good data with an empty or partial result: a
 // region that failed or returned nothing keeps its stored offers, and a
@@ -35,7 +39,7 @@ import (
 // OfferSource is one cloud's price source (providers/aws, gcp, azure, fake).
 // Offers returns the offers of the regions in q; for regions that failed it
 // returns errors.Join of *providers.RegionError next to the offers it has.
-// It must be safe for concurrent calls: Run asks for several regions at once.
+// Run calls it once per refresh with all the cloud's regions.
 type OfferSource interface {
 	Cloud() pricing.Cloud
 	Offers(ctx context.Context, q providers.Query) ([]pricing.Offer, error)
@@ -45,7 +49,7 @@ type OfferSource interface {
 type SourceConfig struct {
 	// Regions the source will be asked about.
 	Regions []string
-	// Concurrency bounds the source's own parallel requests.
+	// Concurrency bounds the regions the source fetches at once.
 	Concurrency int
 	Logger      *slog.Logger
 }
@@ -193,11 +197,12 @@ type Progress interface {
 
 // Options tune a refresh.
 type Options struct {
-	// Concurrency bounds region fetches in flight across all clouds;
-	// default 4.
+	// Concurrency bounds the regions each cloud's source fetches at once
+	// (clouds run side by side); default 4.
 	Concurrency int
-	// RegionTimeout bounds one region's fetch; default 10 minutes.
-	RegionTimeout time.Duration
+	// FetchTimeout bounds one cloud's fetch of all its regions; default 15
+	// minutes.
+	FetchTimeout time.Duration
 	// GPUs limits the GPU models asked for; empty means all.
 	GPUs []pricing.GPUModel
 	// Now stamps offers that carry no observed-at; default time.Now.
@@ -213,8 +218,8 @@ func Run(ctx context.Context, st Store, targets []Target, opt Options) *Report {
 	if opt.Concurrency <= 0 {
 		opt.Concurrency = 4
 	}
-	if opt.RegionTimeout <= 0 {
-		opt.RegionTimeout = 10 * time.Minute
+	if opt.FetchTimeout <= 0 {
+		opt.FetchTimeout = 15 * time.Minute
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -225,7 +230,7 @@ func Run(ctx context.Context, st Store, targets []Target, opt Options) *Report {
 	if opt.Progress == nil {
 		opt.Progress = nopProgress{}
 	}
-	r := &run{st: st, opt: opt, sem: make(chan struct{}, opt.Concurrency)}
+	r := &run{st: st, opt: opt}
 	rep := &Report{Started: opt.Now(), Clouds: make([]CloudResult, len(targets))}
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -239,7 +244,6 @@ func Run(ctx context.Context, st Store, targets []Target, opt Options) *Report {
 type run struct {
 	st  Store
 	opt Options
-	sem chan struct{}
 }
 
 func (r *run) cloud(ctx context.Context, t Target) CloudResult {
@@ -259,30 +263,68 @@ func (r *run) cloud(ctx context.Context, t Target) CloudResult {
 		res.Status, res.Err = Failed, err
 		return res
 	}
-	res.Regions = make([]RegionResult, len(t.Regions))
-	var wg sync.WaitGroup
-	for i, region := range t.Regions {
-		wg.Go(func() {
-			select {
-			case r.sem <- struct{}{}:
-			case <-ctx.Done():
-				res.Regions[i] = r.kept(ctx, RegionResult{Cloud: t.Cloud, Region: region, Status: Failed, Err: ctx.Err()})
-				r.opt.Progress.RegionDone(res.Regions[i])
-				return
-			}
-			res.Regions[i] = r.region(ctx, src, t.Cloud, region)
-			<-r.sem
-			r.opt.Progress.RegionDone(res.Regions[i])
-		})
+	start := time.Now()
+	offers, err := r.fetch(ctx, src, t.Regions)
+	took := time.Since(start)
+	regionErrs, callErr := splitErrors(err, t.Regions)
+	byRegion := make(map[string][]pricing.Offer, len(t.Regions))
+	for _, o := range offers {
+		byRegion[o.Region] = append(byRegion[o.Region], o)
 	}
-	wg.Wait()
+	res.Regions = make([]RegionResult, len(t.Regions))
 	res.Status = Refreshed
-	for _, rr := range res.Regions {
-		if rr.Status == Failed {
+	for i, region := range t.Regions {
+		rr := RegionResult{Cloud: t.Cloud, Region: region, Took: took}
+		rerr := regionErrs[region]
+		if callErr != nil {
+			// An error not tied to a region may have touched any of them.
+			rerr = callErr
+		}
+		saveStart := time.Now()
+		res.Regions[i] = r.merge(ctx, rr, byRegion[region], rerr)
+		res.Regions[i].Took += time.Since(saveStart)
+		delete(byRegion, region)
+		if res.Regions[i].Status == Failed {
 			res.Status = Failed
 		}
+		r.opt.Progress.RegionDone(res.Regions[i])
+	}
+	for region, stray := range byRegion {
+		r.opt.Logger.Warn("dropping offers of a region that was not asked for", "cloud", t.Cloud, "region", region, "offers", len(stray))
 	}
 	return res
+}
+
+// splitErrors sorts a source's error into per-region errors (each
+// *providers.RegionError for a region asked for) and the rest, which
+// concerns the whole call.
+func splitErrors(err error, regions []string) (map[string]error, error) {
+	perRegion := map[string]error{}
+	var rest []error
+	for _, e := range leaves(err) {
+		var re *providers.RegionError
+		if errors.As(e, &re) && slices.Contains(regions, re.Region) {
+			perRegion[re.Region] = errors.Join(perRegion[re.Region], e)
+			continue
+		}
+		rest = append(rest, e)
+	}
+	return perRegion, errors.Join(rest...)
+}
+
+// leaves flattens errors.Join trees.
+func leaves(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
 
 // build calls the factory, turning a panic into an error.
@@ -300,17 +342,9 @@ func (r *run) build(ctx context.Context, t Target) (src OfferSource, err error) 
 	return src, err
 }
 
-func (r *run) region(ctx context.Context, src OfferSource, cloud pricing.Cloud, region string) RegionResult {
-	start := time.Now()
-	res := r.refreshRegion(ctx, src, cloud, region)
-	res.Took = time.Since(start)
-	return res
-}
-
-func (r *run) refreshRegion(ctx context.Context, src OfferSource, cloud pricing.Cloud, region string) RegionResult {
-	res := RegionResult{Cloud: cloud, Region: region}
-	offers, err := r.fetch(ctx, src, region)
-	valid := r.validate(cloud, region, offers, &res)
+// merge decides what one region's answer does to the store.
+func (r *run) merge(ctx context.Context, res RegionResult, offers []pricing.Offer, err error) RegionResult {
+	valid := r.validate(res.Cloud, res.Region, offers, &res)
 	res.Offers = len(valid)
 	switch {
 	case err != nil:
@@ -318,14 +352,14 @@ func (r *run) refreshRegion(ctx context.Context, src OfferSource, cloud pricing.
 		// without spot prices); writing them would overwrite good data.
 		res.Status, res.Err = Failed, err
 		if len(valid) > 0 {
-			r.opt.Logger.Warn("discarding a failed region's partial offers", "cloud", cloud, "region", region, "offers", len(valid))
+			r.opt.Logger.Warn("discarding a failed region's partial offers", "cloud", res.Cloud, "region", res.Region, "offers", len(valid))
 		}
 		return r.kept(ctx, res)
 	case len(valid) == 0:
 		res.Status = Empty
 		return r.kept(ctx, res)
 	}
-	saved, err := r.st.SaveOffers(ctx, cloud, region, valid, r.opt.Now())
+	saved, err := r.st.SaveOffers(ctx, res.Cloud, res.Region, valid, r.opt.Now())
 	if err != nil {
 		res.Status, res.Err = Failed, err
 		return r.kept(ctx, res)
@@ -334,17 +368,18 @@ func (r *run) refreshRegion(ctx context.Context, src OfferSource, cloud pricing.
 	return res
 }
 
-// fetch asks the source for one region, turning a panic into an error.
-func (r *run) fetch(ctx context.Context, src OfferSource, region string) (offers []pricing.Offer, err error) {
-	ctx, cancel := context.WithTimeout(ctx, r.opt.RegionTimeout)
+// fetch asks the source for all regions at once, turning a panic into an
+// error.
+func (r *run) fetch(ctx context.Context, src OfferSource, regions []string) (offers []pricing.Offer, err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opt.FetchTimeout)
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
 			offers, err = nil, fmt.Errorf("price source panicked: %v", p)
-			r.opt.Logger.Error("price source panicked", "cloud", src.Cloud(), "region", region, "stack", string(debug.Stack()))
+			r.opt.Logger.Error("price source panicked", "cloud", src.Cloud(), "stack", string(debug.Stack()))
 		}
 	}()
-	return src.Offers(ctx, providers.Query{Regions: []string{region}, GPUs: r.opt.GPUs})
+	return src.Offers(ctx, providers.Query{Regions: slices.Clone(regions), GPUs: r.opt.GPUs})
 }
 
 // validate keeps the offers that belong to the region and pass

@@ -190,38 +190,29 @@ func TestHistoryRecordedOnlyOnChange(t *testing.T) {
 	}
 }
 
-// counting wraps a source and records the most calls in flight over all
-// the sources sharing it.
-type counting struct {
-	OfferSource
-	mu            *sync.Mutex
-	inFlight, max *int
-}
-
-func (c counting) Offers(ctx context.Context, q providers.Query) ([]pricing.Offer, error) {
-	c.mu.Lock()
-	*c.inFlight++
-	*c.max = max(*c.max, *c.inFlight)
-	c.mu.Unlock()
-	defer func() { c.mu.Lock(); *c.inFlight--; c.mu.Unlock() }()
-	return c.OfferSource.Offers(ctx, q)
-}
-
+// TestConcurrencyIsBounded: clouds are fetched side by side, one call
+// each, and each source gets the bound for its regions.
 func TestConcurrencyIsBounded(t *testing.T) {
 	for _, bound := range []int{1, 3} {
 		t.Run(fmt.Sprint(bound), func(t *testing.T) {
 			st := openStore(t)
-			var mu sync.Mutex
-			var inFlight, most int
 			reg := Registry{}
+			fakes := map[pricing.Cloud]*fake.Source{}
+			var mu sync.Mutex
 			for _, c := range pricing.Clouds() {
-				f, _ := fake.New(t.Context(), fake.Config{Cloud: c})
-				f.SetDelay(40 * time.Millisecond)
-				for _, r := range DefaultRegions(c)[:4] {
-					f.SetOffers(r)
-				}
-				reg[c] = func(context.Context, SourceConfig) (OfferSource, error) {
-					return counting{f, &mu, &inFlight, &most}, nil
+				reg[c] = func(ctx context.Context, cfg SourceConfig) (OfferSource, error) {
+					f, err := fake.New(ctx, fake.Config{Cloud: c, MaxConcurrency: cfg.Concurrency})
+					if err != nil {
+						return nil, err
+					}
+					f.SetDelay(40 * time.Millisecond)
+					for _, r := range cfg.Regions {
+						f.SetOffers(r)
+					}
+					mu.Lock()
+					fakes[c] = f
+					mu.Unlock()
+					return f, nil
 				}
 			}
 			targets, err := Plan(reg, nil, []string{"us-east-1", "us-east-2", "us-west-1", "us-west-2", "us-central1", "us-east1", "us-east4", "us-east5", "eastus", "eastus2", "southcentralus", "westus2"})
@@ -232,8 +223,13 @@ func TestConcurrencyIsBounded(t *testing.T) {
 			if rep.Count(Empty) != 12 {
 				t.Errorf("%d regions empty, want 12", rep.Count(Empty))
 			}
-			if most != bound {
-				t.Errorf("at most %d calls in flight, want exactly the bound %d", most, bound)
+			for c, f := range fakes {
+				if f.Calls() != 1 || len(f.Queries()[0].Regions) != 4 {
+					t.Errorf("%s: %d calls %v, want one call for its 4 regions", c, f.Calls(), f.Queries())
+				}
+				if got := f.MaxInFlight(); got != bound {
+					t.Errorf("%s: at most %d regions in flight, want exactly the bound %d", c, got, bound)
+				}
 			}
 		})
 	}
@@ -275,17 +271,23 @@ func TestInvalidAndForeignOffersAreDropped(t *testing.T) {
 	st := openStore(t)
 	f, reg := source(t)
 	noPrice := gpuOffer("us-east-1", "us-east-1c", 0, 0)
-	foreign := gpuOffer("us-west-2", "us-west-2a", 1, 0)
+	foreign := gpuOffer("us-west-2", "us-west-2a", 1, 0) // a region not asked for
+	otherCloud := gpuOffer("us-east-1", "us-east-1d", 1, 0)
+	otherCloud.Cloud = pricing.GCP
 	dup := gpuOffer("us-east-1", "us-east-1a", 1, 0)
 	dup.ObservedAt = t0.Add(time.Minute)
-	f.SetOffers("us-east-1", gpuOffer("us-east-1", "us-east-1a", 0.9, 0), noPrice, foreign, dup)
+	f.SetOffers("us-east-1", gpuOffer("us-east-1", "us-east-1a", 0.9, 0), noPrice, foreign, otherCloud, dup)
 	rep := refresh(t, st, reg, []string{"us-east-1"}, t0, Options{})
 	r := rep.Clouds[0].Regions[0]
 	if r.Status != Refreshed || r.Offers != 1 || r.Dropped != 3 {
 		t.Fatalf("result %+v, want 1 offer refreshed and 3 dropped", r)
 	}
-	if got := byKey(t, st)[dup.Key()]; got.OnDemandPrice != 1 {
+	stored := byKey(t, st)
+	if got := stored[dup.Key()]; got.OnDemandPrice != 1 {
 		t.Errorf("of duplicates the newest should win; got price %v", got.OnDemandPrice)
+	}
+	if len(stored) != 1 {
+		t.Errorf("stored %d offers, want only the valid one: %v", len(stored), stored)
 	}
 }
 
@@ -347,14 +349,55 @@ func TestCancelLeavesStoreIntact(t *testing.T) {
 	}
 }
 
-func TestQueryAsksOneRegionWithGPUs(t *testing.T) {
+func TestOneQueryPerCloudWithGPUs(t *testing.T) {
 	st := openStore(t)
 	f, reg := source(t)
 	f.SetOffers("us-east-1")
-	refresh(t, st, reg, []string{"us-east-1"}, t0, Options{GPUs: []pricing.GPUModel{pricing.H100}})
+	f.SetOffers("us-west-2")
+	refresh(t, st, reg, []string{"us-east-1", "us-west-2"}, t0, Options{GPUs: []pricing.GPUModel{pricing.H100}})
 	q := f.Queries()
-	if len(q) != 1 || !reflect.DeepEqual(q[0].Regions, []string{"us-east-1"}) || !reflect.DeepEqual(q[0].GPUs, []pricing.GPUModel{pricing.H100}) {
-		t.Errorf("queries %+v, want one for us-east-1 and H100", q)
+	if len(q) != 1 || !reflect.DeepEqual(q[0].Regions, []string{"us-east-1", "us-west-2"}) || !reflect.DeepEqual(q[0].GPUs, []pricing.GPUModel{pricing.H100}) {
+		t.Errorf("queries %+v, want one for us-east-1, us-west-2 and H100", q)
+	}
+}
+
+// whole fails the entire call with an error tied to no region.
+type whole struct{ OfferSource }
+
+func (w whole) Offers(ctx context.Context, q providers.Query) ([]pricing.Offer, error) {
+	offers, _ := w.OfferSource.Offers(ctx, q)
+	return offers, errors.New("billing catalog: 503 Service Unavailable")
+}
+
+func TestErrorNotTiedToARegionFailsAll(t *testing.T) {
+	st := openStore(t)
+	f, _ := source(t)
+	f.SetOffers("us-east-1", gpuOffer("us-east-1", "", 1, 0))
+	f.SetOffers("us-west-2", gpuOffer("us-west-2", "", 1, 0))
+	reg := Registry{pricing.AWS: func(context.Context, SourceConfig) (OfferSource, error) { return whole{f}, nil }}
+	rep := refresh(t, st, reg, []string{"us-east-1", "us-west-2"}, t0, Options{})
+	if rep.Count(Failed) != 2 {
+		t.Errorf("%d regions failed, want both", rep.Count(Failed))
+	}
+	if got := byKey(t, st); len(got) != 0 {
+		t.Errorf("offers saved despite a whole-call error: %v", got)
+	}
+}
+
+func TestSplitErrors(t *testing.T) {
+	a := &providers.RegionError{Cloud: pricing.AWS, Region: "us-east-1", Err: errors.New("throttled")}
+	b := &providers.RegionError{Cloud: pricing.AWS, Region: "us-west-2", Err: errors.New("timeout")}
+	odd := &providers.RegionError{Cloud: pricing.AWS, Region: "mars-1", Err: errors.New("?")}
+	other := errors.New("spot advisor: 500")
+	per, rest := splitErrors(errors.Join(a, errors.Join(b, other), odd), []string{"us-east-1", "us-west-2"})
+	if !errors.Is(per["us-east-1"], a) || !errors.Is(per["us-west-2"], b) || len(per) != 2 {
+		t.Errorf("per-region errors %v", per)
+	}
+	if !errors.Is(rest, other) || !errors.Is(rest, odd) {
+		t.Errorf("rest %v, want the untied error and the region not asked for", rest)
+	}
+	if per, rest := splitErrors(nil, nil); len(per) != 0 || rest != nil {
+		t.Errorf("nil error split into %v, %v", per, rest)
 	}
 }
 

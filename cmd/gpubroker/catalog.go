@@ -25,13 +25,13 @@ func newCatalogCmd(sources refresh.Registry) *cobra.Command {
 }
 
 type refreshOptions struct {
-	clouds        []string
-	regions       []string
-	gpus          []string
-	policy        string
-	db            string
-	concurrency   int
-	regionTimeout time.Duration
+	clouds      []string
+	regions     []string
+	gpus        []string
+	policy      string
+	db          string
+	concurrency int
+	timeout     time.Duration
 }
 
 func newCatalogRefreshCmd(sources refresh.Registry) *cobra.Command {
@@ -100,7 +100,7 @@ regions; globs select from the defaults (docs/providers.md).`,
 				return failErr(err)
 			}
 			defer st.Close()
-			opt := refresh.Options{Concurrency: o.concurrency, RegionTimeout: o.regionTimeout, GPUs: gpus,
+			opt := refresh.Options{Concurrency: o.concurrency, FetchTimeout: o.timeout, GPUs: gpus,
 				Logger: log, Progress: refresh.LogProgress{Log: log}}
 			if tty {
 				var cs []pricing.Cloud
@@ -130,7 +130,7 @@ regions; globs select from the defaults (docs/providers.md).`,
 	fl.StringSliceVar(&o.gpus, "gpu", nil, "only these GPU models (comma-separated)")
 	fl.StringVarP(&o.policy, "policy", "f", "", "policy file whose clouds and regions to refresh")
 	fl.StringVar(&o.db, "db", "", "store: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory)")
-	fl.IntVar(&o.concurrency, "concurrency", 4, "regions fetched at once, over all clouds")
-	fl.DurationVar(&o.regionTimeout, "region-timeout", 10*time.Minute, "give up on one region after this long")
+	fl.IntVar(&o.concurrency, "concurrency", 4, "regions each cloud fetches at once (clouds run side by side)")
+	fl.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up on a cloud's fetch after this long")
 	return cmd
 }

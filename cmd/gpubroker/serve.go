@@ -95,7 +95,7 @@ and flags; flags win.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "YAML configuration file (keys: db, shutdown_grace, refresh.{schedule,on_start,clouds,regions,concurrency,region_timeout})")
+	f.StringVar(&configPath, "config", "", "YAML configuration file (keys: db, shutdown_grace, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout})")
 	f.StringVar(&db, "db", "", "store: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory)")
 	f.StringVar(&schedule, "refresh-schedule", broker.DefaultRefreshSchedule, "cron schedule of the catalog refresh (5 fields, or @every 6h)")
 	f.StringSliceVar(&clouds, "cloud", nil, "clouds to refresh (default all)")
