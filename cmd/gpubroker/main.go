@@ -76,6 +76,9 @@ func newRootCmd() *cobra.Command {
 		newPolicyCmd(),
 
 		newSimulateCmd(),
+
+		newCatalogCmd(cloudSources()),
+		newServeCmd(cloudSources()),
 	)
 	return root
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,13 +10,6 @@ import (
 )
 
 var testTraces = filepath.Join("..", "..", "fleet", "sim", "testdata", "traces")
-
-func runCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
-	return code, out.String(), errb.String()
-}
 
 func TestSimulateTraining(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "run.svg")
