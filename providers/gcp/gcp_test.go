@@ -34,13 +34,13 @@ const (
 type fault = string
 
 const (
-	fThrottle  fault = "429"        // RESOURCE_EXHAUSTED
-	fRateLimit fault = "403-rate"   // 403 rateLimitExceeded
-	fUnavail   fault = "503"        // UNAVAILABLE
-	fNotFound  fault = "404"        // NOT_FOUND, not retried
-	fTruncated fault = "truncated"  // body cut off mid-way
-	fMalformed fault = "malformed"  // 200 with a body that is not JSON
-	fHang      fault = "hang"       // no answer until the client gives up
+	fThrottle  fault = "429"       // RESOURCE_EXHAUSTED
+	fRateLimit fault = "403-rate"  // 403 rateLimitExceeded
+	fUnavail   fault = "503"       // UNAVAILABLE
+	fNotFound  fault = "404"       // NOT_FOUND, not retried
+	fTruncated fault = "truncated" // body cut off mid-way
+	fMalformed fault = "malformed" // 200 with a body that is not JSON
+	fHang      fault = "hang"      // no answer until the client gives up
 )
 
 // fakeGCP answers the Compute Engine and Cloud Billing REST APIs from
