@@ -477,4 +477,3 @@ func TestOffersContextCanceled(t *testing.T) {
 		t.Fatal("no error after the context ended")
 	}
 }
-
