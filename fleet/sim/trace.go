@@ -68,7 +68,8 @@ func LoadTrace(path string) (*Trace, error) {
 // "seconds,available" (an optional header row; seconds evenly spaced from 0,
 // the spacing being the tick).
 func ParseTrace(file, name string, b []byte) (*Trace, error) {
-	trim := bytes.TrimLeft(b, " \t\r\n\ufeff")
+	b = bytes.TrimPrefix(b, []byte("\ufeff")) // a byte-order mark some editors write
+	trim := bytes.TrimLeft(b, " \t\r\n")
 	var t *Trace
 	var err error
 	if len(trim) > 0 && (trim[0] == '{' || trim[0] == '[') {

@@ -22,6 +22,7 @@ func TestParseTrace(t *testing.T) {
 		{name: "json data first, extra keys", in: "{\"data\": [1,0],\n \"note\": {\"x\": [1]}, \"metadata\": {\"source\": \"aws\", \"gap_seconds\": 600.0}}", gap: 600, avail: []int{1, 0}},
 		{name: "csv with header", in: "seconds,available\n0,1\n60,0\n120,3\n", gap: 60, avail: []int{1, 0, 3}},
 		{name: "csv no header, comments", in: "# zone a\n0, 1\n30, 1\n", gap: 30, avail: []int{1, 1}},
+		{name: "csv with BOM and CRLF", in: "\ufeff0,1\r\n30,0\r\n", gap: 30, avail: []int{1, 0}},
 		{name: "json negative count", in: "{\"metadata\": {\"gap_seconds\": 60},\n \"data\": [1, -1]}", wantErr: "t.json:2:14: data[1] = -1"},
 		{name: "json fraction", in: `{"metadata": {"gap_seconds": 60}, "data": [0.5]}`, wantErr: "t.json:1:44: data[0] = 0.5"},
 		{name: "json string count", in: `{"metadata": {"gap_seconds": 60}, "data": ["1"]}`, wantErr: "want a count"},
