@@ -115,7 +115,8 @@ type Client struct {
 	// StateFile keeps the agent ID and per-agent token across restarts
 	// (0600); empty keeps them in memory.
 	StateFile string
-	// Register is filled in on (re-)registration.
+	// Register is sent on (re-)registration; set it before first use
+	// (SetCloud afterwards).
 	Register RegisterRequest
 
 	mu      sync.Mutex
@@ -134,6 +135,13 @@ func (c *Client) httpClient() *http.Client {
 		return c.HTTP
 	}
 	return &http.Client{Timeout: 10 * time.Second}
+}
+
+// SetCloud records the cloud for the next registration.
+func (c *Client) SetCloud(cloud string) {
+	c.mu.Lock()
+	c.Register.Cloud = cloud
+	c.mu.Unlock()
 }
 
 // AgentID returns the registered ID ("" before registration).

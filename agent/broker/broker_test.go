@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/agent/broker"
+	"github.com/gpubroker/gpubroker/agent/internal/fakebroker"
 )
 
-func setup(t *testing.T) (*fakeBroker, *broker.Client, string) {
+func setup(t *testing.T) (*fakebroker.Broker, *broker.Client, string) {
 	t.Helper()
-	fb := newFakeBroker("boot-secret")
+	fb := fakebroker.New("boot-secret")
+	fb.SetBenchmarkRequested(true)
 	srv := httptest.NewServer(fb)
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
@@ -56,8 +58,8 @@ func TestRegisterHeartbeatAndPersistedCredentials(t *testing.T) {
 	if err := c2.Send(context.Background(), report(t, broker.KindNotice, "n1")); err != nil {
 		t.Fatal(err)
 	}
-	if fb.registers != 1 {
-		t.Fatalf("%d registrations, want 1", fb.registers)
+	if fb.Registrations() != 1 {
+		t.Fatalf("%d registrations, want 1", fb.Registrations())
 	}
 }
 
@@ -66,24 +68,24 @@ func TestReregistersOn401(t *testing.T) {
 	if err := c.Send(context.Background(), report(t, broker.KindNotice, "n1")); err != nil {
 		t.Fatal(err)
 	}
-	fb.forgetTokens()
+	fb.ForgetTokens()
 	if err := c.Send(context.Background(), report(t, broker.KindDrain, "d1")); err != nil {
 		t.Fatal(err)
 	}
-	if fb.registers != 2 || c.AgentID() != "agt-2" {
-		t.Fatalf("registers %d id %s", fb.registers, c.AgentID())
+	if fb.Registrations() != 2 || c.AgentID() != "agt-2" {
+		t.Fatalf("registers %d id %s", fb.Registrations(), c.AgentID())
 	}
 }
 
 func TestErrorsClassifiedAndSecretFree(t *testing.T) {
 	fb, c, dir := setup(t)
-	fb.setDown(true)
+	fb.SetDown(true)
 	err := c.Send(context.Background(), report(t, broker.KindNotice, "n1"))
 	if !errors.Is(err, broker.ErrUnavailable) {
 		t.Fatalf("down: %v", err)
 	}
-	fb.setDown(false)
-	fb.setReject(true)
+	fb.SetDown(false)
+	fb.SetReject(true)
 	err = c.Send(context.Background(), report(t, broker.KindNotice, "n1"))
 	if !errors.Is(err, broker.ErrRejected) || !strings.Contains(err.Error(), "unknown field") {
 		t.Fatalf("reject: %v", err)
@@ -110,7 +112,7 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func TestReporterSpoolsWhileDownAndDeliversInOrder(t *testing.T) {
 	fb, c, dir := setup(t)
-	fb.setDown(true)
+	fb.SetDown(true)
 	sp, err := broker.NewSpool(filepath.Join(dir, "spool"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -131,12 +133,12 @@ func TestReporterSpoolsWhileDownAndDeliversInOrder(t *testing.T) {
 			t.Fatalf("temp file left in spool: %s", e.Name())
 		}
 	}
-	fb.setDown(false)
+	fb.SetDown(false)
 	r.Enqueue(report(t, broker.KindBenchmark, "b1"))
-	waitFor(t, func() bool { return len(fb.received()) == 3 })
+	waitFor(t, func() bool { return len(fb.Received()) == 3 })
 	var keys []string
-	for _, g := range fb.received() {
-		keys = append(keys, g.path+":"+g.key)
+	for _, g := range fb.Received() {
+		keys = append(keys, g.Path+":"+g.Key)
 	}
 	if got := strings.Join(keys, ","); got != "notices:n1,drains:d1,benchmarks:b1" {
 		t.Fatalf("delivered %s; want notice, drain, benchmark in order", got)
@@ -148,7 +150,7 @@ func TestReporterSpoolsWhileDownAndDeliversInOrder(t *testing.T) {
 
 func TestRejectedReportIsDroppedNotSpooled(t *testing.T) {
 	fb, c, _ := setup(t)
-	fb.setReject(true)
+	fb.SetReject(true)
 	sp, _ := broker.NewSpool("", 0)
 	r := &broker.Reporter{Client: c, Spool: sp, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,4 +1,7 @@
-package broker_test
+// Package fakebroker implements the broker's agent API (docs/agent.md) in
+// memory, with knobs to take it down, reject requests and forget tokens.
+// Tests of the agent and its measurements talk to it over real HTTP.
+package fakebroker
 
 import (
 	"encoding/json"
@@ -9,38 +12,59 @@ import (
 	"sync"
 )
 
-// fakeBroker implements the broker's agent API as docs/agent.md specifies.
-type fakeBroker struct {
+// Broker is the fake. Its zero value is not usable; call New.
+type Broker struct {
 	mu        sync.Mutex
 	bootstrap string
 	tokens    map[string]string // token -> agent id
 	n         int
 	down      bool
 	reject    bool
-	got       []received
+	got       []Received
+	benchReq  bool
 	seenKeys  map[string]bool
 	registers int
 }
 
-type received struct {
-	path, key string
-	body      map[string]any
+// Received is one accepted request.
+type Received struct {
+	// Path is the endpoint suffix: heartbeat, notices, drains, benchmarks.
+	Path string
+	// Key is the Idempotency-Key.
+	Key  string
+	Body map[string]any
 }
 
-func newFakeBroker(bootstrap string) *fakeBroker {
-	return &fakeBroker{bootstrap: bootstrap, tokens: map[string]string{}, seenKeys: map[string]bool{}}
+// New returns a fake that accepts bootstrap as the registration token.
+func New(bootstrap string) *Broker {
+	return &Broker{bootstrap: bootstrap, tokens: map[string]string{}, seenKeys: map[string]bool{}}
 }
 
-func (f *fakeBroker) setDown(d bool)   { f.mu.Lock(); f.down = d; f.mu.Unlock() }
-func (f *fakeBroker) setReject(r bool) { f.mu.Lock(); f.reject = r; f.mu.Unlock() }
-func (f *fakeBroker) forgetTokens()    { f.mu.Lock(); clear(f.tokens); f.mu.Unlock() }
-func (f *fakeBroker) received() []received {
+// SetDown makes every request fail with 503.
+func (f *Broker) SetDown(d bool) { f.mu.Lock(); f.down = d; f.mu.Unlock() }
+
+// SetReject makes reports fail with 422.
+func (f *Broker) SetReject(r bool) { f.mu.Lock(); f.reject = r; f.mu.Unlock() }
+
+// SetBenchmarkRequested sets the heartbeat answer's benchmark_requested.
+func (f *Broker) SetBenchmarkRequested(b bool) { f.mu.Lock(); f.benchReq = b; f.mu.Unlock() }
+
+// ForgetTokens drops every agent token, so agents get 401 and re-register.
+func (f *Broker) ForgetTokens() { f.mu.Lock(); clear(f.tokens); f.mu.Unlock() }
+
+// Registrations counts registrations.
+func (f *Broker) Registrations() int { f.mu.Lock(); defer f.mu.Unlock(); return f.registers }
+
+// Received returns the accepted requests in arrival order (repeats of an
+// Idempotency-Key are not listed twice).
+func (f *Broker) Received() []Received {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]received(nil), f.got...)
+	return append([]Received(nil), f.got...)
 }
 
-func (f *fakeBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP implements the agent API.
+func (f *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
@@ -85,9 +109,9 @@ func (f *fakeBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	switch suffix {
 	case "heartbeat":
-		f.got = append(f.got, received{path: suffix, body: body})
+		f.got = append(f.got, Received{Path: suffix, Body: body})
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"benchmark_requested":true}`)
+		fmt.Fprintf(w, `{"benchmark_requested":%t}`, f.benchReq)
 	case "notices", "drains", "benchmarks":
 		if key == "" {
 			http.Error(w, `{"error":"Idempotency-Key required"}`, http.StatusBadRequest)
@@ -95,7 +119,7 @@ func (f *fakeBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if !f.seenKeys[suffix+key] {
 			f.seenKeys[suffix+key] = true
-			f.got = append(f.got, received{path: suffix, key: key, body: body})
+			f.got = append(f.got, Received{Path: suffix, Key: key, Body: body})
 		}
 		w.WriteHeader(http.StatusAccepted)
 	default:
