@@ -116,7 +116,7 @@ func TestAWSNoticeDrainsAndReports(t *testing.T) {
 	e := newEnv(t)
 	imds := fakecloud.NewAWS()
 	srv := httptest.NewServer(imds)
-	t.Cleanup(srv.Close) // after the agent stops (cleanups run last-in first-out)
+	t.Cleanup(srv.Close)                             // after the agent stops (cleanups run last-in first-out)
 	e.cfg.Cloud, e.cfg.MetadataURL = "auto", srv.URL // detected through the fake
 	e.start(t, agent.Options{})
 	time.Sleep(100 * time.Millisecond)

@@ -15,8 +15,8 @@ func TestAgentFlagsEnvAndConfig(t *testing.T) {
 	cfgFile := filepath.Join(dir, "agent.yaml")
 	_ = os.WriteFile(cfgFile, []byte("cloud: gcp\nbroker: http://from-file:1\npoll_interval: 2s\ndrain:\n  - exec: from-file\n"), 0o644)
 	for _, tc := range []struct {
-		name  string
-		args  []string
+		name string
+		args []string
 		env  map[string]string
 	}{
 		{"file only", []string{"--config", cfgFile}, nil},
