@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/gpubroker/gpubroker/agent/config"
 )
 
@@ -101,4 +103,39 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestExampleCloudInit keeps the agent.yaml embedded in the cloud-init
+// example valid.
+func TestExampleCloudInit(t *testing.T) {
+	path := filepath.Join("..", "..", "examples", "agent", "cloud-init.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ci struct {
+		WriteFiles []struct {
+			Path    string `yaml:"path"`
+			Content string `yaml:"content"`
+		} `yaml:"write_files"`
+	}
+	if err := yaml.Unmarshal(b, &ci); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range ci.WriteFiles {
+		if f.Path == "/etc/gpubroker/agent.yaml" {
+			found = true
+			c, err := config.Parse(path+":agent.yaml", []byte(f.Content))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Drain) != 3 || c.Broker == "" {
+				t.Fatalf("%+v", c)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no agent.yaml in the cloud-init example")
+	}
 }
