@@ -76,6 +76,8 @@ type Agent struct {
 	watcher  notice.Watcher
 	reporter *broker.Reporter
 	spool    *broker.Spool
+	// azureClient has a longer timeout (see New).
+	azureClient *http.Client
 
 	mu        sync.Mutex
 	draining  bool // a full drain has started: the VM is going
@@ -92,8 +94,12 @@ func New(o Options) (*Agent, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	azureClient := o.MetadataClient
 	if o.MetadataClient == nil {
 		o.MetadataClient = &http.Client{Timeout: 2 * time.Second}
+		// Azure's first Scheduled Events call enables the service and may
+		// take a while to answer.
+		azureClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	c := &o.Config
 	if c.HeartbeatInterval <= 0 {
@@ -116,7 +122,7 @@ func New(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	a := &Agent{o: o, log: o.Logger}
+	a := &Agent{o: o, log: o.Logger, azureClient: azureClient}
 	if len(c.Drain) == 0 {
 		a.log.Warn("no drain steps configured: notices are reported but the workload is not told")
 	}
@@ -231,7 +237,7 @@ func (a *Agent) resolveWatcher(ctx context.Context) (notice.Watcher, string, boo
 	case notice.GCP:
 		return gcp.New(gcp.Options{Endpoint: c.MetadataURL, Now: a.o.Now, Logger: log}), cloud, true
 	default:
-		return azure.New(azure.Options{Endpoint: c.MetadataURL, Client: a.o.MetadataClient, Interval: c.PollInterval,
+		return azure.New(azure.Options{Endpoint: c.MetadataURL, Client: a.azureClient, Interval: c.PollInterval,
 			VMName: c.VMName, Now: a.o.Now, Logger: log}), cloud, true
 	}
 }
