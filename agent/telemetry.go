@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/agent/broker"
+	"github.com/gpubroker/gpubroker/agent/config"
 	"github.com/gpubroker/gpubroker/agent/gpu"
 )
 
@@ -87,17 +88,60 @@ func (a *Agent) benchRunner(coll gpu.Collector) gpu.Runner {
 	if a.o.Bench != nil {
 		return a.o.Bench
 	}
-	b := a.o.Config.Benchmark
+	r := BenchRunner(a.o.Config.Benchmark, coll != nil)
+	if r == nil && a.o.Config.Benchmark.Method != "off" {
+		a.log.Info("GPU benchmark disabled: no GPU")
+	}
+	return r
+}
+
+// BenchRunner chooses the benchmark runner for b: nil when it is off, or
+// when the method is auto, no command is set and there is no GPU.
+func BenchRunner(b config.Benchmark, haveGPU bool) gpu.Runner {
 	switch {
 	case b.Method == "off":
 		return nil
 	case b.Method == "command" || (b.Method != "cuda" && b.Command != ""):
 		return &gpu.Command{Command: b.Command, Timeout: b.Timeout}
-	case coll == nil:
-		a.log.Info("GPU benchmark disabled: no GPU")
+	case b.Method != "cuda" && !haveGPU:
 		return nil
 	}
 	return &gpu.CUDA{LibDirs: b.CUDALibDirs, DType: b.DType}
+}
+
+// BenchmarkOnce runs the configured benchmark once (the CLI's
+// "agent benchmark"), with telemetry from coll (may be nil) naming the GPUs.
+func BenchmarkOnce(ctx context.Context, b config.Benchmark, coll gpu.Collector, now func() time.Time) (gpu.Result, error) {
+	if b.Method == "off" {
+		return gpu.Result{}, errors.New("benchmark method is off")
+	}
+	if (b.Method == "" || b.Method == "auto") && b.Command == "" {
+		b.Method = "cuda" // asked for explicitly: try even without NVML
+	}
+	r := BenchRunner(b, true)
+	mem := memoryAndNames(coll, r)
+	return gpu.Run(ctx, r, mem, b.Threshold, now)
+}
+
+// memoryAndNames reads GPU memory sizes (to tell memory variants apart) and
+// gives the CUDA runner the device names.
+func memoryAndNames(coll gpu.Collector, r gpu.Runner) map[int]uint64 {
+	mem := map[int]uint64{}
+	if coll == nil {
+		return mem
+	}
+	stats, err := coll.Collect()
+	if err != nil {
+		return mem
+	}
+	names := map[int]string{}
+	for _, s := range stats {
+		mem[s.Index], names[s.Index] = s.MemoryTotalMiB, s.Name
+	}
+	if c, ok := r.(*gpu.CUDA); ok && c.Names == nil {
+		c.Names = names
+	}
+	return mem
 }
 
 func (a *Agent) runBenchmark(ctx context.Context, r gpu.Runner, coll gpu.Collector) {
@@ -110,18 +154,7 @@ func (a *Agent) runBenchmark(ctx context.Context, r gpu.Runner, coll gpu.Collect
 	a.benchStop = cancel
 	a.mu.Unlock()
 	defer cancel()
-	mem := map[int]uint64{}
-	if coll != nil {
-		if stats, err := coll.Collect(); err == nil {
-			names := map[int]string{}
-			for _, s := range stats {
-				mem[s.Index], names[s.Index] = s.MemoryTotalMiB, s.Name
-			}
-			if c, ok := r.(*gpu.CUDA); ok && c.Names == nil {
-				c.Names = names
-			}
-		}
-	}
+	mem := memoryAndNames(coll, r)
 	a.log.Info("GPU benchmark starting", "method", r.Method())
 	res, err := gpu.Run(bctx, r, mem, a.o.Config.Benchmark.Threshold, a.o.Now)
 	if err != nil {

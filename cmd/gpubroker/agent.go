@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/agent"
 	"github.com/gpubroker/gpubroker/agent/config"
+	"github.com/gpubroker/gpubroker/agent/gpu"
 )
 
 // agentEnvPrefix prefixes the environment variable of each agent flag:
@@ -92,6 +94,7 @@ environment override the config file. SIGUSR1 runs the GPU benchmark now.`,
 			return nil
 		},
 	}
+	cmd.AddCommand(newAgentBenchmarkCmd())
 	f := cmd.Flags()
 	f.StringVar(&o.configFile, "config", "", "YAML config file (docs/agent.md)")
 	f.StringVar(&o.cloud, "cloud", "", "cloud: aws, gcp, azure or auto (default auto)")
@@ -201,4 +204,75 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "devel"
+}
+
+func newAgentBenchmarkCmd() *cobra.Command {
+	var (
+		configFile string
+		b          config.Benchmark
+	)
+	cmd := &cobra.Command{
+		Use:   "benchmark",
+		Short: "Run the GPU benchmark once and print the result as JSON",
+		Long: `Measure dense BF16/FP16 GEMM TFLOPS and device memory bandwidth on every GPU and
+compare them with the spec table; print the result (the broker's BenchmarkReport,
+docs/agent.md) on stdout. The CUDA runtime and cuBLAS are loaded at run time.`,
+		Example: `  gpubroker agent benchmark
+  gpubroker agent benchmark --method command --command '/opt/gpubench --json'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fs := cmd.Flags()
+			if configFile != "" {
+				c, err := config.Load(configFile)
+				if err != nil {
+					return usageErr(err)
+				}
+				file := c.Benchmark
+				for name, apply := range map[string]func(){
+					"method": func() { file.Method = b.Method }, "command": func() { file.Command = b.Command },
+					"dtype": func() { file.DType = b.DType }, "cuda-lib-dir": func() { file.CUDALibDirs = b.CUDALibDirs },
+					"timeout": func() { file.Timeout = b.Timeout },
+				} {
+					if fs.Changed(name) {
+						apply()
+					}
+				}
+				b = file
+			}
+			switch b.Method {
+			case "", "auto", "cuda", "command":
+			default:
+				return usageErr(fmt.Errorf("--method %q: want auto, cuda or command", b.Method))
+			}
+			if b.DType != "" && b.DType != "bf16" && b.DType != "fp16" {
+				return usageErr(fmt.Errorf("--dtype %q: want bf16 or fp16", b.DType))
+			}
+			if b.Method == "command" && b.Command == "" {
+				return usageErr(fmt.Errorf("--method command needs --command"))
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			coll, err := gpu.OpenSystem()
+			if err != nil {
+				logger.Info("no GPU telemetry; GPU names unknown to the CUDA runner", "err", err)
+				coll = nil
+			} else {
+				defer coll.Close()
+			}
+			res, err := agent.BenchmarkOnce(cmd.Context(), b, coll, time.Now)
+			if err != nil {
+				return failErr(err)
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "agent config file; its benchmark section is used")
+	f.StringVar(&b.Method, "method", "", "auto, cuda or command (default: command if --command is set, else cuda)")
+	f.StringVar(&b.Command, "command", "", "external benchmark printing gpubroker.benchmark/v1 JSON")
+	f.StringVar(&b.DType, "dtype", "", "bf16 or fp16 (default bf16)")
+	f.StringArrayVar(&b.CUDALibDirs, "cuda-lib-dir", nil, "directory searched for libcudart/libcublas first (repeatable)")
+	f.DurationVar(&b.Timeout, "timeout", 0, "kill an external benchmark after this long (default 10m)")
+	return cmd
 }

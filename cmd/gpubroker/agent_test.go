@@ -106,3 +106,32 @@ func TestAgentRunsAndStops(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, errb.String())
 	}
 }
+
+func TestAgentBenchmarkCommand(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "bench.sh")
+	_ = os.WriteFile(script, []byte("#!/bin/sh\necho '{\"schema\":\"gpubroker.benchmark/v1\",\"gpus\":[{\"index\":0,\"name\":\"NVIDIA H200\",\"dtype\":\"bf16\",\"tflops\":750,\"bandwidth_gbs\":4200}]}'\n"), 0o755)
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"agent", "benchmark", "--command", script}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{`"model": "H200"`, `"tflops_ratio": 0.758`, `"bandwidth_ratio": 0.875`, `"method": "command"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %s:\n%s", want, out.String())
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"agent", "benchmark", "--method", "magic"}, exitUsageError, `--method "magic"`},
+		{[]string{"agent", "benchmark", "--method", "command"}, exitUsageError, "needs --command"},
+		{[]string{"agent", "benchmark", "--command", "exit 3"}, exitFailure, "benchmark command failed"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if code := run(context.Background(), tc.args, &out, &errb); code != tc.code || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errb.String(), tc.code, tc.want)
+		}
+	}
+}
