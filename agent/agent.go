@@ -176,9 +176,14 @@ func Steps(list []config.Step) ([]drain.Step, error) {
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The reporter outlives the rest: a drain still running when the agent
+	// is stopped (the VM shutting down) must get its result out.
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	var rwg sync.WaitGroup
 	if a.reporter != nil {
-		a.wg.Go(func() { a.reporter.Run(ctx) })
+		rwg.Go(func() { a.reporter.Run(rctx) })
 	}
+	defer func() { rcancel(); rwg.Wait() }()
 	coll := a.openGPU()
 	if coll != nil {
 		defer coll.Close()

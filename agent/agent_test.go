@@ -335,3 +335,32 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestStopDuringDrainStillReports(t *testing.T) {
+	e := newEnv(t)
+	imds := fakecloud.NewAWS()
+	srv := httptest.NewServer(imds)
+	t.Cleanup(srv.Close)
+	e.cfg.Cloud, e.cfg.MetadataURL = "aws", srv.URL
+	marker := filepath.Join(e.dir, "drained")
+	e.cfg.Drain = []config.Step{{Kind: "exec", Command: "sleep 0.3; touch " + marker, Timeout: 5 * time.Second}}
+	a, err := agent.New(agent.Options{Config: e.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OpenGPU: func() (gpu.Collector, error) { return nil, gpu.ErrNoNVML },
+		OnDrainStep: func(notice.Notice, int, string, time.Time) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = a.Run(ctx); close(done) }()
+	imds.SetInstanceAction(`{"action":"terminate","time":"` + time.Now().Add(2*time.Minute).UTC().Format(time.RFC3339) + `"}`)
+	waitFor(t, "notice reported", func() bool { return strings.HasPrefix(paths(e.broker.Received()), "notices") })
+	cancel() // systemd stops the agent as the VM shuts down, mid-drain
+	<-done
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the drain was cut short by the agent stopping")
+	}
+	if got := paths(e.broker.Received()); got != "notices,drains" {
+		t.Fatalf("broker got %q; want the drain result delivered on the way out", got)
+	}
+}

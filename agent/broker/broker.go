@@ -377,8 +377,8 @@ func (r *Reporter) Enqueue(rep Report) {
 	}
 }
 
-// Run delivers reports until ctx is done. On return, reports still queued
-// are moved to the spool.
+// Run delivers reports until ctx is done. Then it tries once more to
+// deliver what is still queued and spools the rest.
 func (r *Reporter) Run(ctx context.Context) {
 	r.init()
 	t := time.NewTicker(r.RetryEvery)
@@ -386,10 +386,18 @@ func (r *Reporter) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// Last chance: deliver what is queued within one SendTimeout,
+			// spool the rest for the next start.
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.SendTimeout)
+			defer cancel()
 			for {
 				select {
 				case rep := <-r.queue:
-					_ = r.Spool.Put(rep)
+					if final.Err() != nil || r.Spool.Len() > 0 || r.trySend(final, rep) {
+						if err := r.Spool.Put(rep); err != nil {
+							r.Logger.Error("report lost: spool failed", "kind", rep.Kind, "id", rep.ID, "err", err)
+						}
+					}
 				default:
 					return
 				}

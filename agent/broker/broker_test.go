@@ -157,7 +157,8 @@ func TestRejectedReportIsDroppedNotSpooled(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	r.Enqueue(report(t, broker.KindNotice, "n1"))
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, func() bool { return fb.Rejections() == 1 })
+	time.Sleep(20 * time.Millisecond) // let the reporter finish handling the answer
 	cancel()
 	<-done
 	if sp.Len() != 0 {

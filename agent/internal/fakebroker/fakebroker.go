@@ -21,6 +21,7 @@ type Broker struct {
 	down      bool
 	reject    bool
 	got       []Received
+	rejected  int
 	benchReq  bool
 	seenKeys  map[string]bool
 	registers int
@@ -51,6 +52,9 @@ func (f *Broker) SetBenchmarkRequested(b bool) { f.mu.Lock(); f.benchReq = b; f.
 
 // ForgetTokens drops every agent token, so agents get 401 and re-register.
 func (f *Broker) ForgetTokens() { f.mu.Lock(); clear(f.tokens); f.mu.Unlock() }
+
+// Rejections counts requests refused because of SetReject.
+func (f *Broker) Rejections() int { f.mu.Lock(); defer f.mu.Unlock(); return f.rejected }
 
 // Registrations counts registrations.
 func (f *Broker) Registrations() int { f.mu.Lock(); defer f.mu.Unlock(); return f.registers }
@@ -103,6 +107,7 @@ func (f *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.reject {
+		f.rejected++
 		http.Error(w, `{"error":"unknown field \"x\""}`, http.StatusUnprocessableEntity)
 		return
 	}
