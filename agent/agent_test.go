@@ -345,7 +345,7 @@ func TestStopDuringDrainStillReports(t *testing.T) {
 	marker := filepath.Join(e.dir, "drained")
 	e.cfg.Drain = []config.Step{{Kind: "exec", Command: "sleep 0.3; touch " + marker, Timeout: 5 * time.Second}}
 	a, err := agent.New(agent.Options{Config: e.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OpenGPU: func() (gpu.Collector, error) { return nil, gpu.ErrNoNVML },
+		OpenGPU:     func() (gpu.Collector, error) { return nil, gpu.ErrNoNVML },
 		OnDrainStep: func(notice.Notice, int, string, time.Time) {}})
 	if err != nil {
 		t.Fatal(err)
