@@ -277,6 +277,7 @@ func (a *Agent) handle(ctx context.Context, n notice.Notice) {
 	early := !full && slices.Contains(a.o.Config.EarlyDrain.On, string(n.Kind)) && len(a.o.Config.EarlyDrain.Steps) > 0
 	a.mu.Lock()
 	already := a.draining
+	busy := early && a.earlyStop != nil // one gentle drain at a time
 	if full && !already {
 		a.draining = true
 		if a.earlyStop != nil {
@@ -287,20 +288,32 @@ func (a *Agent) handle(ctx context.Context, n notice.Notice) {
 		}
 	}
 	var dctx context.Context
-	if early && !already {
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithCancel(ctx)
-		a.earlyStop = cancel
+	var dcancel context.CancelFunc
+	if early && !already && !busy {
+		dctx, dcancel = context.WithCancel(ctx)
+		a.earlyStop = dcancel
 	}
 	a.mu.Unlock()
 
+	act := action(full, early, already)
+	if busy && !already {
+		act = "none: early drain already running"
+	}
+	// Queued before the drain starts, so the broker hears of the notice
+	// before the drain result (Enqueue does not block).
+	a.report(broker.KindNotice, n.ID, noticeReport{Notice: n, Action: act})
 	switch {
 	case full && !already:
 		a.wg.Go(func() { a.drain(context.WithoutCancel(ctx), n, a.o.Config.Drain, false) })
-	case early && !already:
-		a.wg.Go(func() { a.drain(dctx, n, a.o.Config.EarlyDrain.Steps, true) })
+	case early && !already && !busy:
+		a.wg.Go(func() {
+			a.drain(dctx, n, a.o.Config.EarlyDrain.Steps, true)
+			a.mu.Lock()
+			a.earlyStop = nil
+			a.mu.Unlock()
+			dcancel()
+		})
 	}
-	a.report(broker.KindNotice, n.ID, noticeReport{Notice: n, Action: action(full, early, already)})
 }
 
 func action(full, early, already bool) string {

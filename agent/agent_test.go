@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -92,12 +93,15 @@ func (e *env) start(t *testing.T, o agent.Options) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t *testing.T, what string, cond func() bool, state ...func() string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if cond() {
 			return
 		}
+	}
+	for _, s := range state {
+		what += " (state: " + s() + ")"
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
@@ -121,7 +125,8 @@ func TestAWSNoticeDrainsAndReports(t *testing.T) {
 	e.start(t, agent.Options{})
 	time.Sleep(100 * time.Millisecond)
 	imds.SetInstanceAction(`{"action":"terminate","time":"` + time.Now().Add(2*time.Minute).UTC().Format(time.RFC3339) + `"}`)
-	waitFor(t, "drain reported", func() bool { return paths(e.broker.Received()) == "notices,drains" })
+	waitFor(t, "drain reported", func() bool { return paths(e.broker.Received()) == "notices,drains" },
+		func() string { return paths(e.broker.Received()) + fmt.Sprint(e.work.got()) })
 	if got := e.work.got(); len(got) != 1 || !strings.HasPrefix(got[0], "/drain aws/instance-action/terminate/") {
 		t.Fatalf("workload told %v", got)
 	}

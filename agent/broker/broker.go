@@ -426,7 +426,9 @@ func (r *Reporter) handle(ctx context.Context, rep Report) {
 
 // trySend sends rep and reports whether it must be kept for later.
 func (r *Reporter) trySend(ctx context.Context, rep Report) (keep bool) {
-	sctx, cancel := context.WithTimeout(ctx, r.SendTimeout)
+	// A send already started is not cut short by Run stopping: SendTimeout
+	// bounds it, and its answer decides whether the report is spooled.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.SendTimeout)
 	defer cancel()
 	err := r.Client.Send(sctx, rep)
 	switch {
