@@ -4,7 +4,7 @@
 //	agentbench latency   [-runs N] [-parallel P] [-cloud aws,gcp,azure]
 //	    time from a notice appearing on the metadata server to the first
 //	    drain step starting, p50/p90/p99/max per cloud, default intervals.
-//	agentbench footprint -bin PATH [-duration 60s] [-cloud aws,gcp,azure]
+//	agentbench footprint -bin PATH [-duration 60s] [-cloud aws,gcp,azure] [-poll D]
 //	    runs the built gpubroker binary as `gpubroker agent` and reads its
 //	    resident memory and CPU time from /proc.
 //
@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -169,16 +170,25 @@ func footprint(args []string) error {
 	bin := fs.String("bin", "", "gpubroker binary (go build -o /tmp/gpubroker ./cmd/gpubroker)")
 	dur := fs.Duration("duration", 60*time.Second, "idle time measured, after a 5s warm-up")
 	clouds := fs.String("cloud", "aws,gcp,azure", "clouds")
+	poll := fs.Duration("poll", 0, "--poll-interval for the agent (0 = its default)")
 	_ = fs.Parse(args)
 	if *bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
 	hz := 100.0 // USER_HZ on Linux
-	fmt.Printf("| cloud | idle CPU (%% of one core) | VmRSS | VmHWM | metadata requests/s |\n|---|---|---|---|---|\n")
+	fmt.Printf("| cloud | idle CPU (%% of one core) | VmRSS | VmHWM | metadata requests/s | new connections |\n|---|---|---|---|---|---|\n")
 	for _, cloud := range strings.Split(*clouds, ",") {
 		f := newFake(cloud)
-		var reqs counter
-		ms := httptest.NewServer(countRequests(f.handler, &reqs))
+		var reqs, conns counter
+		ms := httptest.NewUnstartedServer(countRequests(f.handler, &reqs))
+		ms.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.mu.Lock()
+				conns.n++
+				conns.mu.Unlock()
+			}
+		}
+		ms.Start()
 		fb := fakebroker.New("boot")
 		bs := httptest.NewServer(fb)
 		dir, err := os.MkdirTemp("", "agentfoot")
@@ -187,16 +197,20 @@ func footprint(args []string) error {
 		}
 		tf := filepath.Join(dir, "token")
 		_ = os.WriteFile(tf, []byte("boot"), 0o600)
-		cmd := exec.Command(*bin, "agent", "--cloud", cloud, "--metadata-url", ms.URL, "--broker", bs.URL,
-			"--token-file", tf, "--state-dir", dir, "--drain-exec", "true")
+		argv := []string{"agent", "--cloud", cloud, "--metadata-url", ms.URL, "--broker", bs.URL,
+			"--token-file", tf, "--state-dir", dir, "--drain-exec", "true"}
+		if *poll > 0 {
+			argv = append(argv, "--poll-interval", poll.String())
+		}
+		cmd := exec.Command(*bin, argv...)
 		cmd.Stderr = io.Discard
 		if err := cmd.Start(); err != nil {
 			return err
 		}
 		time.Sleep(5 * time.Second)
-		t0, n0 := cpuTicks(cmd.Process.Pid), reqs.get()
+		t0, n0, c0 := cpuTicks(cmd.Process.Pid), reqs.get(), conns.get()
 		time.Sleep(*dur)
-		t1, n1 := cpuTicks(cmd.Process.Pid), reqs.get()
+		t1, n1, c1 := cpuTicks(cmd.Process.Pid), reqs.get(), conns.get()
 		rss, hwm := memStatus(cmd.Process.Pid)
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
@@ -204,7 +218,7 @@ func footprint(args []string) error {
 		bs.Close()
 		os.RemoveAll(dir)
 		cpu := (t1 - t0) / hz / dur.Seconds() * 100
-		fmt.Printf("| %s | %.3f%% | %s | %s | %.1f |\n", cloud, cpu, rss, hwm, float64(n1-n0)/dur.Seconds())
+		fmt.Printf("| %s | %.3f%% | %s | %s | %.1f | %d |\n", cloud, cpu, rss, hwm, float64(n1-n0)/dur.Seconds(), c1-c0)
 	}
 	return nil
 }
