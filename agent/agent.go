@@ -344,14 +344,7 @@ type drainReport struct {
 // stopping (systemd may stop it as the VM shuts down: the drain is the point).
 func (a *Agent) drain(ctx context.Context, n notice.Notice, list []config.Step, early bool) {
 	steps, _ := Steps(list) // checked in New
-	deadline := time.Time{}
-	if !n.Deadline.IsZero() {
-		deadline = n.Deadline.Add(-a.o.Config.SafetyMargin)
-		if deadline.Before(a.o.Now()) {
-			// Too late for the margin: use whatever time is left.
-			deadline = n.Deadline
-		}
-	}
+	deadline := DrainDeadline(n.Deadline, a.o.Config.SafetyMargin, a.o.Now())
 	r := &drain.Runner{Steps: steps, Now: a.o.Now}
 	if a.o.OnDrainStep != nil {
 		r.OnStepStart = func(i int, name string, at time.Time) { a.o.OnDrainStep(n, i, name, at) }
@@ -381,6 +374,25 @@ func (a *Agent) drain(ctx context.Context, n notice.Notice, list []config.Step, 
 	}
 	a.log.Warn("drain finished", "id", n.ID, "early", early, "ok", rep.OK, "took", res.Finished.Sub(res.Started))
 	a.report(broker.KindDrain, n.ID, rep)
+}
+
+// MinDrainTime is the least time a drain is given, even when the notice's
+// deadline is (nearly) past: a late notice (an Azure event already
+// Started, a clock off by a few seconds) must still tell the workload.
+const MinDrainTime = 5 * time.Second
+
+// DrainDeadline is the overall drain deadline for a notice deadline: the
+// deadline minus the safety margin, but never sooner than MinDrainTime from
+// now. Zero (no deadline) stays zero.
+func DrainDeadline(noticeDeadline time.Time, margin time.Duration, now time.Time) time.Time {
+	if noticeDeadline.IsZero() {
+		return time.Time{}
+	}
+	d := noticeDeadline.Add(-margin)
+	if floor := now.Add(MinDrainTime); d.Before(floor) {
+		d = floor
+	}
+	return d
 }
 
 func (a *Agent) report(kind, id string, body any) {

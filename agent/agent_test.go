@@ -369,3 +369,31 @@ func TestStopDuringDrainStillReports(t *testing.T) {
 		t.Fatalf("broker got %q; want the drain result delivered on the way out", got)
 	}
 }
+
+func TestDrainDeadline(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		notice time.Time
+		want   time.Time
+	}{
+		{time.Time{}, time.Time{}}, // no deadline: step timeouts only
+		{now.Add(2 * time.Minute), now.Add(2*time.Minute - 5*time.Second)}, // AWS: 2 min minus the margin
+		{now.Add(8 * time.Second), now.Add(agent.MinDrainTime)},            // margin would leave 3s: floor
+		{now.Add(-time.Minute), now.Add(agent.MinDrainTime)},               // already past: still try
+	} {
+		if got := agent.DrainDeadline(tc.notice, 5*time.Second, now); !got.Equal(tc.want) {
+			t.Errorf("DrainDeadline(%v) = %v, want %v", tc.notice, got, tc.want)
+		}
+	}
+}
+
+func TestAzureStartedEventStillDrains(t *testing.T) {
+	e := newEnv(t)
+	az := fakecloud.NewAzure("vm0")
+	srv := httptest.NewServer(az)
+	t.Cleanup(srv.Close)
+	e.cfg.Cloud, e.cfg.MetadataURL = "azure", srv.URL
+	e.start(t, agent.Options{})
+	az.AddEvent("EV1", "Preempt", []string{"vm0"}, time.Time{}) // no NotBefore: the platform acts now
+	waitFor(t, "workload told", func() bool { return len(e.work.got()) == 1 })
+}
