@@ -10,6 +10,7 @@ require (
 	github.com/Azure/azure-sdk-for-go/sdk/azidentity v1.15.0
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6 v6.4.0
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resourcegraph/armresourcegraph v0.10.0
+	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/glebarez/sqlite v1.11.0
 	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/robfig/cron/v3 v3.0.1

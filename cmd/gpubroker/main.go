@@ -79,6 +79,8 @@ func newRootCmd() *cobra.Command {
 
 		newCatalogCmd(cloudSources()),
 		newServeCmd(cloudSources()),
+
+		newAgentCmd(),
 	)
 	return root
 }
