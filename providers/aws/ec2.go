@@ -14,6 +14,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers/aws/internal/awsdoc"
 )
 
 // instanceType is the shape of one GPU instance type.
@@ -123,7 +124,7 @@ func (s *Source) spotPrices(ctx context.Context, c ec2API, types []string, now t
 			if typ == "" || zone == "" || sp.ProductDescription != ec2types.RIProductDescriptionLinuxUnix {
 				continue
 			}
-			price, err := parsePrice(aws.ToString(sp.SpotPrice))
+			price, err := awsdoc.ParsePrice(aws.ToString(sp.SpotPrice))
 			if err != nil {
 				return nil, fmt.Errorf("spot price of %s in %s: %w", typ, zone, err)
 			}

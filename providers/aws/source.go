@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
+	"github.com/gpubroker/gpubroker/providers/aws/internal/awsdoc"
 )
 
 // SourceName is the Offer.Source of every offer this package produces.
@@ -278,7 +279,7 @@ func (s *Source) Offers(ctx context.Context, q providers.Query) ([]pricing.Offer
 
 	// The Spot Advisor is one document for all regions; fetch it while the
 	// regions are being asked.
-	var advisor *advisorData
+	var advisor *awsdoc.Advisor
 	var advErr error
 	advDone := make(chan struct{})
 	go func() {
@@ -382,7 +383,7 @@ func typeNames(m map[string]instanceType) []string {
 // assemble joins one region's data into offers: one per zone with a spot
 // price (carrying the regional on-demand price too), or one regional offer
 // when the type has no spot price anywhere in the region.
-func (s *Source) assemble(r regionData, q providers.Query, adv *advisorData, scores placementScores, at time.Time) []pricing.Offer {
+func (s *Source) assemble(r regionData, q providers.Query, adv *awsdoc.Advisor, scores placementScores, at time.Time) []pricing.Offer {
 	var out []pricing.Offer
 	for _, name := range typeNames(r.types) {
 		it := r.types[name]
@@ -396,7 +397,7 @@ func (s *Source) assemble(r regionData, q providers.Query, adv *advisorData, sco
 			OnDemandPrice: r.onDemand[name],
 			ObservedAt:    at, Source: SourceName,
 		}
-		signal := adv.signal(r.region, name)
+		signal := adv.Signal(r.region, name)
 		zones := r.spot[name]
 		if len(zones) == 0 {
 			if err := base.Validate(); err == nil {

@@ -1,4 +1,4 @@
-package aws
+package awsdoc
 
 import (
 	"math"
@@ -34,15 +34,15 @@ func TestParsePrice(t *testing.T) {
 		{in: strings.Repeat("9", 400), errHas: "out of range"},
 	}
 	for _, tc := range tests {
-		got, err := parsePrice(tc.in)
+		got, err := ParsePrice(tc.in)
 		if tc.errHas != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
-				t.Errorf("parsePrice(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.errHas)
+				t.Errorf("ParsePrice(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.errHas)
 			}
 			continue
 		}
 		if err != nil || got != tc.want {
-			t.Errorf("parsePrice(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			t.Errorf("ParsePrice(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
 }
@@ -70,36 +70,36 @@ func TestBucketRate(t *testing.T) {
 		{label: "", errHas: "no %"},
 	}
 	for _, tc := range tests {
-		got, err := bucketRate(tc.label)
+		got, err := BucketRate(tc.label)
 		if tc.errHas != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
-				t.Errorf("bucketRate(%q) = %v, %v; want an error with %q", tc.label, got, err, tc.errHas)
+				t.Errorf("BucketRate(%q) = %v, %v; want an error with %q", tc.label, got, err, tc.errHas)
 			}
 			continue
 		}
 		if err != nil || math.Abs(got-tc.want) > 1e-15 {
-			t.Errorf("bucketRate(%q) = %v, %v; want %v", tc.label, got, err, tc.want)
+			t.Errorf("BucketRate(%q) = %v, %v; want %v", tc.label, got, err, tc.want)
 		}
 	}
 }
 
 func TestParseAdvisor(t *testing.T) {
-	f, err := os.Open("testdata/spot-advisor-data.json")
+	f, err := os.Open("../../testdata/spot-advisor-data.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	a, err := parseAdvisor(f)
+	a, err := ParseAdvisor(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := a.signal("us-east-1", "p4d.24xlarge"); s.Bucket != ">20%" || s.InterruptionsPerHour <= 0 {
+	if s := a.Signal("us-east-1", "p4d.24xlarge"); s.Bucket != ">20%" || s.InterruptionsPerHour <= 0 {
 		t.Errorf("us-east-1 p4d.24xlarge signal %+v, want bucket >20%%", s)
 	}
-	if s := a.signal("us-east-1", "p4de.24xlarge"); s.Bucket != "" || s.InterruptionsPerHour != 0 {
+	if s := a.Signal("us-east-1", "p4de.24xlarge"); s.Bucket != "" || s.InterruptionsPerHour != 0 {
 		t.Errorf("unknown type signal %+v, want zero", s)
 	}
-	if s := (*advisorData)(nil).signal("us-east-1", "g5.xlarge"); s.Bucket != "" {
+	if s := (*Advisor)(nil).Signal("us-east-1", "g5.xlarge"); s.Bucket != "" {
 		t.Errorf("nil advisor signal %+v, want zero", s)
 	}
 
@@ -116,9 +116,9 @@ func TestParseAdvisor(t *testing.T) {
 		{``, "truncated"},
 	}
 	for _, tc := range bad {
-		_, err := parseAdvisor(strings.NewReader(tc.doc))
+		_, err := ParseAdvisor(strings.NewReader(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.errHas) {
-			t.Errorf("parseAdvisor(%s): %v; want an error with %q", tc.doc, err, tc.errHas)
+			t.Errorf("ParseAdvisor(%s): %v; want an error with %q", tc.doc, err, tc.errHas)
 		}
 	}
 }
@@ -155,10 +155,10 @@ func TestPriceIndexAdd(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			x := newPriceIndex("us-east-1")
+			x := NewPriceIndex("us-east-1", gpuFamily)
 			var err error
 			for _, d := range tc.docs {
-				if err = x.add(d); err != nil {
+				if err = x.Add(d); err != nil {
 					break
 				}
 			}
@@ -171,14 +171,24 @@ func TestPriceIndexAdd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(x.prices) != len(tc.want) {
-				t.Fatalf("prices %v, want %v", x.prices, tc.want)
+			if len(x.Prices) != len(tc.want) {
+				t.Fatalf("prices %v, want %v", x.Prices, tc.want)
 			}
 			for k, v := range tc.want {
-				if x.prices[k] != v {
-					t.Errorf("price of %s = %v, want %v", k, x.prices[k], v)
+				if x.Prices[k] != v {
+					t.Errorf("price of %s = %v, want %v", k, x.Prices[k], v)
 				}
 			}
 		})
 	}
+}
+
+// gpuFamily stands in for the aws package's family filter.
+func gpuFamily(instanceType string) bool {
+	f, _, _ := strings.Cut(instanceType, ".")
+	switch f {
+	case "g4dn", "g5", "g6", "g6e", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en":
+		return true
+	}
+	return false
 }

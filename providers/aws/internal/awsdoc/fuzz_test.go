@@ -1,4 +1,4 @@
-package aws
+package awsdoc
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 //	go test ./providers/aws -run '^$' -fuzz FuzzParseAdvisor -fuzztime 20s
 
 func FuzzParseAdvisor(f *testing.F) {
-	if b, err := os.ReadFile("testdata/spot-advisor-data.json"); err == nil {
+	if b, err := os.ReadFile("../../testdata/spot-advisor-data.json"); err == nil {
 		f.Add(string(b))
 	}
 	f.Add(`{"ranges":[{"index":0,"label":"<5%"}],"spot_advisor":{"us-east-1":{"Linux":{"g5.xlarge":{"s":1,"r":0}}}}}`)
@@ -21,7 +21,7 @@ func FuzzParseAdvisor(f *testing.F) {
 	f.Add(`{"ranges":[{"index":0,"label":"5-10%"}],"spot_advisor":{"x":{"Windows":{}}}}`)
 	f.Add(`{"ranges":null}`)
 	f.Fuzz(func(t *testing.T, doc string) {
-		a, err := parseAdvisor(strings.NewReader(doc))
+		a, err := ParseAdvisor(strings.NewReader(doc))
 		if err != nil {
 			if a != nil {
 				t.Fatal("data returned with an error")
@@ -30,7 +30,7 @@ func FuzzParseAdvisor(f *testing.F) {
 		}
 		for region, m := range a.buckets {
 			for typ, b := range m {
-				s := a.signal(region, typ)
+				s := a.Signal(region, typ)
 				if s.Bucket != b.label || math.IsNaN(s.InterruptionsPerHour) || math.IsInf(s.InterruptionsPerHour, 0) || s.InterruptionsPerHour < 0 {
 					t.Fatalf("%s %s: signal %+v from bucket %+v", region, typ, s, b)
 				}
@@ -41,7 +41,7 @@ func FuzzParseAdvisor(f *testing.F) {
 
 func FuzzPriceListDocument(f *testing.F) {
 	// Seed with the inner documents of a real-format page.
-	if b, err := os.ReadFile("testdata/pricing/us-west-2.json"); err == nil {
+	if b, err := os.ReadFile("../../testdata/pricing/us-west-2.json"); err == nil {
 		var page struct{ PriceList []string }
 		if err := json.Unmarshal(b, &page); err != nil {
 			f.Fatal(err)
@@ -54,12 +54,12 @@ func FuzzPriceListDocument(f *testing.F) {
 	f.Add(`{"product":{"attributes":{"instanceType":"p5.48xlarge"}},"terms":{"OnDemand":{"a":{"priceDimensions":{"b":{"unit":"Hrs","beginRange":"0","pricePerUnit":{"USD":"9e9"}}}}}}}`)
 	f.Add(`{"terms":{"OnDemand":null}}`)
 	f.Fuzz(func(t *testing.T, doc string) {
-		x := newPriceIndex("us-east-1")
-		if err := x.add(doc); err != nil {
+		x := NewPriceIndex("us-east-1", gpuFamily)
+		if err := x.Add(doc); err != nil {
 			return
 		}
-		for typ, p := range x.prices {
-			if !isGPUFamily(typ) || p <= 0 || p > maxPrice || math.IsNaN(p) {
+		for typ, p := range x.Prices {
+			if !gpuFamily(typ) || p <= 0 || p > MaxPrice || math.IsNaN(p) {
 				t.Fatalf("kept %s at %v", typ, p)
 			}
 		}
@@ -71,16 +71,16 @@ func FuzzParsePrice(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := parsePrice(s)
+		v, err := ParsePrice(s)
 		if err != nil {
 			return
 		}
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > maxPrice {
-			t.Fatalf("parsePrice(%q) = %v accepted", s, v)
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > MaxPrice {
+			t.Fatalf("ParsePrice(%q) = %v accepted", s, v)
 		}
 		for _, c := range s {
 			if (c < '0' || c > '9') && c != '.' {
-				t.Fatalf("parsePrice(%q) accepted a non-decimal character %q", s, c)
+				t.Fatalf("ParsePrice(%q) accepted a non-decimal character %q", s, c)
 			}
 		}
 	})
