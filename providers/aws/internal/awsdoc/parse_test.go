@@ -151,6 +151,8 @@ func TestPriceIndexAdd(t *testing.T) {
 		{name: "not an object", docs: []string{`["product"]`}, errHas: "is a JSON array"},
 		{name: "trailing data", docs: []string{`{"product":{}} {}`}, errHas: "unexpected data after the object"},
 		{name: "truncated", docs: []string{`{"product":{"attributes":{"instanceType":"g5.x`}, errHas: "truncated"},
+		{name: "non-GPU document skipped unread", docs: []string{`{"product":{"attributes":{"instanceType":"m5.large"}},"terms":{"OnDemand":{"x":` + "\x00"}, want: map[string]float64{}},
+		{name: "escaped key is decoded", docs: []string{`{"product":{"attributes":{"instanceT\u0079pe":"g5.xlarge","regionCode":"us-east-1"}},"terms":{"OnDemand":{"S.T":{"priceDimensions":{"S.T.R":{"unit":"Hrs","pricePerUnit":{"USD":"1.006"}}}}}}}`}, want: map[string]float64{"g5.xlarge": 1.006}},
 		{name: "syntax", docs: []string{`{"product":{"attributes":{"instanceType":g5}}}`}, errHas: "offset 42: invalid character"},
 	}
 	for _, tc := range tests {

@@ -31,6 +31,11 @@ func NewPriceIndex(region string, keep func(instanceType string) bool) *PriceInd
 // families, other regions or other purchase options are ignored; a document
 // that does not parse is an error.
 func (x *PriceIndex) Add(doc string) error {
+	// Most products of a region are not GPU types; when the attribute can
+	// be read without decoding, skip those documents unread.
+	if t, ok := peekInstanceType(doc); ok && !x.keep(t) {
+		return nil
+	}
 	p, err := ParseProduct(strings.NewReader(doc))
 	if err != nil {
 		return err
@@ -60,6 +65,30 @@ func (x *PriceIndex) Add(doc string) error {
 		x.Prices[a.InstanceType] = price
 	}
 	return nil
+}
+
+// peekInstanceType finds `"instanceType":"<name>"` in a document without
+// decoding it. The key with that exact spelling can only be a real key:
+// inside a JSON string its quotes would be escaped. Anything unusual
+// (spaces, escapes, no match) returns ok=false and the full decoder decides.
+func peekInstanceType(doc string) (string, bool) {
+	const key = `"instanceType":"`
+	i := strings.Index(doc, key)
+	if i < 0 {
+		return "", false
+	}
+	rest := doc[i+len(key):]
+	end := strings.IndexByte(rest, '"')
+	if end <= 0 || end > 64 {
+		return "", false
+	}
+	name := rest[:end]
+	for j := 0; j < len(name); j++ {
+		if c := name[j]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return "", false
+		}
+	}
+	return name, true
 }
 
 // Product is the part of a price-list document gpubroker reads. Reserved
