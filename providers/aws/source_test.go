@@ -198,6 +198,11 @@ func TestOffersFaults(t *testing.T) {
 			calls: map[string]int{sph + "us-east-1": 4},
 		},
 		{
+			name:  "ec2 400 Throttling then OK",
+			setup: func(f *fakeAWS) { f.fail(dit+"us-west-2", ec2Fault(400, "Throttling", 1)) },
+			calls: map[string]int{dit + "us-west-2": 2},
+		},
+		{
 			name:  "pricing 400 ThrottlingException then OK",
 			setup: func(f *fakeAWS) { f.fail(gp+"us-east-1", pricingFault(400, "ThrottlingException", 2)) },
 			calls: map[string]int{gp + "us-east-1": 4},
