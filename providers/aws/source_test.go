@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
@@ -445,5 +446,63 @@ func checkGolden(t *testing.T, name string, offers []pricing.Offer) {
 	want := readGolden(t, name)
 	if !bytes.Equal(got, want) {
 		t.Errorf("offers differ from %s (rerun with -update if the change is intended):\n%s", path, got)
+	}
+}
+
+func TestShapeOf(t *testing.T) {
+	gpu := func(name string, count int32, mib int32) *ec2types.GpuInfo {
+		return &ec2types.GpuInfo{Gpus: []ec2types.GpuDeviceInfo{{Name: aws.String(name), Count: aws.Int32(count), MemoryInfo: &ec2types.GpuDeviceMemoryInfo{SizeInMiB: aws.Int32(mib)}}}}
+	}
+	tests := []struct {
+		typ     string
+		info    *ec2types.GpuInfo
+		want    pricing.GPUModel
+		whyHas  string
+		wantCnt int
+	}{
+		{typ: "p4de.24xlarge", info: gpu("A100", 8, 81920), want: pricing.A100_80, wantCnt: 8},
+		{typ: "p4d.24xlarge", info: gpu("A100", 8, 40960), want: pricing.A100_40, wantCnt: 8},
+		{typ: "p3dn.24xlarge", info: gpu("V100", 8, 32768), want: pricing.V100_32, wantCnt: 8},
+		{typ: "g6e.xlarge", info: gpu("L40S", 1, 45776), want: pricing.L40S, wantCnt: 1},
+		{typ: "g5.xlarge", info: gpu("Radeon Pro V520", 1, 8192), whyHas: `unknown GPU "Radeon Pro V520"`},
+		{typ: "g5.xlarge", info: gpu("A10G", 0, 22888), whyHas: "GPU count is zero"},
+		{typ: "g5.xlarge", info: nil, whyHas: "no gpuInfo"},
+		{typ: "m5.large", info: gpu("A10G", 1, 22888), whyHas: "not a GPU family"},
+	}
+	for _, tc := range tests {
+		it, ok, why := shapeOf(ec2types.InstanceTypeInfo{InstanceType: ec2types.InstanceType(tc.typ), GpuInfo: tc.info,
+			VCpuInfo: &ec2types.VCpuInfo{DefaultVCpus: aws.Int32(96)}, MemoryInfo: &ec2types.MemoryInfo{SizeInMiB: aws.Int64(1179648)}})
+		if tc.whyHas != "" {
+			if ok || !strings.Contains(why, tc.whyHas) {
+				t.Errorf("%s: ok=%v why=%q, want skipped because %q", tc.typ, ok, why, tc.whyHas)
+			}
+			continue
+		}
+		if !ok || it.gpu != tc.want || it.gpuCount != tc.wantCnt || it.vcpus != 96 || it.memoryGiB != 1152 {
+			t.Errorf("%s: %+v ok=%v (%s), want %s x%d, 96 vCPUs, 1152 GiB", tc.typ, it, ok, why, tc.want, tc.wantCnt)
+		}
+	}
+}
+
+func TestOffersAllRegionsFailOrCancelled(t *testing.T) {
+	f := newFakeAWS(t)
+	f.fail("ec2:DescribeInstanceTypes:us-east-1", ec2Fault(503, "RequestLimitExceeded", -1))
+	f.fail("ec2:DescribeInstanceTypes:us-west-2", ec2Fault(400, "UnauthorizedOperation", -1))
+	s, _ := newTestSource(t, f, nil)
+	offers, err := s.Offers(context.Background(), providers.Query{})
+	if len(offers) != 0 || err == nil {
+		t.Fatalf("offers %d, err %v; want none and an error", len(offers), err)
+	}
+	for _, r := range []string{"aws us-east-1: ", "aws us-west-2: "} {
+		if !strings.Contains(err.Error(), r) {
+			t.Errorf("error %q lacks %q", err, r)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	offers, err = s.Offers(ctx, providers.Query{})
+	if len(offers) != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: offers %d, err %v; want none and context.Canceled", len(offers), err)
 	}
 }
