@@ -234,6 +234,23 @@ func armError(w http.ResponseWriter, code int, errCode, msg string) {
 
 var testNow = time.Date(2026, 12, 2, 9, 30, 0, 0, time.UTC)
 
+// testConfig points every API at a local server.
+func testConfig(base string, hc *http.Client) Config {
+	return Config{
+		SubscriptionID: subscription, HTTPClient: hc, Now: func() time.Time { return testNow },
+		Credential: &azfake.TokenCredential{},
+		Cloud: cloud.Configuration{
+			ActiveDirectoryAuthorityHost: "https://login.microsoftonline.com/",
+			Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
+				cloud.ResourceManager: {Endpoint: base, Audience: "https://management.azure.com"},
+			},
+		},
+		RetailPricesURL:                 base + "/api/retail/prices",
+		InsecureAllowCredentialWithHTTP: true,
+		Retry:                           policy.RetryOptions{MaxRetries: 3, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Second},
+	}
+}
+
 func newTestSource(t *testing.T, f *fakeAzure, mod func(*Config)) *Source {
 	t.Helper()
 	srv := httptest.NewServer(f)
@@ -241,19 +258,7 @@ func newTestSource(t *testing.T, f *fakeAzure, mod func(*Config)) *Source {
 	f.base = srv.URL
 	hc := srv.Client()
 	hc.Timeout = 2 * time.Second
-	cfg := Config{
-		SubscriptionID: subscription, HTTPClient: hc, Now: func() time.Time { return testNow },
-		Credential: &azfake.TokenCredential{},
-		Cloud: cloud.Configuration{
-			ActiveDirectoryAuthorityHost: "https://login.microsoftonline.com/",
-			Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
-				cloud.ResourceManager: {Endpoint: srv.URL, Audience: "https://management.azure.com"},
-			},
-		},
-		RetailPricesURL:                 srv.URL + "/api/retail/prices",
-		InsecureAllowCredentialWithHTTP: true,
-		Retry:                           policy.RetryOptions{MaxRetries: 3, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Second},
-	}
+	cfg := testConfig(srv.URL, hc)
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -443,6 +448,19 @@ func TestOffersFailures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestOffersBadRegionName(t *testing.T) {
+	f := newFakeAzure(t)
+	s := newTestSource(t, f, nil)
+	offers, err := s.Offers(context.Background(), providers.Query{Regions: []string{"westeurope", "east us' or 1 eq 1"}})
+	var re *providers.RegionError
+	if !errors.As(err, &re) || re.Region != "east us' or 1 eq 1" || !strings.Contains(err.Error(), "invalid region name") {
+		t.Fatalf("error %v, want a RegionError for the bad name", err)
+	}
+	if len(offers) == 0 || f.calls["retail/westeurope"] != 1 {
+		t.Errorf("%d offers, calls %v: the good region should still be fetched", len(offers), f.calls)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ import (
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
 )
+
+// regionName is what ARM region names look like.
+var regionName = regexp.MustCompile(`^[a-z][a-z0-9]{1,40}$`)
 
 // vmSize is one GPU VM size usable in one region.
 type vmSize struct {
@@ -56,6 +60,17 @@ func (s *Source) Offers(ctx context.Context, q providers.Query) ([]pricing.Offer
 	sizes := map[string][]vmSize{}
 	failed := map[string]error{}
 	var mu sync.Mutex
+	// Region names go into OData and KQL filters: accept ARM names only.
+	regions = slices.DeleteFunc(slices.Clone(regions), func(r string) bool {
+		if !regionName.MatchString(r) {
+			failed[r] = fmt.Errorf("invalid region name %q: want an ARM name such as eastus", r)
+			return true
+		}
+		return false
+	})
+	if len(regions) == 0 && len(failed) > 0 {
+		return nil, fmt.Errorf("azure: %w", errors.Join(mapValues(failed)...))
+	}
 	if len(regions) == 0 {
 		all, err := s.listSizes(ctx, "")
 		if err != nil {
@@ -430,4 +445,12 @@ func str(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+func mapValues[V any](m map[string]V) []V {
+	out := make([]V, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		out = append(out, m[k])
+	}
+	return out
 }

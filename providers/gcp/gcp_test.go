@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,8 @@ func newFakeGCP(t *testing.T) *fakeGCP {
 		faults: map[string][]fault{}, calls: map[string]int{}}
 }
 
+var filterRe = regexp.MustCompile(`^name eq "([^"]+)"$`)
+
 // tokens are the nextPageToken values in testdata, in page order.
 var tokens = map[string]int{"CgVhY2NlbDI=": 1, "CgVtYWNoMg==": 1, "CiBza3VzLXBhZ2UtMg": 1}
 
@@ -91,6 +94,18 @@ func (f *fakeGCP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if pages == nil {
 		gcpError(w, http.StatusNotFound, "NOT_FOUND", "notFound", "The resource '"+r.URL.Path+"' was not found")
 		return
+	}
+	if r.URL.Path == pathMachines {
+		// Compute filters: `field eq "RE2 literal"` matching the whole field.
+		m := filterRe.FindStringSubmatch(r.URL.Query().Get("filter"))
+		if m == nil {
+			gcpError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "invalid", "Invalid value for field 'filter': '"+r.URL.Query().Get("filter")+"'. Invalid list filter expression.")
+			return
+		}
+		if _, err := regexp.Compile("^(?:" + m[1] + ")$"); err != nil {
+			gcpError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "invalid", "Invalid regular expression in filter: "+err.Error())
+			return
+		}
 	}
 	if r.URL.Path == pathSKUs && r.URL.Query().Get("currencyCode") != "USD" {
 		gcpError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "badRequest", "currencyCode must be USD in this fake")
@@ -199,16 +214,18 @@ func checkGolden(t *testing.T, name string, offers []pricing.Offer) {
 
 func TestOffers(t *testing.T) {
 	tests := []struct {
-		name   string
-		query  providers.Query
-		golden string
-		faults map[string][]fault
+		name       string
+		query      providers.Query
+		cfgRegions []string
+		golden     string
+		faults     map[string][]fault
 		// calls each path must have received (pages plus retries).
 		calls map[string]int
 	}{
 		{name: "all pages", golden: "offers.golden.json",
 			calls: map[string]int{pathAccels: 2, pathMachines: 2, pathSKUs: 2}},
 		{name: "one region", query: providers.Query{Regions: []string{"europe-west4"}}, golden: "offers-europe-west4.golden.json"},
+		{name: "regions from config", cfgRegions: []string{"europe-west4"}, golden: "offers-europe-west4.golden.json"},
 		{name: "one GPU model", query: providers.Query{GPUs: []pricing.GPUModel{pricing.T4}}, golden: "offers-t4.golden.json"},
 		{name: "429 RESOURCE_EXHAUSTED then OK", golden: "offers.golden.json",
 			faults: map[string][]fault{pathSKUs: {fThrottle, fThrottle}},
@@ -231,6 +248,7 @@ func TestOffers(t *testing.T) {
 			f := newFakeGCP(t)
 			f.faults = tc.faults
 			s := newTestSource(t, f, func(c *Config) {
+				c.Regions = tc.cfgRegions
 				if tc.name == "timeout then OK" {
 					c.HTTPClient.Timeout = 300 * time.Millisecond
 				}
