@@ -204,9 +204,9 @@ func (s *solver) placeOK(w *policy.Workload, o *pricing.Offer) bool {
 }
 
 type placeKey struct {
-	w                   *policy.Workload
-	cloud               pricing.Cloud
-	region, zone        string
+	w            *policy.Workload
+	cloud        pricing.Cloud
+	region, zone string
 }
 
 func spotAllows(p policy.SpotPolicy, ct pricing.CapacityType) bool {
