@@ -66,7 +66,7 @@ func (s *solver) whyNot(w *policy.Workload, alt, chosen *option) string {
 	if chosen.cost > 0 {
 		pct = 100 * (alt.cost - chosen.cost) / chosen.cost
 	}
-	text := fmt.Sprintf("%s: %.1f%% %s ($%.0f vs $%.0f)", desc, pct, more, alt.cost, chosen.cost)
+	text := fmt.Sprintf("%s: %.1f%% %s (%s vs %s)", desc, pct, more, usd(alt.cost), usd(chosen.cost))
 	if alt.groups == nil && alt.est.Total > 0 && chosen.est.Total > 0 {
 		text += fmt.Sprintf(", expected %.1fh vs %.1fh", alt.est.Total, chosen.est.Total)
 	}
@@ -352,7 +352,10 @@ func (s *solver) shortWhy(w *policy.Workload, o *option) string {
 	case rSpotPolicy:
 		return fmt.Sprintf("only %s offers, spot policy %q", o.cap, w.Spot)
 	case rDeadline:
-		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh (spot needs %.0f%% margin)", o.est.Total, w.Deadline.Hours(), 100*SpotDeadlineMargin)
+		if o.est.Total <= w.Deadline.Hours() {
+			return fmt.Sprintf("expected finish %.1fh on spot leaves less than the %.0f%% margin before deadline %.0fh", o.est.Total, 100*SpotDeadlineMargin, w.Deadline.Hours())
+		}
+		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh", o.est.Total, w.Deadline.Hours())
 	case rNoFinish:
 		return "preempted faster than it checkpoints"
 	}
@@ -362,11 +365,11 @@ func (s *solver) shortWhy(w *policy.Workload, o *option) string {
 func (s *solver) explain(e *eval, o *option, pl *Placement) []string {
 	var lines []string
 	if o.groups == nil {
-		lines = append(lines, fmt.Sprintf("%s: $%.2f/h; expected %.1fh = compute %.1fh (%.2f× reference speed per GPU) + preemption loss %.1fh + restart %.1fh; $%.0f vs on-demand baseline $%.0f",
-			s.describe(o), o.price, o.est.Total, o.est.Compute, o.rel, o.est.PreemptionLoss, o.est.Restart, o.cost, pl.OnDemandBaseline))
+		lines = append(lines, fmt.Sprintf("%s: $%.2f/h; expected %.1fh = compute %.1fh (%.2f× reference speed per GPU) + preemption loss %.1fh + restart %.1fh; %s vs on-demand baseline %s",
+			s.describe(o), o.price, o.est.Total, o.est.Compute, o.rel, o.est.PreemptionLoss, o.est.Restart, usd(o.cost), usd(pl.OnDemandBaseline)))
 	} else {
-		lines = append(lines, fmt.Sprintf("%s: %d replicas (min %d, %d hedge) at $%.2f/h over %.0fh; $%.0f vs on-demand baseline $%.0f; worst case at max %d replicas $%.0f",
-			s.describe(o), o.replicas, pl.MinReplicas, o.replicas-pl.MinReplicas, o.price, s.horizon, o.cost, pl.OnDemandBaseline, pl.MaxReplicas, pl.WorstCaseCost))
+		lines = append(lines, fmt.Sprintf("%s: %d replicas (min %d, %d hedge) at $%.2f/h over %.0fh; %s vs on-demand baseline %s; worst case at max %d replicas %s",
+			s.describe(o), o.replicas, pl.MinReplicas, o.replicas-pl.MinReplicas, o.price, s.horizon, usd(o.cost), usd(pl.OnDemandBaseline), pl.MaxReplicas, usd(pl.WorstCaseCost)))
 	}
 	unit := "per reference GPU-hour of work"
 	if o.groups != nil {
@@ -425,8 +428,8 @@ func (s *solver) ruleOfThumb(e *eval, o *option) string {
 	}
 	switch {
 	case best != nil:
-		return fmt.Sprintf("unlike the rule of thumb, %s beats the best %s option (%s, $%.0f) by %.0f%% on expected cost",
-			o.model, classNames, s.describe(best), best.cost, 100*(best.cost-o.cost)/best.cost)
+		return fmt.Sprintf("unlike the rule of thumb, %s beats the best %s option (%s, %s) by %.0f%% on expected cost",
+			o.model, classNames, s.describe(best), usd(best.cost), 100*(best.cost-o.cost)/best.cost)
 	case rej != nil:
 		return fmt.Sprintf("no %s option qualifies: %s %s", classNames, rej.model, s.shortWhy(e.w, rej))
 	}

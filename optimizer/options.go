@@ -198,7 +198,7 @@ func (s *solver) placeOK(w *policy.Workload, o *pricing.Offer) bool {
 	if v, ok := s.placeCache[k]; ok {
 		return v
 	}
-	v := placementAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
+	v := policy.RegionAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
 	s.placeCache[k] = v
 	return v
 }

@@ -137,7 +137,7 @@ func checkPlan(t *testing.T, cat *pricing.Catalog, p *policy.Policy, plan *Plan)
 			if o.GPUMemoryGiB < w.GPU.MinMemoryGiB {
 				t.Errorf("%s: %s has %g GiB < %g", w.Name, o.GPU, o.GPUMemoryGiB, w.GPU.MinMemoryGiB)
 			}
-			if !placementAllowed(p, w, o.Cloud, o.Region, o.Zone) {
+			if !policy.RegionAllowed(p, w, o.Cloud, o.Region, o.Zone) {
 				t.Errorf("%s: %s %s not allowed", w.Name, o.Cloud, o.Region)
 			}
 			if (w.Spot == policy.SpotNever && g.Capacity == pricing.Spot) || (w.Spot == policy.SpotOnly && g.Capacity == pricing.OnDemand) {
@@ -221,6 +221,9 @@ func checkPlan(t *testing.T, cat *pricing.Catalog, p *policy.Policy, plan *Plan)
 	if math.Abs(total-plan.Totals.ExpectedCost) > 0.01*float64(len(p.Workloads))+1e-9 {
 		t.Errorf("placements sum to %.2f, totals say %.2f", total, plan.Totals.ExpectedCost)
 	}
+	if plan.Totals.ExpectedCost > 1 && plan.Bound.LowerBound < 0.5*plan.Totals.ExpectedCost {
+		t.Errorf("lower bound %.2f is useless for a plan costing %.2f", plan.Bound.LowerBound, plan.Totals.ExpectedCost)
+	}
 	if plan.Bound.LowerBound > plan.Totals.ExpectedCost+0.01*float64(len(p.Workloads)) {
 		t.Errorf("lower bound %.2f above the plan's cost %.2f", plan.Bound.LowerBound, plan.Totals.ExpectedCost)
 	}
@@ -278,7 +281,7 @@ func bruteOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []
 		if o.GPUMemoryGiB < w.GPU.MinMemoryGiB || count%o.GPUCount != 0 || o.GPUCount > count {
 			continue
 		}
-		if !placementAllowed(p, w, o.Cloud, o.Region, o.Zone) {
+		if !policy.RegionAllowed(p, w, o.Cloud, o.Region, o.Zone) {
 			continue
 		}
 		inst := count / o.GPUCount

@@ -605,7 +605,7 @@ func (s *solver) lowerBound(evals []*eval, choice []int) float64 {
 				g[r] += o.budgetUse
 			}
 		}
-		if val > best+1e-9*math.Abs(best) {
+		if math.IsInf(best, -1) || val > best+1e-9*math.Abs(best) {
 			best, stall = val, 0
 		} else if stall++; stall >= 5 {
 			theta, stall = theta/2, 0
