@@ -58,6 +58,16 @@ func (s *solver) whyNot(w *policy.Workload, alt, chosen *option) string {
 		return fmt.Sprintf("%s: %s but needs %d×%s with %s GiB < min %s GiB", desc, cheaper, alt.gpus, f.GPU, gib(f.GPUMemoryGiB), gib(w.GPU.MinMemoryGiB))
 	case rSpotPolicy:
 		return fmt.Sprintf("%s: %s but spot policy is %q", desc, cheaper, w.Spot)
+	case rQuota:
+		var q string
+		s.quotaUses(alt, func(r int32, amt float64) {
+			if q == "" && amt > s.caps[r]+eps {
+				q = fmt.Sprintf("needs %g GPUs, more than %s allows", amt, quotaName(s.quotas[r]))
+			}
+		})
+		return fmt.Sprintf("%s: %s but %s", desc, cheaper, q)
+	case rBudget:
+		return fmt.Sprintf("%s: %s but costs %s a month, over its budget", desc, cheaper, usd(alt.budgetUse))
 	case rNoFinish:
 		return fmt.Sprintf("%s: spot preemptions (%.3f/h) undo progress faster than it is saved", desc, alt.rate)
 	}
@@ -246,11 +256,19 @@ func (s *solver) runnerUp(st *state, e *eval, j int) *RunnerUp {
 		constraint, why := s.fleetWhy(st, e, alt, chosen)
 		return mk(alt, constraint, why)
 	}
+	// Options that meet the GPU need but lose to a deadline, the spot
+	// policy, a quota or a budget say more than a GPU too small for the
+	// job, so they come first.
 	var best *option
-	for r := rMemory; r <= rDeadline; r++ {
-		c := &e.cheapestRej[r]
-		if c.valid() && c.cost < chosen.cost && (best == nil || c.less(best)) {
-			best = c
+	for _, rs := range [][]reason{{rSpotPolicy, rDeadline, rQuota, rBudget}, {rMemory}} {
+		for _, r := range rs {
+			c := &e.cheapestRej[r]
+			if c.valid() && c.cost < chosen.cost && (best == nil || c.less(best)) {
+				best = c
+			}
+		}
+		if best != nil {
+			break
 		}
 	}
 	if best != nil {
@@ -358,6 +376,10 @@ func (s *solver) shortWhy(w *policy.Workload, o *option) string {
 		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh", o.est.Total, w.Deadline.Hours())
 	case rNoFinish:
 		return "preempted faster than it checkpoints"
+	case rQuota:
+		return fmt.Sprintf("%d GPUs exceed a quota", o.gpus)
+	case rBudget:
+		return fmt.Sprintf("%s a month exceeds a budget", usd(o.budgetUse))
 	}
 	return o.why.String()
 }

@@ -79,6 +79,7 @@ func Solve(in Input) (*Plan, error) {
 		} else {
 			evals[i] = s.evalJob(w)
 		}
+		s.dropOversized(evals[i])
 		if evals[i].blocked != nil {
 			blocked = append(blocked, *evals[i].blocked)
 		}
@@ -188,6 +189,44 @@ func (s *solver) refScore(m pricing.GPUModel) (float64, bool) {
 	}
 	s.refScores[m] = v
 	return v, v > 0
+}
+
+// dropOversized removes the options that alone exceed a quota or budget:
+// they can never be placed, and leaving them in would weaken the lower
+// bound. They stay as ruled-out options to explain the choice.
+func (s *solver) dropOversized(e *eval) {
+	if e.blocked != nil || len(s.caps) == 0 {
+		return
+	}
+	var first *Blocked
+	kept := e.cands[:0]
+	for _, o := range e.cands {
+		why, text := ok, ""
+		s.quotaUses(&o, func(r int32, amt float64) {
+			if why == ok && amt > s.caps[r]+eps {
+				why, text = rQuota, fmt.Sprintf("needs %g GPUs but %s", amt, quotaName(s.quotas[r]))
+			}
+		})
+		for _, r := range e.budgetRows {
+			if why == ok && o.budgetUse > s.caps[r]*(1+eps) {
+				b := s.budgets[int(r)-len(s.quotas)]
+				why, text = rBudget, fmt.Sprintf("costs %s a month but budget %s is %s", usd(o.budgetUse), budgetName(b.Budget), usd(b.MonthlyUSD))
+			}
+		}
+		if why == ok {
+			kept = append(kept, o)
+			continue
+		}
+		o.why = why
+		e.reject(s, &o)
+		if first == nil {
+			first = &Blocked{Workload: e.w.Name, Constraint: why.String(), Reason: "its cheapest option " + s.describe(&o) + " " + text}
+		}
+	}
+	e.cands = kept
+	if len(kept) == 0 {
+		e.blocked = first
+	}
 }
 
 // quotaUses returns the constraint rows an option takes from, budget rows
