@@ -406,3 +406,25 @@ func bruteFits(p *policy.Policy, opts [][]bruteOption, pick []int) bool {
 func globOK(pattern, s string) bool { ok, _ := path.Match(pattern, s); return ok }
 
 func family(m pricing.GPUModel) string { s, _ := pricing.Spec(m); return s.Family }
+
+// FuzzSolve feeds random instances to Solve: it must never panic, and any
+// plan it returns must meet every constraint. Run with
+// go test ./optimizer -run '^$' -fuzz FuzzSolve -fuzztime 20s.
+func FuzzSolve(f *testing.F) {
+	for _, s := range []uint64{0, 7, 112, 4242} {
+		f.Add(s, uint8(5), uint8(20), false)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, nw, no uint8, jobsOnly bool) {
+		r := rand.New(rand.NewPCG(seed, uint64(nw)))
+		cat := randCatalog(r, 1+int(no%64))
+		p := randPolicy(r, 1+int(nw%16), jobsOnly)
+		plan, err := Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if err != nil {
+			if !errors.Is(err, ErrInfeasible) {
+				t.Fatal(err)
+			}
+			return
+		}
+		checkPlan(t, cat, p, plan)
+	})
+}

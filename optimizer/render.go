@@ -13,6 +13,7 @@ import (
 func (p *Plan) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(p)
 }
 
