@@ -194,19 +194,7 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 }
 
 func (s *solver) placeOK(w *policy.Workload, o *pricing.Offer) bool {
-	k := placeKey{w: w, cloud: o.Cloud, region: o.Region, zone: o.Zone}
-	if v, ok := s.placeCache[k]; ok {
-		return v
-	}
-	v := policy.RegionAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
-	s.placeCache[k] = v
-	return v
-}
-
-type placeKey struct {
-	w            *policy.Workload
-	cloud        pricing.Cloud
-	region, zone string
+	return policy.RegionAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
 }
 
 func spotAllows(p policy.SpotPolicy, ct pricing.CapacityType) bool {
@@ -245,7 +233,71 @@ type eval struct {
 
 func hours(d interface{ Hours() float64 }) float64 { return d.Hours() }
 
-// evalJob ranks the options of a training or batch job.
+// jobUnit is a unit with the figures that do not depend on the work size,
+// so the per-workload loop is a few multiplications.
+type jobUnit struct {
+	unit
+	hoursPerWork float64 // compute hours per reference GPU-hour of work
+	price        float64 // USD per hour, all instances
+	rate         float64 // interruptions per hour, all instances
+	rel          float64
+	model        uint8
+	qclass       int32
+}
+
+type jobKey struct {
+	c   *class
+	ref pricing.GPUModel
+}
+
+func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, count int) []jobUnit {
+	k := jobKey{c, ref}
+	if us, ok := s.jobClasses[k]; ok {
+		return us
+	}
+	us := make([]jobUnit, len(c.units))
+	for i, u := range c.units {
+		o := &s.offers[u.offer]
+		inst := int(u.inst)
+		rel := s.score[u.offer] / refScore
+		p, _ := o.Price(u.cap)
+		ju := jobUnit{unit: u, rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
+		ju.hoursPerWork = 1 / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
+		if u.cap == pricing.Spot {
+			ju.rate = s.rate[u.offer] * float64(inst)
+		}
+		us[i] = ju
+	}
+	s.jobClasses[k] = us
+	return us
+}
+
+// jobOption builds the full option of one unit for a work size.
+func (s *solver) jobOption(u *jobUnit, count int, work, ckpt, restart float64) option {
+	o := &s.offers[u.offer]
+	opt := option{offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, price: u.price, rate: u.rate}
+	compute := work * u.hoursPerWork
+	if u.cap == pricing.Spot {
+		opt.est = estimateRun(compute, u.rate, ckpt, restart)
+	} else {
+		opt.est = runEstimate{Compute: compute, Total: compute, Finishes: true}
+	}
+	if !opt.est.Finishes {
+		if opt.why == ok {
+			opt.why = rNoFinish
+		}
+		opt.cost = math.Inf(1)
+		return opt
+	}
+	opt.cost = opt.price * opt.est.Total
+	opt.budgetUse = opt.cost
+	return opt
+}
+
+// evalJob ranks the options of a training or batch job. The loop over
+// units only computes expected hours and cost; a full option is built only
+// when it beats what a slot (per quota class, per GPU model, per reason)
+// holds.
 func (s *solver) evalJob(w *policy.Workload) *eval {
 	e := s.newEval(w)
 	c := s.staticClass(w)
@@ -263,63 +315,101 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 	deadline := hours(w.Deadline)
 	ckpt := hours(w.CheckpointInterval)
 	restart := hours(w.RestartOverhead)
-	byClass := map[int32]int{} // quota class → index in e.cands
+	perLoss := ckpt/2 + restart
+	spotLimit := deadline
+	if w.Spot != policy.SpotOnly {
+		spotLimit = deadline / (1 + SpotDeadlineMargin)
+	}
+	units := s.jobUnits(c, ref, refScore, count)
 	baseline := math.Inf(1)
 	var fastest option
-	for _, u := range c.units {
-		o := &s.offers[u.offer]
-		inst := int(u.inst)
-		rel := s.score[u.offer] / refScore
-		compute := work / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
-		p, _ := o.Price(u.cap)
-		opt := option{offer: u.offer, cap: u.cap, inst: inst, gpus: count, model: o.GPU, why: u.why, rel: rel, price: p * float64(inst)}
+	fastestTotal := math.Inf(1)
+	var touched []int32
+	for i := range units {
+		u := &units[i]
+		compute := work * u.hoursPerWork
+		total := compute
 		if u.cap == pricing.Spot {
-			opt.rate = s.rate[u.offer] * float64(inst)
-			opt.est = estimateRun(compute, opt.rate, ckpt, restart)
-		} else {
-			opt.est = runEstimate{Compute: compute, Total: compute, Finishes: true}
-		}
-		if !opt.est.Finishes {
-			if opt.why == ok {
-				opt.why = rNoFinish
+			if ckpt > 0 && ckpt < compute {
+				x := u.rate * perLoss
+				if x >= 0.95 {
+					total = math.Inf(1)
+				} else {
+					total = compute / (1 - x)
+				}
+			} else {
+				total = estimateRun(compute, u.rate, ckpt, restart).Total
 			}
-			opt.cost = math.Inf(1)
-			e.reject(s, &opt)
-			continue
 		}
-		opt.cost = opt.price * opt.est.Total
-		opt.budgetUse = opt.cost
-		if u.cap == pricing.OnDemand && (u.why == ok || u.why == rSpotPolicy) && (deadline == 0 || opt.est.Total <= deadline) {
-			baseline = min(baseline, opt.cost)
-		}
-		if opt.why == ok && deadline > 0 {
+		cost := u.price * total
+		why := u.why
+		switch {
+		case math.IsInf(total, 1):
+			if why == ok {
+				why = rNoFinish
+			}
+		case why == ok && deadline > 0:
 			limit := deadline
-			if u.cap == pricing.Spot && w.Spot != policy.SpotOnly {
-				limit = deadline / (1 + SpotDeadlineMargin)
+			if u.cap == pricing.Spot {
+				limit = spotLimit
 			}
-			if opt.est.Total > limit {
-				opt.why = rDeadline
-				if !fastest.valid() || opt.est.Total < fastest.est.Total {
-					fastest = opt
+			if total > limit {
+				why = rDeadline
+				if total < fastestTotal {
+					fastestTotal = total
+					fastest = s.jobOption(u, count, work, ckpt, restart)
+					fastest.why = rDeadline
 				}
 			}
 		}
-		if opt.why != ok {
-			e.reject(s, &opt)
-			continue
+		if u.cap == pricing.OnDemand && (u.why == ok || u.why == rSpotPolicy) && (deadline == 0 || total <= deadline) {
+			baseline = min(baseline, cost)
 		}
-		e.keepByModel(s, &opt)
-		qc := s.offerQClass[u.offer]
-		if i, seen := byClass[qc]; seen {
-			if opt.less(&e.cands[i]) {
-				e.cands[i] = opt
+		if why != ok {
+			rj, rm := &e.cheapestRej[why], &e.rejByModel[u.model]
+			if !rj.valid() || cost < rj.cost || !rm.valid() || cost < rm.cost {
+				opt := s.jobOption(u, count, work, ckpt, restart)
+				opt.why = why
+				e.reject(s, &opt)
 			}
 			continue
 		}
-		byClass[qc] = len(e.cands)
+		bm := &e.bestByModel[u.model]
+		slot := s.qcSlot[u.qclass]
+		if bm.valid() && cost >= bm.cost && slot >= 0 && cost > e.cands[slot].cost {
+			continue
+		}
+		opt := s.jobOption(u, count, work, ckpt, restart)
+		e.keepByModel(s, &opt)
+		if slot >= 0 {
+			if opt.less(&e.cands[slot]) {
+				e.cands[slot] = opt
+			}
+			continue
+		}
+		s.qcSlot[u.qclass] = int32(len(e.cands))
+		touched = append(touched, u.qclass)
 		e.cands = append(e.cands, opt)
 	}
+	for _, q := range touched {
+		s.qcSlot[q] = -1
+	}
 	sortOptions(e.cands)
+	// The solver's hot loops read quota use from option.uses; give every
+	// candidate its rows from one backing array.
+	n := 0
+	for i := range e.cands {
+		n += len(s.offerQuota[e.cands[i].offer])
+	}
+	buf := make([]use, 0, n)
+	for i := range e.cands {
+		c := &e.cands[i]
+		start := len(buf)
+		for _, r := range s.offerQuota[c.offer] {
+			buf = append(buf, use{r, float64(c.gpus)})
+		}
+		c.uses = buf[start:len(buf):len(buf)]
+	}
 	e.baseline = baseline
 	if len(e.cands) == 0 {
 		e.blocked = s.jobBlocked(w, c, &fastest, deadline)
@@ -413,12 +503,25 @@ type zoneUnit struct {
 	rate    float64
 }
 
-// evalService ranks the options of an inference service: per GPU model and
-// capacity type, the cheapest spread of replicas over zones and clouds.
-func (s *solver) evalService(w *policy.Workload) *eval {
-	e := s.newEval(w)
-	c := s.staticClass(w)
-	restart := hours(w.RestartOverhead)
+// svcGroup is the zones where one GPU model can be had one way (capacity
+// type, and the soft reason that may rule it out), cheapest zone first.
+type svcGroup struct {
+	model pricing.GPUModel
+	cap   pricing.CapacityType
+	why   reason
+	units []zoneUnit
+}
+
+// serviceGroups groups a class's units by GPU model and capacity type, with
+// the cheapest offer per zone (by price, then interruption rate), zones
+// ordered by price. It depends only on the class, so services share it;
+// withRestart adds each service's restart overhead.
+func (s *solver) serviceGroups(c *class) []svcGroup {
+	k := c
+	if gs, ok := s.svcClasses[k]; ok {
+		return gs
+	}
+	const restart = 0.0
 	type mk struct {
 		model pricing.GPUModel
 		cap   pricing.CapacityType
@@ -442,7 +545,7 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 			keys = append(keys, k)
 		}
 		zk := zoneKey(o)
-		if old, seen := m[zk]; !seen || zu.perHour < old.perHour || (zu.perHour == old.perHour && zu.offer < old.offer) {
+		if old, seen := m[zk]; !seen || zu.perHour < old.perHour || (zu.perHour == old.perHour && (zu.rate < old.rate || zu.rate == old.rate && zu.offer < old.offer)) {
 			m[zk] = zu
 		}
 	}
@@ -456,8 +559,7 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 		}
 		return a.why < b.why
 	})
-	baseline := math.Inf(1)
-	var spreadWhy string
+	gs := make([]svcGroup, 0, len(keys))
 	for _, k := range keys {
 		m := zones[k]
 		zs := make([]string, 0, len(m))
@@ -475,15 +577,50 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 		for i, z := range zs {
 			units[i] = m[z]
 		}
-		opt, why := s.spread(w, units, k.cap)
+		gs = append(gs, svcGroup{k.model, k.cap, k.why, units})
+	}
+	s.svcClasses[k] = gs
+	return gs
+}
+
+// withRestart prices spot replicas with their billed replacement time,
+// price × (1 + λ·restart), and restores the cheapest-first order (an
+// insertion sort: the order rarely changes).
+func withRestart(dst, units []zoneUnit, restart float64) []zoneUnit {
+	dst = append(dst, units...)
+	for i := range dst {
+		dst[i].perHour = dst[i].price * (1 + dst[i].rate*restart)
+		for j := i; j > 0 && dst[j].perHour < dst[j-1].perHour; j-- {
+			dst[j], dst[j-1] = dst[j-1], dst[j]
+		}
+	}
+	return dst
+}
+
+// evalService ranks the options of an inference service: per GPU model and
+// capacity type, the cheapest spread of replicas over zones and clouds.
+func (s *solver) evalService(w *policy.Workload) *eval {
+	e := s.newEval(w)
+	c := s.staticClass(w)
+	baseline := math.Inf(1)
+	var spreadWhy string
+	restart := hours(w.RestartOverhead)
+	var scratch []zoneUnit
+	for _, g := range s.serviceGroups(c) {
+		units := g.units
+		if g.cap == pricing.Spot && restart > 0 {
+			scratch = withRestart(scratch[:0], units, restart)
+			units = scratch
+		}
+		opt, why := s.spread(w, units, g.cap)
 		if !opt.valid() {
-			if k.why == ok && spreadWhy == "" {
+			if g.why == ok && spreadWhy == "" {
 				spreadWhy = why
 			}
 			continue
 		}
-		opt.model, opt.why = k.model, k.why
-		if k.cap == pricing.OnDemand && (k.why == ok || k.why == rSpotPolicy) {
+		opt.model, opt.why = g.model, g.why
+		if g.cap == pricing.OnDemand && (g.why == ok || g.why == rSpotPolicy) {
 			baseline = min(baseline, opt.cost)
 		}
 		if opt.why != ok {

@@ -57,8 +57,12 @@ type solver struct {
 	models      []pricing.GPUModel
 	modelIdx    map[pricing.GPUModel]int
 	classes     map[string]*class
-	placeCache  map[placeKey]bool
+	svcClasses  map[*class][]svcGroup
 	refScores   map[pricing.GPUModel]float64
+	jobClasses  map[jobKey][]jobUnit
+	// qcSlot maps a quota class to its index in the eval being built (-1:
+	// none yet); scratch space reset after each workload.
+	qcSlot []int32
 }
 
 // Solve places every workload of the policy on the catalog's offers at the
@@ -84,14 +88,116 @@ func Solve(in Input) (*Plan, error) {
 			blocked = append(blocked, *evals[i].blocked)
 		}
 	}
-	choice, fleetBlocked := s.assign(evals)
-	blocked = append(blocked, fleetBlocked...)
 	if len(blocked) > 0 {
 		return nil, &InfeasibleError{Blocked: blocked}
 	}
-	lb := s.lowerBound(evals, choice)
+	choice, fleetBlocked := s.assign(evals)
+	ub := planCost(evals, choice)
+	lb, mu := s.lowerBound(evals, ub, nil, 40)
+	// Alternate the Lagrangian heuristic with more bound iterations, warm
+	// started, while the gap is above target: a better plan makes the
+	// subgradient steps better, and better multipliers a better plan.
+	for round := 0; round < 3 && len(s.caps) > 0 && (len(fleetBlocked) > 0 || ub-lb > targetGap*lb); round++ {
+		if alt := s.lagrangeAssign(evals, mu); alt != nil {
+			if c := planCost(evals, alt); len(fleetBlocked) > 0 || c < ub {
+				choice, fleetBlocked, ub = alt, nil, c
+			}
+		}
+		if ub-lb <= targetGap*lb {
+			break
+		}
+		var lb2 float64
+		lb2, mu = s.lowerBound(evals, ub, mu, 40)
+		lb = max(lb, lb2)
+	}
+	if len(fleetBlocked) > 0 {
+		return nil, &InfeasibleError{Blocked: fleetBlocked}
+	}
 	return s.plan(in, evals, choice, lb), nil
 }
+
+// planCost is the expected cost of an assignment; unplaced workloads count
+// at their dearest option, which keeps it a usable upper estimate.
+func planCost(evals []*eval, choice []int) float64 {
+	sum := 0.0
+	for w, e := range evals {
+		if len(e.cands) == 0 {
+			continue
+		}
+		if c := choice[w]; c >= 0 {
+			sum += e.cands[c].cost
+		} else {
+			sum += e.cands[len(e.cands)-1].cost
+		}
+	}
+	return sum
+}
+
+// targetGap is the relative optimality gap at which the solver stops
+// improving: 0.2%, well inside the 0.5% the plan promises.
+const targetGap = 0.002
+
+// smallSearch bounds the instances that get the quadratic swap and
+// eject-and-reinsert moves; larger fleets rely on the Lagrangian heuristic.
+const smallSearch = 300
+
+// lagrangeAssign is the Lagrangian heuristic: price each row at its
+// multiplier, then run the regret greedy on the priced costs (workloads that
+// lose most by missing their best priced option go first, each taking its
+// cheapest priced option that fits), and finish with the real-cost
+// improvement moves. The prices steer workloads away from the rows the
+// relaxation found congested. It returns nil when some workload does not fit.
+func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
+	st := &state{s: s, evals: evals, choice: make([]int, len(evals)), rem: append([]float64(nil), s.caps...)}
+	priced := make([][]float64, len(evals))
+	regret := make([]float64, len(evals))
+	order := make([]int, len(evals))
+	for w, e := range evals {
+		st.choice[w] = -1
+		order[w] = w
+		pc := make([]float64, len(e.cands))
+		b1, b2 := math.Inf(1), math.Inf(1)
+		for j := range e.cands {
+			o := &e.cands[j]
+			v := o.cost
+			for _, r := range e.budgetRows {
+				v += mu[r] * o.budgetUse
+			}
+			for _, u := range o.uses {
+				v += mu[u.row] * u.amt
+			}
+			pc[j] = v
+			if v < b1 {
+				b1, b2 = v, b1
+			} else if v < b2 {
+				b2 = v
+			}
+		}
+		priced[w] = pc
+		regret[w] = b2 - b1
+	}
+	sort.SliceStable(order, func(a, b int) bool { return regret[order[a]] > regret[order[b]] })
+	for _, w := range order {
+		e := evals[w]
+		bj, bv := -1, math.Inf(1)
+		for j := range e.cands {
+			if priced[w][j] < bv && st.fits(e, &e.cands[j]) {
+				bj, bv = j, priced[w][j]
+			}
+		}
+		if bj >= 0 {
+			st.set(w, bj)
+		}
+	}
+	st.improve(order)
+	for _, c := range st.choice {
+		if c < 0 {
+			return nil
+		}
+	}
+	return st.choice
+}
+
 
 func newSolver(in Input) *solver {
 	p := in.Policy
@@ -103,8 +209,9 @@ func newSolver(in Input) *solver {
 		quotas:     p.Quotas,
 		modelIdx:   map[pricing.GPUModel]int{},
 		classes:    map[string]*class{},
-		placeCache: map[placeKey]bool{},
+		svcClasses: map[*class][]svcGroup{},
 		refScores:  map[pricing.GPUModel]float64{},
+		jobClasses: map[jobKey][]jobUnit{},
 	}
 	if s.speeds.ByGPU == nil && s.speeds.ByInstance == nil {
 		s.speeds = DefaultSpeeds()
@@ -159,6 +266,10 @@ func newSolver(in Input) *solver {
 			qclass[key.String()] = id
 		}
 		s.offerQClass[i] = id
+	}
+	s.qcSlot = make([]int32, len(qclass))
+	for i := range s.qcSlot {
+		s.qcSlot[i] = -1
 	}
 	return s
 }
@@ -232,7 +343,7 @@ func (s *solver) dropOversized(e *eval) {
 // quotaUses returns the constraint rows an option takes from, budget rows
 // excluded.
 func (s *solver) quotaUses(o *option, fn func(row int32, amt float64)) {
-	if o.groups != nil {
+	if o.groups != nil || o.uses != nil {
 		for _, u := range o.uses {
 			fn(u.row, u.amt)
 		}
@@ -253,15 +364,13 @@ type state struct {
 	rem    []float64
 }
 
+// fits and apply are the solver's hot loops: they read o.uses directly,
+// which every candidate has.
 func (st *state) fits(e *eval, o *option) bool {
-	okay := true
-	st.s.quotaUses(o, func(r int32, amt float64) {
-		if st.rem[r] < amt-eps {
-			okay = false
+	for _, u := range o.uses {
+		if st.rem[u.row] < u.amt-eps {
+			return false
 		}
-	})
-	if !okay {
-		return false
 	}
 	for _, r := range e.budgetRows {
 		if st.rem[r] < o.budgetUse-eps*max(1, o.budgetUse) {
@@ -272,7 +381,9 @@ func (st *state) fits(e *eval, o *option) bool {
 }
 
 func (st *state) apply(e *eval, o *option, sign float64) {
-	st.s.quotaUses(o, func(r int32, amt float64) { st.rem[r] -= sign * amt })
+	for _, u := range o.uses {
+		st.rem[u.row] -= sign * u.amt
+	}
 	for _, r := range e.budgetRows {
 		st.rem[r] -= sign * o.budgetUse
 	}
@@ -350,11 +461,16 @@ func (s *solver) assign(evals []*eval) ([]int, []Blocked) {
 }
 
 func (st *state) improve(order []int) {
+	small := len(order) <= smallSearch
 	for pass := 0; pass < 8; pass++ {
 		changed := false
+		var users [][]int // built once per pass, when first needed
 		for _, w := range order {
 			if st.choice[w] < 0 {
-				if st.eject(w) {
+				if users == nil {
+					users = st.rowUsers()
+				}
+				if st.eject(w, users) {
 					changed = true
 				}
 				continue
@@ -364,7 +480,7 @@ func (st *state) improve(order []int) {
 				changed = true
 			}
 		}
-		if st.swapPass(order) {
+		if small && st.swapPass(order) {
 			changed = true
 		}
 		if !changed {
@@ -451,9 +567,10 @@ func (st *state) trySwap(w, j int, users [][]int) bool {
 
 // eject tries to make room for an unplaced workload by moving the
 // workloads in its way to their next options that fit.
-func (st *state) eject(w int) bool {
+// users may be stale (built before earlier moves): it only proposes whom to
+// move, and every move is checked against the current state.
+func (st *state) eject(w int, users [][]int) bool {
 	e := st.evals[w]
-	users := st.rowUsers()
 	for j := range e.cands {
 		saved := append([]int(nil), st.choice...)
 		var rows []int32
@@ -587,17 +704,18 @@ func orAll(s string) string {
 // maximised by subgradient ascent: for multipliers μ ≥ 0,
 // L(μ) = Σ_w min_j (c_wj + Σ_k μ_k a_wjk) − Σ_k μ_k cap_k ≤ OPT.
 // Without rows it is the sum of each workload's cheapest option, which the
-// greedy then meets exactly.
-func (s *solver) lowerBound(evals []*eval, choice []int) float64 {
+// greedy then meets exactly. It also returns the best multipliers, which
+// price the rows for the Lagrangian heuristic.
+func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int) (float64, []float64) {
 	fixed := 0.0
 	var free []int // workloads whose options touch a row
 	for w, e := range evals {
 		touches := len(e.budgetRows) > 0
 		for j := range e.cands {
-			if touches {
+			if len(e.cands[j].uses) > 0 {
+				touches = true
 				break
 			}
-			s.quotaUses(&e.cands[j], func(int32, float64) { touches = true })
 		}
 		if touches {
 			free = append(free, w)
@@ -605,47 +723,72 @@ func (s *solver) lowerBound(evals []*eval, choice []int) float64 {
 			fixed += e.cands[0].cost
 		}
 	}
-	ub := 0.0
-	for w, e := range evals {
-		ub += e.cands[choice[w]].cost
-	}
-	if len(free) == 0 {
-		return fixed
-	}
 	mu := make([]float64, len(s.caps))
+	copy(mu, mu0)
+	if len(free) == 0 {
+		return fixed, mu
+	}
+	// Flat copies of what the loop reads: option structs are large and the
+	// loop runs over every candidate of every workload each iteration.
+	type flat struct {
+		cost, budgetUse float64
+		u0, u1          int32 // uses[u0:u1]
+	}
+	var cands []flat
+	var uses []use
+	start := make([]int32, len(free)+1)
+	for i, w := range free {
+		e := evals[w]
+		start[i] = int32(len(cands))
+		for j := range e.cands {
+			o := &e.cands[j]
+			u0 := int32(len(uses))
+			uses = append(uses, o.uses...)
+			cands = append(cands, flat{o.cost, o.budgetUse, u0, int32(len(uses))})
+		}
+	}
+	start[len(free)] = int32(len(cands))
 	g := make([]float64, len(s.caps))
+	bestMu := make([]float64, len(s.caps))
+	copy(bestMu, mu)
 	best := math.Inf(-1)
 	theta := 1.0
 	stall := 0
-	for it := 0; it < 300; it++ {
+	for it := 0; it < iters; it++ {
 		val := fixed
 		for k := range g {
 			g[k] = -s.caps[k]
 			val -= mu[k] * s.caps[k]
 		}
-		for _, w := range free {
+		for i, w := range free {
 			e := evals[w]
-			bj, bv := 0, math.Inf(1)
-			for j := range e.cands {
-				o := &e.cands[j]
-				v := o.cost
-				s.quotaUses(o, func(r int32, amt float64) { v += mu[r] * amt })
-				for _, r := range e.budgetRows {
-					v += mu[r] * o.budgetUse
+			bmu := 0.0
+			for _, r := range e.budgetRows {
+				bmu += mu[r]
+			}
+			bj, bv := int32(-1), math.Inf(1)
+			for j := start[i]; j < start[i+1]; j++ {
+				c := &cands[j]
+				v := c.cost + bmu*c.budgetUse
+				for _, u := range uses[c.u0:c.u1] {
+					v += mu[u.row] * u.amt
 				}
 				if v < bv {
 					bj, bv = j, v
 				}
 			}
 			val += bv
-			o := &e.cands[bj]
-			s.quotaUses(o, func(r int32, amt float64) { g[r] += amt })
+			c := &cands[bj]
+			for _, u := range uses[c.u0:c.u1] {
+				g[u.row] += u.amt
+			}
 			for _, r := range e.budgetRows {
-				g[r] += o.budgetUse
+				g[r] += c.budgetUse
 			}
 		}
 		if math.IsInf(best, -1) || val > best+1e-9*math.Abs(best) {
 			best, stall = val, 0
+			copy(bestMu, mu)
 		} else if stall++; stall >= 5 {
 			theta, stall = theta/2, 0
 		}
@@ -656,7 +799,7 @@ func (s *solver) lowerBound(evals []*eval, choice []int) float64 {
 			}
 			norm += g[k] * g[k]
 		}
-		if norm == 0 || ub-best <= 1e-7*ub || theta < 1e-6 {
+		if norm == 0 || ub-best <= 1e-6*ub || theta < 1e-4 {
 			break
 		}
 		step := theta * (ub - val) / norm
@@ -664,5 +807,5 @@ func (s *solver) lowerBound(evals []*eval, choice []int) float64 {
 			mu[k] = max(0, mu[k]+step*g[k])
 		}
 	}
-	return min(best, ub)
+	return min(best, ub), bestMu
 }
