@@ -198,7 +198,6 @@ func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
 	return st.choice
 }
 
-
 func newSolver(in Input) *solver {
 	p := in.Policy
 	s := &solver{
