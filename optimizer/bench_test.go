@@ -89,6 +89,7 @@ func benchmarkSolve(b *testing.B, n int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var plan *Plan
+	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
 		var err error
 		plan, err = Solve(Input{Catalog: cat, Policy: p, Now: testNow})
@@ -96,6 +97,7 @@ func benchmarkSolve(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 	b.ReportMetric(plan.Bound.GapPercent, "gap%")
 	b.ReportMetric(float64(len(p.Quotas)), "quotas")
 }

@@ -89,7 +89,7 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 		GeneratedAt:  in.Now.UTC(),
 		Policy:       s.pol.File,
 		HorizonHours: s.horizon,
-		Placements:   []Placement{},
+		Placements:   make([]Placement, 0, len(evals)),
 		Warnings:     []string{},
 		Catalog: CatalogInfo{
 			Source:      in.Catalog.Source,
@@ -177,6 +177,7 @@ func round(x float64, digits int) float64 {
 }
 
 func (s *solver) placement(st *state, e *eval, j int) Placement {
+	s.expand(e)
 	w := e.w
 	o := &e.cands[j]
 	f := &s.offers[o.offer]
@@ -330,7 +331,8 @@ func (s *solver) fleetWhy(st *state, e *eval, alt, chosen *option) (string, stri
 // byGPU is the ranker's score per GPU model: the best option's cost per
 // unit, or why the model is out.
 func (s *solver) byGPU(e *eval) []GPUChoice {
-	var feasible, out []GPUChoice
+	feasible := make([]GPUChoice, 0, len(s.models))
+	var out []GPUChoice
 	for i, m := range s.models {
 		b := &e.bestByModel[i]
 		if b.valid() {
@@ -347,6 +349,9 @@ func (s *solver) byGPU(e *eval) []GPUChoice {
 		out = append(out, GPUChoice{GPU: m, Reason: s.shortWhy(e.w, r)})
 	}
 	sort.SliceStable(feasible, func(i, j int) bool { return feasible[i].ExpectedCost < feasible[j].ExpectedCost })
+	if len(feasible) == 0 {
+		return out
+	}
 	return append(feasible, out...)
 }
 

@@ -77,8 +77,10 @@ type option struct {
 	// restartCost is the billed replacement time of inference replicas, USD.
 	restartCost float64
 	replicas    int // inference: replicas placed, including hedge
-	// uses are the quota rows taken (inference); jobs use the offer's rows.
+	// uses are the quota rows taken from (GPUs), for candidates.
 	uses []use
+	// unit is the index of the option in eval.units (jobs) or eval.svc.
+	unit int32
 }
 
 func (o *option) valid() bool { return o.cost > 0 || o.price > 0 }
@@ -220,15 +222,102 @@ func containsModel(ms []pricing.GPUModel, m pricing.GPUModel) bool {
 type eval struct {
 	w     *policy.Workload
 	cands []option // feasible, pruned, sorted by less
-	// bestByModel/rejByModel are the best feasible and the cheapest ruled-out
-	// option per GPU model (index into s.models).
+	// best, rej and rejWhy are compact references to the best feasible
+	// and the cheapest ruled-out option per GPU model (index into
+	// s.models), and the cheapest ruled-out option per reason. They point
+	// into units (jobs, rebuilt by jobOption) or svc (services), so a
+	// workload keeps a few hundred bytes of pointer-free data instead of
+	// thirty full options; expand rebuilds the options for explanations.
+	best, rej []ref
+	rejWhy    [nReasons]ref
+	units     []jobUnit
+	svc       []option
+	count     int
+	work      float64
+	ckpt      float64
+	restart   float64
+	// bestByModel, rejByModel and cheapestRej are filled by expand.
 	bestByModel []option
 	rejByModel  []option
-	// cheapestRej is the cheapest ruled-out option per reason.
-	cheapestRej [nReasons]option
+	cheapestRej []option
 	baseline    float64
 	budgetRows  []int32
 	blocked     *Blocked
+}
+
+// ref is a compact reference to an option, with what orders it.
+type ref struct {
+	set   bool
+	why   reason
+	spot  bool
+	idx   int32 // into eval.units or eval.svc
+	offer int32
+	inst  int32
+	cost  float64
+}
+
+// less is option.less on references.
+func (r *ref) less(q *ref) bool {
+	if r.cost != q.cost {
+		return r.cost < q.cost
+	}
+	if r.offer != q.offer {
+		return r.offer < q.offer
+	}
+	if r.spot != q.spot {
+		return !r.spot
+	}
+	return r.inst < q.inst
+}
+
+func refOf(o *option) ref {
+	return ref{set: true, why: o.why, spot: o.cap == pricing.Spot, idx: o.unit, offer: o.offer, inst: int32(o.inst), cost: o.cost}
+}
+
+// keep stores r in slot when it beats what the slot holds.
+func keep(slot *ref, r ref) {
+	if !slot.set || r.less(slot) {
+		*slot = r
+	}
+}
+
+// option rebuilds the option a reference points to.
+func (s *solver) option(e *eval, r *ref) option {
+	var o option
+	if e.units != nil {
+		o = s.jobOption(&e.units[r.idx], e.count, e.work, e.ckpt, e.restart)
+	} else {
+		o = e.svc[r.idx]
+	}
+	o.why = r.why
+	return o
+}
+
+// expand rebuilds the explaining options of e into the solver's scratch
+// space; they stay valid until the next expand.
+func (s *solver) expand(e *eval) {
+	n := len(s.models)
+	if cap(s.scratch) < 2*n+int(nReasons) {
+		s.scratch = make([]option, 2*n+int(nReasons))
+	}
+	sc := s.scratch[:2*n+int(nReasons)]
+	for i := range sc {
+		sc[i] = option{}
+	}
+	e.bestByModel, e.rejByModel, e.cheapestRej = sc[:n], sc[n:2*n], sc[2*n:]
+	for i := 0; i < n; i++ {
+		if e.best[i].set {
+			e.bestByModel[i] = s.option(e, &e.best[i])
+		}
+		if e.rej[i].set {
+			e.rejByModel[i] = s.option(e, &e.rej[i])
+		}
+	}
+	for i := range e.rejWhy {
+		if e.rejWhy[i].set {
+			e.cheapestRej[i] = s.option(e, &e.rejWhy[i])
+		}
+	}
 }
 
 func hours(d interface{ Hours() float64 }) float64 { return d.Hours() }
@@ -243,6 +332,7 @@ type jobUnit struct {
 	rel          float64
 	model        uint8
 	qclass       int32
+	idx          int32 // position in the class's unit list
 }
 
 type jobKey struct {
@@ -261,7 +351,7 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 		inst := int(u.inst)
 		rel := s.score[u.offer] / refScore
 		p, _ := o.Price(u.cap)
-		ju := jobUnit{unit: u, rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
+		ju := jobUnit{unit: u, idx: int32(i), rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
 		ju.hoursPerWork = 1 / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
 		if u.cap == pricing.Spot {
 			ju.rate = s.rate[u.offer] * float64(inst)
@@ -275,7 +365,7 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 // jobOption builds the full option of one unit for a work size.
 func (s *solver) jobOption(u *jobUnit, count int, work, ckpt, restart float64) option {
 	o := &s.offers[u.offer]
-	opt := option{offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, price: u.price, rate: u.rate}
+	opt := option{unit: u.idx, offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, price: u.price, rate: u.rate}
 	compute := work * u.hoursPerWork
 	if u.cap == pricing.Spot {
 		opt.est = estimateRun(compute, u.rate, ckpt, restart)
@@ -302,13 +392,13 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 	e := s.newEval(w)
 	c := s.staticClass(w)
 	count := gpuCount(w)
-	ref := w.ReferenceGPU
-	if ref == "" {
-		ref = DefaultReferenceGPU
+	refGPU := w.ReferenceGPU
+	if refGPU == "" {
+		refGPU = DefaultReferenceGPU
 	}
-	refScore, known := s.refScore(ref)
+	refScore, known := s.refScore(refGPU)
 	if !known {
-		e.blocked = &Blocked{w.Name, "gpu_model", fmt.Sprintf("reference GPU %q has no speed figure", ref)}
+		e.blocked = &Blocked{w.Name, "gpu_model", fmt.Sprintf("reference GPU %q has no speed figure", refGPU)}
 		return e
 	}
 	work := w.WorkGPUHours
@@ -320,7 +410,8 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 	if w.Spot != policy.SpotOnly {
 		spotLimit = deadline / (1 + SpotDeadlineMargin)
 	}
-	units := s.jobUnits(c, ref, refScore, count)
+	units := s.jobUnits(c, refGPU, refScore, count)
+	e.units, e.count, e.work, e.ckpt, e.restart = units, count, work, ckpt, restart
 	baseline := math.Inf(1)
 	var fastest option
 	fastestTotal := math.Inf(1)
@@ -365,22 +456,18 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 		if u.cap == pricing.OnDemand && (u.why == ok || u.why == rSpotPolicy) && (deadline == 0 || total <= deadline) {
 			baseline = min(baseline, cost)
 		}
+		r := ref{set: true, why: why, spot: u.cap == pricing.Spot, idx: u.idx, offer: u.offer, inst: u.inst, cost: cost}
 		if why != ok {
-			rj, rm := &e.cheapestRej[why], &e.rejByModel[u.model]
-			if !rj.valid() || cost < rj.cost || !rm.valid() || cost < rm.cost {
-				opt := s.jobOption(u, count, work, ckpt, restart)
-				opt.why = why
-				e.reject(s, &opt)
-			}
+			keep(&e.rejWhy[why], r)
+			keep(&e.rej[u.model], r)
 			continue
 		}
-		bm := &e.bestByModel[u.model]
+		keep(&e.best[u.model], r)
 		slot := s.qcSlot[u.qclass]
-		if bm.valid() && cost >= bm.cost && slot >= 0 && cost > e.cands[slot].cost {
+		if slot >= 0 && cost > e.cands[slot].cost {
 			continue
 		}
 		opt := s.jobOption(u, count, work, ckpt, restart)
-		e.keepByModel(s, &opt)
 		if slot >= 0 {
 			if opt.less(&e.cands[slot]) {
 				e.cands[slot] = opt
@@ -422,7 +509,8 @@ func sortOptions(xs []option) {
 }
 
 func (s *solver) newEval(w *policy.Workload) *eval {
-	e := &eval{w: w, bestByModel: make([]option, len(s.models)), rejByModel: make([]option, len(s.models))}
+	refs := make([]ref, 2*len(s.models))
+	e := &eval{w: w, best: refs[:len(s.models)], rej: refs[len(s.models):]}
 	for i := range s.budgets {
 		if s.budgets[i].matches(w) {
 			e.budgetRows = append(e.budgetRows, int32(len(s.quotas)+i))
@@ -432,18 +520,13 @@ func (s *solver) newEval(w *policy.Workload) *eval {
 }
 
 func (e *eval) reject(s *solver, o *option) {
-	if c := &e.cheapestRej[o.why]; !c.valid() || o.less(c) {
-		*c = *o
-	}
-	if m := &e.rejByModel[s.modelIdx[o.model]]; !m.valid() || o.less(m) {
-		*m = *o
-	}
+	r := refOf(o)
+	keep(&e.rejWhy[o.why], r)
+	keep(&e.rej[s.modelIdx[o.model]], r)
 }
 
 func (e *eval) keepByModel(s *solver, o *option) {
-	if m := &e.bestByModel[s.modelIdx[o.model]]; !m.valid() || o.less(m) {
-		*m = *o
-	}
+	keep(&e.best[s.modelIdx[o.model]], refOf(o))
 }
 
 // jobBlocked names the first check no offer passes.
@@ -620,6 +703,8 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 			continue
 		}
 		opt.model, opt.why = g.model, g.why
+		opt.unit = int32(len(e.svc))
+		e.svc = append(e.svc, opt)
 		if g.cap == pricing.OnDemand && (g.why == ok || g.why == rSpotPolicy) {
 			baseline = min(baseline, opt.cost)
 		}

@@ -58,6 +58,7 @@ type solver struct {
 	modelIdx    map[pricing.GPUModel]int
 	classes     map[string]*class
 	svcClasses  map[*class][]svcGroup
+	scratch     []option
 	refScores   map[pricing.GPUModel]float64
 	jobClasses  map[jobKey][]jobUnit
 	// qcSlot maps a quota class to its index in the eval being built (-1:
