@@ -143,13 +143,14 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 	}
 	c := &class{f: funnel{counts: map[int]bool{}}}
 	count := gpuCount(w)
+	allowed := s.allowedOffers(w)
 	for i := range s.offers {
 		o := &s.offers[i]
 		if len(w.GPU.Models) > 0 && !containsModel(w.GPU.Models, o.GPU) {
 			continue
 		}
 		c.f.model++
-		if !s.placeOK(w, o) {
+		if !allowed[i] {
 			continue
 		}
 		c.f.place++
@@ -195,8 +196,20 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 	return c
 }
 
-func (s *solver) placeOK(w *policy.Workload, o *pricing.Offer) bool {
-	return policy.RegionAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
+// allowedOffers says per offer whether w's placement limits admit it;
+// workloads with the same limits share the answer.
+func (s *solver) allowedOffers(w *policy.Workload) []bool {
+	key := fmt.Sprint(w.Limits.Clouds, w.Limits.Regions, w.Limits.Zones, w.Limits.Residency)
+	if a, ok := s.allowed[key]; ok {
+		return a
+	}
+	a := make([]bool, len(s.offers))
+	for i := range s.offers {
+		o := &s.offers[i]
+		a[i] = policy.RegionAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
+	}
+	s.allowed[key] = a
+	return a
 }
 
 func spotAllows(p policy.SpotPolicy, ct pricing.CapacityType) bool {
@@ -789,7 +802,14 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 	clouds := pricing.Clouds()
 	var bestSel []int
 	bestCost := math.Inf(1)
-	for mask := 1; mask < 1<<len(clouds); mask++ {
+	if minClouds <= 1 {
+		// Any zones will do: the z cheapest (units are sorted by price).
+		bestSel = make([]int, z)
+		for i := range bestSel {
+			bestSel[i] = i
+		}
+	}
+	for mask := 1; bestSel == nil && mask < 1<<len(clouds); mask++ {
 		if popcount(mask) < minClouds || popcount(mask) > z {
 			continue
 		}

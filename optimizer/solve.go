@@ -59,6 +59,7 @@ type solver struct {
 	classes     map[string]*class
 	svcClasses  map[*class][]svcGroup
 	scratch     []option
+	allowed     map[string][]bool
 	refScores   map[pricing.GPUModel]float64
 	jobClasses  map[jobKey][]jobUnit
 	// qcSlot maps a quota class to its index in the eval being built (-1:
@@ -92,8 +93,25 @@ func Solve(in Input) (*Plan, error) {
 	if len(blocked) > 0 {
 		return nil, &InfeasibleError{Blocked: blocked}
 	}
-	choice, fleetBlocked := s.assign(evals)
-	ub := planCost(evals, choice)
+	var (
+		choice       []int
+		fleetBlocked []Blocked
+		ub           float64
+	)
+	if len(s.caps) == 0 || len(evals) <= smallSearch {
+		choice, fleetBlocked = s.assign(evals)
+		ub = planCost(evals, choice)
+	} else {
+		// Large constrained fleets go straight to the Lagrangian
+		// heuristic; the regret greedy is the fallback. Until a plan
+		// exists, the subgradient steps aim 2% above the unconstrained
+		// optimum.
+		fleetBlocked = []Blocked{{}}
+		for _, e := range evals {
+			ub += e.cands[0].cost
+		}
+		ub *= 1.02
+	}
 	lb, mu := s.lowerBound(evals, ub, nil, 40)
 	// Alternate the Lagrangian heuristic with more bound iterations, warm
 	// started, while the gap is above target: a better plan makes the
@@ -110,6 +128,12 @@ func Solve(in Input) (*Plan, error) {
 		var lb2 float64
 		lb2, mu = s.lowerBound(evals, ub, mu, 40)
 		lb = max(lb, lb2)
+	}
+	if len(fleetBlocked) > 0 && choice == nil {
+		choice, fleetBlocked = s.assign(evals)
+		if len(fleetBlocked) == 0 {
+			lb = min(lb, planCost(evals, choice))
+		}
 	}
 	if len(fleetBlocked) > 0 {
 		return nil, &InfeasibleError{Blocked: fleetBlocked}
@@ -210,6 +234,7 @@ func newSolver(in Input) *solver {
 		modelIdx:   map[pricing.GPUModel]int{},
 		classes:    map[string]*class{},
 		svcClasses: map[*class][]svcGroup{},
+		allowed:    map[string][]bool{},
 		refScores:  map[pricing.GPUModel]float64{},
 		jobClasses: map[jobKey][]jobUnit{},
 	}
@@ -802,7 +827,9 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 		if norm == 0 || ub-best <= 1e-6*ub || theta < 1e-4 {
 			break
 		}
-		step := theta * (ub - val) / norm
+		// Polyak step towards the target ub; keep it positive when the
+		// target is an estimate below the bound reached so far.
+		step := theta * max(ub-val, 1e-3*math.Abs(val)) / norm
 		for k := range mu {
 			mu[k] = max(0, mu[k]+step*g[k])
 		}
