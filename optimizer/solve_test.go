@@ -243,3 +243,13 @@ func TestSolveDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func TestSolveEmptyPolicy(t *testing.T) {
+	plan, err := Solve(Input{Catalog: tinyCatalog(), Policy: &policy.Policy{File: "empty.yaml"}, Now: testNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Placements) != 0 || plan.Totals.ExpectedCost != 0 || plan.HorizonHours != 720 {
+		t.Errorf("empty policy: %+v", plan)
+	}
+}
