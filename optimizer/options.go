@@ -702,7 +702,9 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 	var spreadWhy string
 	restart := hours(w.RestartOverhead)
 	var scratch []zoneUnit
-	for _, g := range s.serviceGroups(c) {
+	groups := s.serviceGroups(c)
+	e.svc = make([]option, 0, len(groups))
+	for _, g := range groups {
 		units := g.units
 		if g.cap == pricing.Spot && restart > 0 {
 			scratch = withRestart(scratch[:0], units, restart)

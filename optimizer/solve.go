@@ -60,6 +60,7 @@ type solver struct {
 	svcClasses  map[*class][]svcGroup
 	scratch     []option
 	allowed     map[string][]bool
+	lb          *lbData
 	refScores   map[pricing.GPUModel]float64
 	jobClasses  map[jobKey][]jobUnit
 	// qcSlot maps a quota class to its index in the eval being built (-1:
@@ -596,8 +597,10 @@ func (st *state) trySwap(w, j int, users [][]int) bool {
 // move, and every move is checked against the current state.
 func (st *state) eject(w int, users [][]int) bool {
 	e := st.evals[w]
+	type undo struct{ v, c int }
+	var log []undo
 	for j := range e.cands {
-		saved := append([]int(nil), st.choice...)
+		log = log[:0]
 		var rows []int32
 		st.s.quotaUses(&e.cands[j], func(r int32, _ float64) { rows = append(rows, r) })
 		rows = append(rows, e.budgetRows...)
@@ -610,6 +613,7 @@ func (st *state) eject(w int, users [][]int) bool {
 					continue
 				}
 				vc := st.choice[v]
+				log = append(log, undo{v, vc})
 				st.set(v, -1)
 				moved := false
 				for k := range st.evals[v].cands {
@@ -634,10 +638,8 @@ func (st *state) eject(w int, users [][]int) bool {
 			st.set(w, j)
 			return true
 		}
-		for v := range saved {
-			if st.choice[v] != saved[v] {
-				st.set(v, saved[v])
-			}
+		for i := len(log) - 1; i >= 0; i-- {
+			st.set(log[i].v, log[i].c)
 		}
 	}
 	return false
@@ -725,6 +727,44 @@ func orAll(s string) string {
 	return s
 }
 
+// lbData is a flat copy of what the bound's loop reads, built once per
+// Solve: option structs are large and the loop runs over every candidate of
+// every workload on each iteration.
+type lbData struct {
+	cands []lbCand
+	uses  []use
+	start []int32 // candidates of free[i] are cands[start[i]:start[i+1]]
+}
+
+type lbCand struct {
+	cost, budgetUse float64
+	u0, u1          int32 // uses[u0:u1]
+}
+
+func newLBData(evals []*eval, free []int) *lbData {
+	d := &lbData{start: make([]int32, len(free)+1)}
+	n, nu := 0, 0
+	for _, w := range free {
+		n += len(evals[w].cands)
+		for j := range evals[w].cands {
+			nu += len(evals[w].cands[j].uses)
+		}
+	}
+	d.cands, d.uses = make([]lbCand, 0, n), make([]use, 0, nu)
+	for i, w := range free {
+		e := evals[w]
+		d.start[i] = int32(len(d.cands))
+		for j := range e.cands {
+			o := &e.cands[j]
+			u0 := int32(len(d.uses))
+			d.uses = append(d.uses, o.uses...)
+			d.cands = append(d.cands, lbCand{o.cost, o.budgetUse, u0, int32(len(d.uses))})
+		}
+	}
+	d.start[len(free)] = int32(len(d.cands))
+	return d
+}
+
 // lowerBound is the Lagrangian dual bound over the quota and budget rows,
 // maximised by subgradient ascent: for multipliers μ ≥ 0,
 // L(μ) = Σ_w min_j (c_wj + Σ_k μ_k a_wjk) − Σ_k μ_k cap_k ≤ OPT.
@@ -753,26 +793,10 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 	if len(free) == 0 {
 		return fixed, mu
 	}
-	// Flat copies of what the loop reads: option structs are large and the
-	// loop runs over every candidate of every workload each iteration.
-	type flat struct {
-		cost, budgetUse float64
-		u0, u1          int32 // uses[u0:u1]
+	if s.lb == nil {
+		s.lb = newLBData(evals, free)
 	}
-	var cands []flat
-	var uses []use
-	start := make([]int32, len(free)+1)
-	for i, w := range free {
-		e := evals[w]
-		start[i] = int32(len(cands))
-		for j := range e.cands {
-			o := &e.cands[j]
-			u0 := int32(len(uses))
-			uses = append(uses, o.uses...)
-			cands = append(cands, flat{o.cost, o.budgetUse, u0, int32(len(uses))})
-		}
-	}
-	start[len(free)] = int32(len(cands))
+	cands, uses, start := s.lb.cands, s.lb.uses, s.lb.start
 	g := make([]float64, len(s.caps))
 	bestMu := make([]float64, len(s.caps))
 	copy(bestMu, mu)
