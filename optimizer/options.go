@@ -288,9 +288,9 @@ func refOf(o *option) ref {
 }
 
 // keep stores r in slot when it beats what the slot holds.
-func keep(slot *ref, r ref) {
-	if !slot.set || r.less(slot) {
-		*slot = r
+func keep(slot, r *ref) {
+	if !slot.set || r.cost < slot.cost || (r.cost == slot.cost && r.less(slot)) {
+		*slot = *r
 	}
 }
 
@@ -471,11 +471,11 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 		}
 		r := ref{set: true, why: why, spot: u.cap == pricing.Spot, idx: u.idx, offer: u.offer, inst: u.inst, cost: cost}
 		if why != ok {
-			keep(&e.rejWhy[why], r)
-			keep(&e.rej[u.model], r)
+			keep(&e.rejWhy[why], &r)
+			keep(&e.rej[u.model], &r)
 			continue
 		}
-		keep(&e.best[u.model], r)
+		keep(&e.best[u.model], &r)
 		slot := s.qcSlot[u.qclass]
 		if slot >= 0 && cost > e.cands[slot].cost {
 			continue
@@ -534,12 +534,13 @@ func (s *solver) newEval(w *policy.Workload) *eval {
 
 func (e *eval) reject(s *solver, o *option) {
 	r := refOf(o)
-	keep(&e.rejWhy[o.why], r)
-	keep(&e.rej[s.modelIdx[o.model]], r)
+	keep(&e.rejWhy[o.why], &r)
+	keep(&e.rej[s.modelIdx[o.model]], &r)
 }
 
 func (e *eval) keepByModel(s *solver, o *option) {
-	keep(&e.best[s.modelIdx[o.model]], refOf(o))
+	r := refOf(o)
+	keep(&e.best[s.modelIdx[o.model]], &r)
 }
 
 // jobBlocked names the first check no offer passes.
