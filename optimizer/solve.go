@@ -61,8 +61,10 @@ type solver struct {
 	scratch     []option
 	allowed     map[string][]bool
 	lb          *lbData
-	refScores   map[pricing.GPUModel]float64
-	jobClasses  map[jobKey][]jobUnit
+	// where is each offer's \"cloud region\", for explanations.
+	where      []string
+	refScores  map[pricing.GPUModel]float64
+	jobClasses map[jobKey][]jobUnit
 	// qcSlot maps a quota class to its index in the eval being built (-1:
 	// none yet); scratch space reset after each workload.
 	qcSlot []int32
@@ -292,6 +294,10 @@ func newSolver(in Input) *solver {
 			qclass[key.String()] = id
 		}
 		s.offerQClass[i] = id
+	}
+	s.where = make([]string, n)
+	for i := range s.offers {
+		s.where[i] = string(s.offers[i].Cloud) + " " + s.offers[i].Region
 	}
 	s.qcSlot = make([]int32, len(qclass))
 	for i := range s.qcSlot {
