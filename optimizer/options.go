@@ -437,7 +437,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 	}
 	refScore, known := s.refScore(refGPU)
 	if !known {
-		e.blocked = &Blocked{w.Name, "gpu_model", fmt.Sprintf("reference GPU %q has no speed figure", refGPU)}
+		e.blocked = &Blocked{Workload: w.Name, Constraint: "gpu_model", Reason: fmt.Sprintf("reference GPU %q has no speed figure", refGPU)}
 		return e
 	}
 	work := w.WorkGPUHours
