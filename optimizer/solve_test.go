@@ -253,3 +253,34 @@ func TestSolveEmptyPolicy(t *testing.T) {
 		t.Errorf("empty policy: %+v", plan)
 	}
 }
+
+// TestPolicySpotDefaults: a policy's per-cloud spot default replaces the
+// built-in one where the catalog has no observation, and only there.
+func TestPolicySpotDefaults(t *testing.T) {
+	offers := tinyCatalog().Offers()
+	for i := range offers {
+		if offers[i].Cloud == pricing.GCP {
+			offers[i].Spot = pricing.SpotSignal{} // no observation
+		}
+	}
+	cat := pricing.NewCatalog(offers, testNow, "tiny")
+	w := a100Only(job("a", 800, 0, policy.SpotOnly))
+	w.Limits.Clouds = []pricing.Cloud{pricing.GCP}
+	for _, tt := range []struct {
+		defaults map[pricing.Cloud]float64
+		want     float64
+	}{
+		{nil, 0.03}, // built-in gcp default
+		{map[pricing.Cloud]float64{pricing.GCP: 0.1}, 0.1},
+	} {
+		p := &policy.Policy{File: "t.yaml", Horizon: 720 * time.Hour, SpotDefaults: tt.defaults, Workloads: []policy.Workload{w}}
+		plan, err := Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl := plan.Placements[0]
+		if pl.InterruptionsPerHour != tt.want || !pl.SpotSignalDefault {
+			t.Errorf("defaults %v: rate %v (default %v), want %v", tt.defaults, pl.InterruptionsPerHour, pl.SpotSignalDefault, tt.want)
+		}
+	}
+}
