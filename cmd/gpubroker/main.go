@@ -81,6 +81,8 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(cloudSources()),
 
 		newAgentCmd(),
+
+		newPlanCmd(),
 	)
 	return root
 }

@@ -1,0 +1,888 @@
+package optimizer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// Input is everything a plan depends on.
+type Input struct {
+	Catalog *pricing.Catalog
+	Policy  *policy.Policy
+	// Speeds gives each GPU's throughput; the zero value means
+	// DefaultSpeeds() (the spec sheets).
+	Speeds SpeedTable
+	// Now is when the plan is made: catalog age is measured against it.
+	Now time.Time
+}
+
+// budgetRow is a policy budget and the workloads it covers.
+type budgetRow struct{ policy.Budget }
+
+func (b budgetRow) matches(w *policy.Workload) bool {
+	if b.Workload != "" && b.Workload != w.Name {
+		return false
+	}
+	if b.Team != "" && b.Team != w.Team {
+		return false
+	}
+	return true
+}
+
+// solver holds the precomputed, per-offer data of one Solve call.
+type solver struct {
+	pol     *policy.Policy
+	offers  []pricing.Offer
+	speeds  SpeedTable
+	horizon float64
+	// score is each offer's blended speed score; rate its spot
+	// interruptions per hour (0 for offers without spot), rateDefault
+	// whether that rate is a default.
+	score       []float64
+	rate        []float64
+	rateDefault []bool
+	quotas      []policy.Quota
+	budgets     []budgetRow
+	// caps holds the constraint rows: quotas first (GPUs), then budgets
+	// (USD per month).
+	caps        []float64
+	offerQuota  [][]int32
+	offerQClass []int32
+	models      []pricing.GPUModel
+	modelIdx    map[pricing.GPUModel]int
+	classes     map[string]*class
+	svcClasses  map[*class][]svcGroup
+	scratch     []option
+	allowed     map[string][]bool
+	lb          *lbData
+	// where is each offer's \"cloud region\", for explanations.
+	where      []string
+	refScores  map[pricing.GPUModel]float64
+	jobClasses map[jobKey][]jobUnit
+	// qcSlot maps a quota class to its index in the eval being built (-1:
+	// none yet); scratch space reset after each workload.
+	qcSlot []int32
+}
+
+// Solve places every workload of the policy on the catalog's offers at the
+// least expected cost that meets all constraints. It returns an error
+// wrapping ErrInfeasible (an *InfeasibleError) when some workload cannot be
+// placed, and one wrapping ErrInput when the input is unusable.
+func Solve(in Input) (*Plan, error) {
+	if in.Catalog == nil || in.Policy == nil {
+		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
+	}
+	s := newSolver(in)
+	evals := make([]*eval, len(s.pol.Workloads))
+	var blocked []Blocked
+	for i := range s.pol.Workloads {
+		w := &s.pol.Workloads[i]
+		if w.Kind == policy.Inference {
+			evals[i] = s.evalService(w)
+		} else {
+			evals[i] = s.evalJob(w)
+		}
+		s.dropOversized(evals[i])
+		if evals[i].blocked != nil {
+			blocked = append(blocked, *evals[i].blocked)
+		}
+	}
+	if len(blocked) > 0 {
+		return nil, s.infeasible(blocked)
+	}
+	var (
+		choice       []int
+		fleetBlocked []Blocked
+		ub           float64
+	)
+	if len(s.caps) == 0 || len(evals) <= smallSearch {
+		choice, fleetBlocked = s.assign(evals)
+		ub = planCost(evals, choice)
+	} else {
+		// Large constrained fleets go straight to the Lagrangian
+		// heuristic; the regret greedy is the fallback. Until a plan
+		// exists, the subgradient steps aim 2% above the unconstrained
+		// optimum.
+		fleetBlocked = []Blocked{{}}
+		for _, e := range evals {
+			ub += e.cands[0].cost
+		}
+		ub *= 1.02
+	}
+	// Small fleets are cheap to bound tightly; large ones alternate short
+	// rounds with the heuristic.
+	iters := 40
+	if len(evals) <= smallSearch {
+		iters = 400
+	}
+	lb, mu := s.lowerBound(evals, ub, nil, iters)
+	// Alternate the Lagrangian heuristic with more bound iterations, warm
+	// started, while the gap is above target: a better plan makes the
+	// subgradient steps better, and better multipliers a better plan.
+	for round := 0; round < 3 && len(s.caps) > 0 && (len(fleetBlocked) > 0 || ub-lb > targetGap*lb); round++ {
+		if alt := s.lagrangeAssign(evals, mu); alt != nil {
+			if c := planCost(evals, alt); len(fleetBlocked) > 0 || c < ub {
+				choice, fleetBlocked, ub = alt, nil, c
+			}
+		}
+		if ub-lb <= targetGap*lb {
+			break
+		}
+		var lb2 float64
+		lb2, mu = s.lowerBound(evals, ub, mu, iters)
+		lb = max(lb, lb2)
+	}
+	if len(fleetBlocked) > 0 && choice == nil {
+		choice, fleetBlocked = s.assign(evals)
+		if len(fleetBlocked) == 0 {
+			lb = min(lb, planCost(evals, choice))
+		}
+	}
+	if len(fleetBlocked) > 0 {
+		return nil, s.infeasible(fleetBlocked)
+	}
+	return s.plan(in, evals, choice, lb), nil
+}
+
+// infeasible adds each blocked workload's position in the policy file.
+func (s *solver) infeasible(bs []Blocked) error {
+	pos := map[string]string{}
+	for _, w := range s.pol.Workloads {
+		if w.Pos.Line > 0 {
+			pos[w.Name] = w.Pos.String()
+		}
+	}
+	for i := range bs {
+		bs[i].Pos = pos[bs[i].Workload]
+	}
+	return &InfeasibleError{Blocked: bs}
+}
+
+// planCost is the expected cost of an assignment; unplaced workloads count
+// at their dearest option, which keeps it a usable upper estimate.
+func planCost(evals []*eval, choice []int) float64 {
+	sum := 0.0
+	for w, e := range evals {
+		if len(e.cands) == 0 {
+			continue
+		}
+		if c := choice[w]; c >= 0 {
+			sum += e.cands[c].cost
+		} else {
+			sum += e.cands[len(e.cands)-1].cost
+		}
+	}
+	return sum
+}
+
+// targetGap is the relative optimality gap at which the solver stops
+// improving: 0.2%, well inside the 0.5% the plan promises.
+const targetGap = 0.002
+
+// smallSearch bounds the instances that get the quadratic swap and
+// eject-and-reinsert moves; larger fleets rely on the Lagrangian heuristic.
+const smallSearch = 300
+
+// lagrangeAssign is the Lagrangian heuristic: price each row at its
+// multiplier, then run the regret greedy on the priced costs (workloads that
+// lose most by missing their best priced option go first, each taking its
+// cheapest priced option that fits), and finish with the real-cost
+// improvement moves. The prices steer workloads away from the rows the
+// relaxation found congested. It returns nil when some workload does not fit.
+func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
+	st := &state{s: s, evals: evals, choice: make([]int, len(evals)), rem: append([]float64(nil), s.caps...)}
+	priced := make([][]float64, len(evals))
+	regret := make([]float64, len(evals))
+	order := make([]int, len(evals))
+	for w, e := range evals {
+		st.choice[w] = -1
+		order[w] = w
+		pc := make([]float64, len(e.cands))
+		b1, b2 := math.Inf(1), math.Inf(1)
+		for j := range e.cands {
+			o := &e.cands[j]
+			v := o.cost
+			for _, r := range e.budgetRows {
+				v += mu[r] * o.budgetUse
+			}
+			for _, u := range o.uses {
+				v += mu[u.row] * u.amt
+			}
+			pc[j] = v
+			if v < b1 {
+				b1, b2 = v, b1
+			} else if v < b2 {
+				b2 = v
+			}
+		}
+		priced[w] = pc
+		regret[w] = b2 - b1
+	}
+	sort.SliceStable(order, func(a, b int) bool { return regret[order[a]] > regret[order[b]] })
+	for _, w := range order {
+		e := evals[w]
+		bj, bv := -1, math.Inf(1)
+		for j := range e.cands {
+			if priced[w][j] < bv && st.fits(e, &e.cands[j]) {
+				bj, bv = j, priced[w][j]
+			}
+		}
+		if bj >= 0 {
+			st.set(w, bj)
+		}
+	}
+	st.improve(order)
+	for _, c := range st.choice {
+		if c < 0 {
+			return nil
+		}
+	}
+	return st.choice
+}
+
+func newSolver(in Input) *solver {
+	p := in.Policy
+	s := &solver{
+		pol:        p,
+		offers:     in.Catalog.Offers(),
+		speeds:     in.Speeds,
+		horizon:    p.Horizon.Hours(),
+		quotas:     p.Quotas,
+		modelIdx:   map[pricing.GPUModel]int{},
+		classes:    map[string]*class{},
+		svcClasses: map[*class][]svcGroup{},
+		allowed:    map[string][]bool{},
+		refScores:  map[pricing.GPUModel]float64{},
+		jobClasses: map[jobKey][]jobUnit{},
+	}
+	if s.speeds.ByGPU == nil && s.speeds.ByInstance == nil {
+		s.speeds = DefaultSpeeds()
+	}
+	if s.horizon <= 0 {
+		s.horizon = monthHours
+	}
+	for _, b := range p.Budgets {
+		s.budgets = append(s.budgets, budgetRow{b})
+	}
+	for _, q := range p.Quotas {
+		s.caps = append(s.caps, float64(q.MaxGPUs))
+	}
+	for _, b := range p.Budgets {
+		s.caps = append(s.caps, b.MonthlyUSD)
+	}
+	for _, spec := range pricing.Specs() {
+		s.modelIdx[spec.Model] = len(s.models)
+		s.models = append(s.models, spec.Model)
+	}
+	defaults := pricing.DefaultSpotDefaults()
+	n := len(s.offers)
+	s.score, s.rate, s.rateDefault = make([]float64, n), make([]float64, n), make([]bool, n)
+	s.offerQuota, s.offerQClass = make([][]int32, n), make([]int32, n)
+	qclass := map[string]int32{}
+	for i := range s.offers {
+		o := &s.offers[i]
+		if th, ok := s.speeds.throughput(o); ok {
+			s.score[i] = s.speeds.blend(th)
+		}
+		if o.SpotPrice > 0 {
+			r, def := o.Spot.InterruptionsPerHour, o.Spot.Default || o.Spot.InterruptionsPerHour <= 0
+			if def {
+				if v, ok := p.SpotDefaults[o.Cloud]; ok {
+					r = v
+				} else if r <= 0 {
+					r = defaults[o.Cloud].InterruptionsPerHour
+				}
+			}
+			s.rate[i], s.rateDefault[i] = r, def
+		}
+		var key strings.Builder
+		for qi, q := range p.Quotas {
+			if quotaMatches(q, o) {
+				s.offerQuota[i] = append(s.offerQuota[i], int32(qi))
+				fmt.Fprintf(&key, "%d,", qi)
+			}
+		}
+		id, seen := qclass[key.String()]
+		if !seen {
+			id = int32(len(qclass))
+			qclass[key.String()] = id
+		}
+		s.offerQClass[i] = id
+	}
+	s.where = make([]string, n)
+	for i := range s.offers {
+		s.where[i] = string(s.offers[i].Cloud) + " " + s.offers[i].Region
+	}
+	s.qcSlot = make([]int32, len(qclass))
+	for i := range s.qcSlot {
+		s.qcSlot[i] = -1
+	}
+	return s
+}
+
+func quotaMatches(q policy.Quota, o *pricing.Offer) bool {
+	if q.Cloud != "" && q.Cloud != o.Cloud {
+		return false
+	}
+	if q.Region != "" && !pricing.MatchAnyGlob([]string{q.Region}, o.Region) {
+		return false
+	}
+	if q.Family != "" {
+		spec, _ := pricing.Spec(o.GPU)
+		if !strings.EqualFold(spec.Family, q.Family) && !strings.EqualFold(string(o.GPU), q.Family) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *solver) refScore(m pricing.GPUModel) (float64, bool) {
+	if v, ok := s.refScores[m]; ok {
+		return v, v > 0
+	}
+	var v float64
+	if th, ok := s.speeds.gpuThroughput(m); ok {
+		v = s.speeds.blend(th)
+	}
+	s.refScores[m] = v
+	return v, v > 0
+}
+
+// dropOversized removes the options that alone exceed a quota or budget:
+// they can never be placed, and leaving them in would weaken the lower
+// bound. They stay as ruled-out options to explain the choice.
+func (s *solver) dropOversized(e *eval) {
+	if e.blocked != nil || len(s.caps) == 0 {
+		return
+	}
+	var first *Blocked
+	kept := e.cands[:0]
+	for _, o := range e.cands {
+		why, text := ok, ""
+		s.quotaUses(&o, func(r int32, amt float64) {
+			if why == ok && amt > s.caps[r]+eps {
+				why, text = rQuota, fmt.Sprintf("needs %g GPUs but %s", amt, quotaName(s.quotas[r]))
+			}
+		})
+		for _, r := range e.budgetRows {
+			if why == ok && o.budgetUse > s.caps[r]*(1+eps) {
+				b := s.budgets[int(r)-len(s.quotas)]
+				why, text = rBudget, fmt.Sprintf("costs %s a month but budget %s is %s", usd(o.budgetUse), budgetName(b.Budget), usd(b.MonthlyUSD))
+			}
+		}
+		if why == ok {
+			kept = append(kept, o)
+			continue
+		}
+		o.why = why
+		e.reject(s, &o)
+		if first == nil {
+			first = &Blocked{Workload: e.w.Name, Constraint: why.String(), Reason: "its cheapest option " + s.describe(&o) + " " + text}
+		}
+	}
+	e.cands = kept
+	if len(kept) == 0 {
+		e.blocked = first
+	}
+}
+
+// quotaUses returns the constraint rows an option takes from, budget rows
+// excluded.
+func (s *solver) quotaUses(o *option, fn func(row int32, amt float64)) {
+	if o.groups != nil || o.uses != nil {
+		for _, u := range o.uses {
+			fn(u.row, u.amt)
+		}
+		return
+	}
+	for _, r := range s.offerQuota[o.offer] {
+		fn(r, float64(o.gpus))
+	}
+}
+
+const eps = 1e-9
+
+// state is a partial assignment and the capacity it leaves.
+type state struct {
+	s      *solver
+	evals  []*eval
+	choice []int
+	rem    []float64
+}
+
+// fits and apply are the solver's hot loops: they read o.uses directly,
+// which every candidate has.
+func (st *state) fits(e *eval, o *option) bool {
+	for _, u := range o.uses {
+		if st.rem[u.row] < u.amt-eps {
+			return false
+		}
+	}
+	for _, r := range e.budgetRows {
+		if st.rem[r] < o.budgetUse-eps*max(1, o.budgetUse) {
+			return false
+		}
+	}
+	return true
+}
+
+func (st *state) apply(e *eval, o *option, sign float64) {
+	for _, u := range o.uses {
+		st.rem[u.row] -= sign * u.amt
+	}
+	for _, r := range e.budgetRows {
+		st.rem[r] -= sign * o.budgetUse
+	}
+}
+
+func (st *state) set(w, j int) {
+	e := st.evals[w]
+	if c := st.choice[w]; c >= 0 {
+		st.apply(e, &e.cands[c], -1)
+	}
+	st.choice[w] = j
+	if j >= 0 {
+		st.apply(e, &e.cands[j], 1)
+	}
+}
+
+// bestFit is the cheapest option of w that fits what is left (w's own
+// current option released first).
+func (st *state) bestFit(w int) int {
+	cur := st.choice[w]
+	st.set(w, -1)
+	best := -1
+	e := st.evals[w]
+	for j := range e.cands {
+		if st.fits(e, &e.cands[j]) {
+			best = j
+			break
+		}
+	}
+	st.set(w, cur)
+	return best
+}
+
+// assign solves the fleet-level problem, a generalized assignment: each
+// workload takes one option; quota rows cap GPUs and budget rows cap monthly
+// spend. Greedy by regret (workloads that lose most by not getting their
+// best option go first), then local improvement: move single workloads to
+// cheaper options that fit, and eject-and-reinsert for workloads left out.
+func (s *solver) assign(evals []*eval) ([]int, []Blocked) {
+	st := &state{s: s, evals: evals, choice: make([]int, len(evals)), rem: append([]float64(nil), s.caps...)}
+	order := make([]int, 0, len(evals))
+	regret := make([]float64, len(evals))
+	for w, e := range evals {
+		st.choice[w] = -1
+		if e.blocked != nil {
+			continue
+		}
+		order = append(order, w)
+		regret[w] = math.Inf(1)
+		if len(e.cands) > 1 {
+			regret[w] = e.cands[1].cost - e.cands[0].cost
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return regret[order[i]] > regret[order[j]] })
+	constrained := len(s.caps) > 0
+	for _, w := range order {
+		if !constrained {
+			st.choice[w] = 0
+			continue
+		}
+		if j := st.bestFit(w); j >= 0 {
+			st.set(w, j)
+		}
+	}
+	if constrained {
+		st.improve(order)
+	}
+	var blocked []Blocked
+	for _, w := range order {
+		if st.choice[w] < 0 {
+			blocked = append(blocked, s.fleetBlocked(st, w))
+		}
+	}
+	return st.choice, blocked
+}
+
+func (st *state) improve(order []int) {
+	small := len(order) <= smallSearch
+	for pass := 0; pass < 8; pass++ {
+		changed := false
+		var users [][]int // built once per pass, when first needed
+		for _, w := range order {
+			if st.choice[w] < 0 {
+				if users == nil {
+					users = st.rowUsers()
+				}
+				if st.eject(w, users) {
+					changed = true
+				}
+				continue
+			}
+			if j := st.bestFit(w); j >= 0 && j < st.choice[w] {
+				st.set(w, j)
+				changed = true
+			}
+		}
+		if small && st.swapPass(order) {
+			changed = true
+		}
+		if !changed {
+			return
+		}
+	}
+}
+
+// swapPass tries, for each workload not on its best option, to take its
+// best option's capacity from one other workload that can move elsewhere
+// for less than w saves.
+func (st *state) swapPass(order []int) bool {
+	changed := false
+	users := st.rowUsers()
+	for _, w := range order {
+		cur := st.choice[w]
+		if cur <= 0 {
+			continue
+		}
+		e := st.evals[w]
+		for j := 0; j < cur; j++ {
+			if st.trySwap(w, j, users) {
+				changed = true
+				users = st.rowUsers()
+				break
+			}
+			_ = e
+		}
+	}
+	return changed
+}
+
+// rowUsers lists, per constraint row, the workloads whose option uses it.
+func (st *state) rowUsers() [][]int {
+	users := make([][]int, len(st.rem))
+	for w, c := range st.choice {
+		if c < 0 {
+			continue
+		}
+		e := st.evals[w]
+		st.s.quotaUses(&e.cands[c], func(r int32, _ float64) { users[r] = append(users[r], w) })
+		for _, r := range e.budgetRows {
+			users[r] = append(users[r], w)
+		}
+	}
+	return users
+}
+
+func (st *state) trySwap(w, j int, users [][]int) bool {
+	e := st.evals[w]
+	gain := e.cands[st.choice[w]].cost - e.cands[j].cost
+	var rows []int32
+	st.s.quotaUses(&e.cands[j], func(r int32, _ float64) { rows = append(rows, r) })
+	rows = append(rows, e.budgetRows...)
+	seen := map[int]bool{w: true}
+	for _, r := range rows {
+		for _, v := range users[r] {
+			if seen[v] {
+				continue
+			}
+			seen[v] = true
+			ev := st.evals[v]
+			vc := st.choice[v]
+			wc := st.choice[w]
+			st.set(w, -1)
+			st.set(v, -1)
+			if !st.fits(e, &e.cands[j]) {
+				st.set(v, vc)
+				st.set(w, wc)
+				continue
+			}
+			st.set(w, j)
+			if k := st.bestFit(v); k >= 0 && ev.cands[k].cost-ev.cands[vc].cost < gain-eps {
+				st.set(v, k)
+				return true
+			}
+			st.set(w, -1)
+			st.set(v, vc)
+			st.set(w, wc)
+		}
+	}
+	return false
+}
+
+// eject tries to make room for an unplaced workload by moving the
+// workloads in its way to their next options that fit.
+// users may be stale (built before earlier moves): it only proposes whom to
+// move, and every move is checked against the current state.
+func (st *state) eject(w int, users [][]int) bool {
+	e := st.evals[w]
+	type undo struct{ v, c int }
+	var log []undo
+	for j := range e.cands {
+		log = log[:0]
+		var rows []int32
+		st.s.quotaUses(&e.cands[j], func(r int32, _ float64) { rows = append(rows, r) })
+		rows = append(rows, e.budgetRows...)
+		for _, r := range rows {
+			for _, v := range users[r] {
+				if st.fits(e, &e.cands[j]) {
+					break
+				}
+				if v == w || st.choice[v] < 0 {
+					continue
+				}
+				vc := st.choice[v]
+				log = append(log, undo{v, vc})
+				st.set(v, -1)
+				moved := false
+				for k := range st.evals[v].cands {
+					if k == vc {
+						continue
+					}
+					if st.usesAny(v, k, rows) {
+						continue
+					}
+					if st.fits(st.evals[v], &st.evals[v].cands[k]) {
+						st.set(v, k)
+						moved = true
+						break
+					}
+				}
+				if !moved {
+					st.set(v, vc)
+				}
+			}
+		}
+		if st.fits(e, &e.cands[j]) {
+			st.set(w, j)
+			return true
+		}
+		for i := len(log) - 1; i >= 0; i-- {
+			st.set(log[i].v, log[i].c)
+		}
+	}
+	return false
+}
+
+func (st *state) usesAny(v, k int, rows []int32) bool {
+	found := false
+	st.s.quotaUses(&st.evals[v].cands[k], func(r int32, _ float64) {
+		for _, x := range rows {
+			if x == r {
+				found = true
+			}
+		}
+	})
+	return found
+}
+
+// fleetBlocked says which quota or budget keeps w out.
+func (s *solver) fleetBlocked(st *state, w int) Blocked {
+	e := st.evals[w]
+	o := &e.cands[0]
+	b := Blocked{Workload: e.w.Name}
+	users := st.rowUsers()
+	s.quotaUses(o, func(r int32, amt float64) {
+		if b.Constraint == "" && st.rem[r] < amt-eps {
+			q := s.quotas[r]
+			b.Constraint = "quota"
+			b.Reason = fmt.Sprintf("its cheapest option %s needs %g GPUs but %s has %g of %d left (taken by %s)",
+				s.describe(o), amt, quotaName(q), st.rem[r], q.MaxGPUs, names(st.evals, users[r]))
+		}
+	})
+	if b.Constraint == "" {
+		for _, r := range e.budgetRows {
+			if st.rem[r] < o.budgetUse {
+				bu := s.budgets[int(r)-len(s.quotas)]
+				b.Constraint = "budget"
+				b.Reason = fmt.Sprintf("its cheapest option costs $%.0f a month but budget %s has $%.0f of $%.0f left (spent by %s)",
+					o.budgetUse, budgetName(bu.Budget), max(0, st.rem[r]), bu.MonthlyUSD, names(st.evals, users[r]))
+				break
+			}
+		}
+	}
+	if b.Constraint == "" {
+		b.Constraint, b.Reason = "quota", "quotas and budgets leave no combination that fits"
+	}
+	return b
+}
+
+func names(evals []*eval, ws []int) string {
+	var out []string
+	for i, w := range ws {
+		if i == 4 {
+			out = append(out, fmt.Sprintf("%d more", len(ws)-4))
+			break
+		}
+		out = append(out, evals[w].w.Name)
+	}
+	if len(out) == 0 {
+		return "nothing"
+	}
+	return strings.Join(out, ", ")
+}
+
+func quotaName(q policy.Quota) string {
+	parts := []string{orAll(string(q.Cloud)), orAll(q.Region), orAll(q.Family)}
+	return fmt.Sprintf("quota %s (max %d GPUs)", strings.Join(parts, "/"), q.MaxGPUs)
+}
+
+func budgetName(b policy.Budget) string {
+	switch {
+	case b.Name != "":
+		return fmt.Sprintf("%q", b.Name)
+	case b.Workload != "":
+		return "of workload " + b.Workload
+	case b.Team != "":
+		return "of team " + b.Team
+	}
+	return "for everything"
+}
+
+func orAll(s string) string {
+	if s == "" {
+		return "*"
+	}
+	return s
+}
+
+// lbData is a flat copy of what the bound's loop reads, built once per
+// Solve: option structs are large and the loop runs over every candidate of
+// every workload on each iteration.
+type lbData struct {
+	cands []lbCand
+	uses  []use
+	start []int32 // candidates of free[i] are cands[start[i]:start[i+1]]
+}
+
+type lbCand struct {
+	cost, budgetUse float64
+	u0, u1          int32 // uses[u0:u1]
+}
+
+func newLBData(evals []*eval, free []int) *lbData {
+	d := &lbData{start: make([]int32, len(free)+1)}
+	n, nu := 0, 0
+	for _, w := range free {
+		n += len(evals[w].cands)
+		for j := range evals[w].cands {
+			nu += len(evals[w].cands[j].uses)
+		}
+	}
+	d.cands, d.uses = make([]lbCand, 0, n), make([]use, 0, nu)
+	for i, w := range free {
+		e := evals[w]
+		d.start[i] = int32(len(d.cands))
+		for j := range e.cands {
+			o := &e.cands[j]
+			u0 := int32(len(d.uses))
+			d.uses = append(d.uses, o.uses...)
+			d.cands = append(d.cands, lbCand{o.cost, o.budgetUse, u0, int32(len(d.uses))})
+		}
+	}
+	d.start[len(free)] = int32(len(d.cands))
+	return d
+}
+
+// lowerBound is the Lagrangian dual bound over the quota and budget rows,
+// maximised by subgradient ascent: for multipliers μ ≥ 0,
+// L(μ) = Σ_w min_j (c_wj + Σ_k μ_k a_wjk) − Σ_k μ_k cap_k ≤ OPT.
+// Without rows it is the sum of each workload's cheapest option, which the
+// greedy then meets exactly. It also returns the best multipliers, which
+// price the rows for the Lagrangian heuristic.
+func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int) (float64, []float64) {
+	fixed := 0.0
+	var free []int // workloads whose options touch a row
+	for w, e := range evals {
+		touches := len(e.budgetRows) > 0
+		for j := range e.cands {
+			if len(e.cands[j].uses) > 0 {
+				touches = true
+				break
+			}
+		}
+		if touches {
+			free = append(free, w)
+		} else {
+			fixed += e.cands[0].cost
+		}
+	}
+	mu := make([]float64, len(s.caps))
+	copy(mu, mu0)
+	if len(free) == 0 {
+		return fixed, mu
+	}
+	if s.lb == nil {
+		s.lb = newLBData(evals, free)
+	}
+	cands, uses, start := s.lb.cands, s.lb.uses, s.lb.start
+	g := make([]float64, len(s.caps))
+	bestMu := make([]float64, len(s.caps))
+	copy(bestMu, mu)
+	best := math.Inf(-1)
+	theta := 1.0
+	stall := 0
+	for it := 0; it < iters; it++ {
+		val := fixed
+		for k := range g {
+			g[k] = -s.caps[k]
+			val -= mu[k] * s.caps[k]
+		}
+		for i, w := range free {
+			e := evals[w]
+			bmu := 0.0
+			for _, r := range e.budgetRows {
+				bmu += mu[r]
+			}
+			bj, bv := int32(-1), math.Inf(1)
+			for j := start[i]; j < start[i+1]; j++ {
+				c := &cands[j]
+				v := c.cost + bmu*c.budgetUse
+				for _, u := range uses[c.u0:c.u1] {
+					v += mu[u.row] * u.amt
+				}
+				if v < bv {
+					bj, bv = j, v
+				}
+			}
+			val += bv
+			c := &cands[bj]
+			for _, u := range uses[c.u0:c.u1] {
+				g[u.row] += u.amt
+			}
+			for _, r := range e.budgetRows {
+				g[r] += c.budgetUse
+			}
+		}
+		if math.IsInf(best, -1) || val > best+1e-9*math.Abs(best) {
+			best, stall = val, 0
+			copy(bestMu, mu)
+		} else if stall++; stall >= 5 {
+			theta, stall = theta/2, 0
+		}
+		norm := 0.0
+		for k := range g {
+			if mu[k] == 0 && g[k] < 0 {
+				g[k] = 0
+			}
+			norm += g[k] * g[k]
+		}
+		if norm == 0 || ub-best <= 1e-6*ub || theta < 1e-4 {
+			break
+		}
+		// Polyak step towards the target ub; keep it positive when the
+		// target is an estimate below the bound reached so far.
+		step := theta * max(ub-val, 1e-3*math.Abs(val)) / norm
+		for k := range mu {
+			mu[k] = max(0, mu[k]+step*g[k])
+		}
+	}
+	return min(best, ub), bestMu
+}
