@@ -74,14 +74,10 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newPricesCmd(),
 		newPolicyCmd(),
-
 		newSimulateCmd(),
-
 		newCatalogCmd(cloudSources()),
 		newServeCmd(cloudSources()),
-
 		newAgentCmd(),
-
 		newPlanCmd(),
 	)
 	return root
