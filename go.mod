@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/glebarez/sqlite v1.11.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/cobra v1.10.2
 	gorm.io/driver/postgres v1.6.3
 	gorm.io/gorm v1.31.2

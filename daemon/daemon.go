@@ -1,0 +1,320 @@
+// Package daemon wires the long-running broker (`gpubroker serve`): the
+// store, the catalog, the HTTP API, leader election and the background jobs,
+// all members of one group with a shared context and an orderly shutdown.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// LeaseName is the leader lease's row name.
+const LeaseName = "broker-leader"
+
+// Refresher fetches fresh prices and returns the merged catalog.
+type Refresher func(ctx context.Context, current *pricing.Catalog) (*pricing.Catalog, error)
+
+// Config is what `gpubroker serve` passes in. Zero values take defaults.
+type Config struct {
+	// PolicyPath is the policy file (-f); its bytes are handed to Plan.
+	PolicyPath string
+	// DSN is a SQLite path or a postgres:// DSN; default DefaultDBPath().
+	DSN string
+	// Listen is the address to listen on; default 127.0.0.1:8080.
+	Listen string
+	// Listener, when set, is used instead of Listen (tests).
+	Listener net.Listener
+	Logger   *slog.Logger
+	// Out receives the one-time admin token and the listen address.
+	Out io.Writer
+	Now func() time.Time
+	// ReplicaID names this replica in the leader lease; default host-pid-random.
+	ReplicaID string
+	// LeaseTTL (default 15s) and LeaseRenew (default TTL/3) tune failover.
+	LeaseTTL   time.Duration
+	LeaseRenew time.Duration
+	// RefreshSchedule and ReplanSchedule are cron specs (defaults
+	// "@every 6h" and "@every 15m"). An empty Refresh disables refreshes.
+	RefreshSchedule string
+	ReplanSchedule  string
+	Refresh         Refresher
+	// Plan computes plans; nil disables the plan and budget routes.
+	Plan PlanFunc
+	// ExtraJobs run on the leader too (tests count runs with these).
+	ExtraJobs []Job
+	// ShutdownGrace bounds how long in-flight requests and jobs may take
+	// after a stop signal (default 30s).
+	ShutdownGrace time.Duration
+	// Started, when set, is closed once the daemon listens.
+	Started chan<- net.Addr
+}
+
+func (c *Config) defaults() error {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.DSN == "" {
+		p, err := DefaultDBPath()
+		if err != nil {
+			return err
+		}
+		c.DSN = p
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.ReplicaID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.ReplicaID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 15 * time.Second
+	}
+	if c.LeaseRenew <= 0 {
+		c.LeaseRenew = c.LeaseTTL / 3
+	}
+	if c.LeaseRenew >= c.LeaseTTL {
+		return fmt.Errorf("lease renew interval %s must be shorter than the lease TTL %s", c.LeaseRenew, c.LeaseTTL)
+	}
+	if c.RefreshSchedule == "" {
+		c.RefreshSchedule = "@every 6h"
+	}
+	if c.ReplanSchedule == "" {
+		c.ReplanSchedule = "@every 15m"
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	return nil
+}
+
+// DefaultDBPath is the SQLite file in the user's data directory:
+// $XDG_DATA_HOME/gpubroker/broker.db, ~/.local/share/gpubroker/broker.db, or
+// ~/Library/Application Support/gpubroker/broker.db on macOS.
+func DefaultDBPath() (string, error) {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "gpubroker", "broker.db"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the data directory: %w; pass --db", err)
+	}
+	if runtime.GOOS == "darwin" {
+		return filepath.Join(home, "Library", "Application Support", "gpubroker", "broker.db"), nil
+	}
+	if runtime.GOOS == "windows" {
+		if d := os.Getenv("LocalAppData"); d != "" {
+			return filepath.Join(d, "gpubroker", "broker.db"), nil
+		}
+	}
+	return filepath.Join(home, ".local", "share", "gpubroker", "broker.db"), nil
+}
+
+// catalogHolder swaps the catalog atomically: readers never see a
+// half-applied refresh.
+type catalogHolder struct{ p atomic.Pointer[pricing.Catalog] }
+
+func (h *catalogHolder) Load() *pricing.Catalog   { return h.p.Load() }
+func (h *catalogHolder) Store(c *pricing.Catalog) { h.p.Store(c) }
+
+// Run runs the daemon until ctx ends, then shuts down in order: stop
+// accepting requests and scheduling jobs, finish in-flight requests and
+// jobs, give up the leader lease, close the store.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	policyData, err := readPolicy(cfg.PolicyPath)
+	if err != nil {
+		return err
+	}
+
+	db, err := store.OpenBrokerDB(cfg.DSN)
+	if err != nil {
+		return err
+	}
+	broker, err := store.NewBroker(ctx, db)
+	if err != nil {
+		if sqlDB, e := db.DB(); e == nil {
+			_ = sqlDB.Close()
+		}
+		return err
+	}
+	defer func() {
+		if err := broker.Close(); err != nil {
+			log.Warn("closing store", "err", err)
+		}
+	}()
+	if err := firstAdminToken(ctx, broker, cfg.Out, cfg.Now()); err != nil {
+		return err
+	}
+
+	var cat catalogHolder
+	snap, err := pricing.EmbeddedCatalog()
+	if err != nil {
+		return fmt.Errorf("loading the embedded price snapshot: %w", err)
+	}
+	cat.Store(snap)
+
+	metrics := dashboard.NewMetrics(&dashboard.Gauges{
+		CatalogAge: func() time.Duration { return cfg.Now().Sub(cat.Load().GeneratedAt) },
+		Agents: func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, active, err := broker.CountInstances(ctx, cfg.Now().Add(-5*time.Minute))
+			if err != nil {
+				return 0
+			}
+			return float64(active)
+		},
+	})
+
+	var planner *policyPlanner
+	var dplanner dashboard.Planner
+	if cfg.Plan != nil {
+		planner = &policyPlanner{plan: cfg.Plan, catalog: cat.Load, now: cfg.Now, policyName: cfg.PolicyPath,
+			policy: policyData, metrics: metrics}
+		dplanner = planner
+		// Validate the loaded policy now: a broken file is a startup error,
+		// not a surprise at the first re-plan.
+		if _, err := planner.Current(ctx); err != nil && !errors.Is(err, dashboard.ErrNoPolicy) {
+			return fmt.Errorf("planning %s: %w", cfg.PolicyPath, err)
+		}
+	}
+
+	elector := &Elector{Store: broker, Name: LeaseName, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Renew: cfg.LeaseRenew,
+		Now: cfg.Now, Log: log, OnChange: metrics.SetLeader, Release: true}
+
+	jobs := append([]Job(nil), cfg.ExtraJobs...)
+	if cfg.Refresh != nil {
+		jobs = append(jobs, Job{Name: "refresh", Schedule: cfg.RefreshSchedule, Run: func(ctx context.Context) error {
+			next, err := cfg.Refresh(ctx, cat.Load())
+			if err != nil {
+				// Keep the last good catalog.
+				return fmt.Errorf("refreshing prices: %w", err)
+			}
+			cat.Store(next)
+			metrics.RefreshSucceeded(cfg.Now())
+			return nil
+		}})
+	}
+	if planner != nil {
+		jobs = append(jobs, Job{Name: "replan", Schedule: cfg.ReplanSchedule, Run: planner.replan})
+	}
+	sched := &Scheduler{Jobs: jobs, Elector: elector, Store: broker, LeaseName: LeaseName, Now: cfg.Now, Log: log,
+		Metrics: metrics, Grace: cfg.ShutdownGrace}
+	if err := sched.Validate(); err != nil {
+		return err
+	}
+
+	api := dashboard.New(dashboard.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
+		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			return broker.Ping(ctx)
+		}})
+
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		}
+	}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	fmt.Fprintf(cfg.Out, "gpubroker serve: listening on http://%s (store: %s, replica %s)\n", ln.Addr(), broker.Dialect(), cfg.ReplicaID)
+	log.Info("broker started", "addr", ln.Addr().String(), "store", broker.Dialect(), "replica", cfg.ReplicaID,
+		"catalog", snap.Source, "offers", snap.Len())
+	if cfg.Started != nil {
+		cfg.Started <- ln.Addr()
+	}
+
+	// The elector outlives the scheduler so the lease is held until
+	// in-flight jobs finish; it has its own context for that.
+	electCtx, stopElect := context.WithCancel(context.WithoutCancel(ctx))
+	electDone := make(chan struct{})
+	go func() {
+		defer close(electDone)
+		_ = elector.Run(electCtx)
+	}()
+
+	g := newGroup(ctx)
+	g.Go(func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return fmt.Errorf("HTTP server: %w", err)
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("HTTP shutdown did not finish in time", "err", err)
+			_ = srv.Close()
+		}
+		<-errc
+		return nil
+	})
+	g.Go(sched.Run)
+	err = g.Wait()
+	stopElect()
+	<-electDone
+	log.Info("broker stopped")
+	return err
+}
+
+func readPolicy(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the policy: %w", err)
+	}
+	return b, nil
+}
+
+// firstAdminToken creates and prints an admin token when the store has none.
+// The token is printed once, to out only: never logged, never stored in
+// clear.
+func firstAdminToken(ctx context.Context, b *store.Broker, out io.Writer, now time.Time) error {
+	tok, hash, err := dashboard.NewToken()
+	if err != nil {
+		return fmt.Errorf("generating the admin token: %w", err)
+	}
+	created, err := b.EnsureFirstAdminToken(ctx, hash, "initial", now.UTC())
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(out, "gpubroker serve: created the admin token (shown only now; store it safely):\n  %s\n", tok)
+	}
+	return nil
+}
