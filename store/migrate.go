@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// SchemaVersion is the schema this binary writes. Bump it whenever a model
+// changes or a table is added.
+const SchemaVersion = 1
+
+// ErrSchemaTooNew is returned by Open when the database was migrated by a
+// newer gpubroker; an older binary must not write to it.
+var ErrSchemaTooNew = errors.New("database schema is newer than this gpubroker")
+
+// models are every table AutoMigrate manages, in creation order.
+var models = []any{&offerRow{}, &pricePointRow{}}
+
+// schemaRow is the single row of schema_version.
+type schemaRow struct {
+	ID         int `gorm:"primaryKey;autoIncrement:false"`
+	Version    int `gorm:"not null"`
+	MigratedAt time.Time
+}
+
+func (schemaRow) TableName() string { return "schema_version" }
+
+// migrationLockID is the PostgreSQL advisory lock that serialises
+// migrations when several replicas start at once ("gpub" in ASCII).
+const migrationLockID = 0x67707562
+
+func (s *Store) migrate(ctx context.Context) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if s.dialect == Postgres {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", migrationLockID).Error; err != nil {
+				return fmt.Errorf("taking the migration lock: %w", err)
+			}
+		}
+		if err := tx.AutoMigrate(&schemaRow{}); err != nil {
+			return err
+		}
+		var cur schemaRow
+		if err := tx.Limit(1).Find(&cur, "id = ?", 1).Error; err != nil {
+			return fmt.Errorf("reading the schema version: %w", err)
+		}
+		if cur.Version > SchemaVersion {
+			return fmt.Errorf("%w: database is at version %d, this binary knows %d; upgrade gpubroker", ErrSchemaTooNew, cur.Version, SchemaVersion)
+		}
+		if err := tx.AutoMigrate(models...); err != nil {
+			return err
+		}
+		if cur.Version == SchemaVersion {
+			return nil
+		}
+		row := schemaRow{ID: 1, Version: SchemaVersion, MigratedAt: time.Now().UTC()}
+		return tx.Clauses(clause.OnConflict{UpdateAll: true}).Create(&row).Error
+	})
+}
+
+// SchemaVersion returns the version recorded in the database.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var cur schemaRow
+	if err := s.db.WithContext(ctx).Limit(1).Find(&cur, "id = ?", 1).Error; err != nil {
+		return 0, fmt.Errorf("reading the schema version: %w", err)
+	}
+	return cur.Version, nil
+}

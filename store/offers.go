@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// SaveResult says what one SaveOffers call changed.
+type SaveResult struct {
+	// Inserted offers were not in the store before.
+	Inserted int
+	// Updated offers were there and got a newer observation.
+	Updated int
+	// Older offers were skipped because the store already holds a newer
+	// observation of them.
+	Older int
+	// PriceChanges counts prices that differ from the offer's previous
+	// recorded price (per capacity type); first prices are not changes.
+	PriceChanges int
+	// Points is how many price points were written (changes and first prices).
+	Points int
+}
+
+// PricePoint is one observed price of one offer and capacity type.
+type PricePoint struct {
+	Key        string
+	Capacity   pricing.CapacityType
+	Price      float64
+	ObservedAt time.Time
+	Source     string
+}
+
+// batchSize bounds rows per INSERT; PostgreSQL allows 65535 parameters.
+const batchSize = 500
+
+// SaveOffers records fresh observations of offers in one cloud and region,
+// in one transaction: either all of them are stored or none is.
+//
+// Offers are upserted by key and keep their own ObservedAt (at is used where
+// it is zero). Offers of that region missing from offers are kept as they
+// are: an absent offer is not evidence it is gone, and its observed-at shows
+// its age. An observation older than the stored one is ignored. For each
+// offer and capacity type a price point is added when the price differs
+// from the last recorded one. Every offer must belong to cloud and region and
+// pass Offer.Validate.
+func (s *Store) SaveOffers(ctx context.Context, cloud pricing.Cloud, region string, offers []pricing.Offer, at time.Time) (SaveResult, error) {
+	var res SaveResult
+	fresh := make([]offerRow, 0, len(offers))
+	seen := make(map[string]bool, len(offers))
+	for _, o := range offers {
+		if o.Cloud != cloud || o.Region != region {
+			return res, fmt.Errorf("saving %s %s: offer %s belongs to another cloud or region", cloud, region, o.Key())
+		}
+		if err := o.Validate(); err != nil {
+			return res, fmt.Errorf("saving %s %s: %w", cloud, region, err)
+		}
+		if seen[o.Key()] {
+			return res, fmt.Errorf("saving %s %s: offer %s appears twice", cloud, region, o.Key())
+		}
+		seen[o.Key()] = true
+		if o.ObservedAt.IsZero() {
+			o.ObservedAt = at
+		}
+		fresh = append(fresh, toRow(o))
+	}
+	if len(fresh) == 0 {
+		return res, nil
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res = SaveResult{}
+		var old []offerRow
+		if err := tx.Where("cloud = ? AND region = ?", string(cloud), region).Find(&old).Error; err != nil {
+			return fmt.Errorf("loading current offers: %w", err)
+		}
+		byKey := make(map[string]offerRow, len(old))
+		for _, r := range old {
+			byKey[r.Key] = r
+		}
+		last, err := lastPrices(tx, cloud, region)
+		if err != nil {
+			return err
+		}
+		var rows []offerRow
+		var points []pricePointRow
+		for _, r := range fresh {
+			prev, had := byKey[r.Key]
+			switch {
+			case had && prev.ObservedAt.After(r.ObservedAt):
+				res.Older++
+				continue
+			case had:
+				res.Updated++
+			default:
+				res.Inserted++
+			}
+			rows = append(rows, r)
+			for _, cp := range []struct {
+				ct    pricing.CapacityType
+				price float64
+			}{{pricing.OnDemand, r.OnDemandPrice}, {pricing.Spot, r.SpotPrice}} {
+				if cp.price <= 0 {
+					continue // unknown is not a price
+				}
+				lp, known := last[pointKey{r.Key, cp.ct}]
+				if known && lp == cp.price {
+					continue
+				}
+				if known {
+					res.PriceChanges++
+				}
+				points = append(points, pricePointRow{OfferKey: r.Key, Cloud: r.Cloud, Region: r.Region,
+					Capacity: string(cp.ct), Price: cp.price, ObservedAt: r.ObservedAt, Source: r.Source})
+			}
+		}
+		if len(rows) > 0 {
+			if err := tx.Clauses(clause.OnConflict{UpdateAll: true}).CreateInBatches(&rows, batchSize).Error; err != nil {
+				return fmt.Errorf("writing offers: %w", err)
+			}
+		}
+		if len(points) > 0 {
+			if err := tx.CreateInBatches(&points, batchSize).Error; err != nil {
+				return fmt.Errorf("writing price points: %w", err)
+			}
+		}
+		res.Points = len(points)
+		return nil
+	})
+	if err != nil {
+		return SaveResult{}, fmt.Errorf("saving %s %s offers: %w", cloud, region, err)
+	}
+	return res, nil
+}
+
+type pointKey struct {
+	key string
+	ct  pricing.CapacityType
+}
+
+// lastPrices returns the newest recorded price per offer and capacity type
+// in one region. Points are append-only, so the highest id is the newest.
+func lastPrices(tx *gorm.DB, cloud pricing.Cloud, region string) (map[pointKey]float64, error) {
+	var pts []pricePointRow
+	newest := tx.Model(&pricePointRow{}).Select("MAX(id)").
+		Where("cloud = ? AND region = ?", string(cloud), region).Group("offer_key, capacity")
+	if err := tx.Where("id IN (?)", newest).Find(&pts).Error; err != nil {
+		return nil, fmt.Errorf("loading last prices: %w", err)
+	}
+	out := make(map[pointKey]float64, len(pts))
+	for _, p := range pts {
+		out[pointKey{p.OfferKey, pricing.CapacityType(p.Capacity)}] = p.Price
+	}
+	return out, nil
+}
+
+// Offers returns every stored offer in key order.
+func (s *Store) Offers(ctx context.Context) ([]pricing.Offer, error) {
+	var rows []offerRow
+	if err := s.db.WithContext(ctx).Order("key").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("loading offers: %w", err)
+	}
+	out := make([]pricing.Offer, len(rows))
+	for i, r := range rows {
+		out[i] = r.offer()
+	}
+	return out, nil
+}
+
+// CountOffers returns how many offers are stored for one cloud and region.
+func (s *Store) CountOffers(ctx context.Context, cloud pricing.Cloud, region string) (int, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&offerRow{}).Where("cloud = ? AND region = ?", string(cloud), region).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("counting %s %s offers: %w", cloud, region, err)
+	}
+	return int(n), nil
+}
+
+// Catalog loads the stored offers as a catalog whose GeneratedAt is the
+// newest observation. It returns nil (and no error) when the store holds no
+// offers, so callers can fall back to the embedded snapshot.
+func (s *Store) Catalog(ctx context.Context) (*pricing.Catalog, error) {
+	offers, err := s.Offers(ctx)
+	if err != nil || len(offers) == 0 {
+		return nil, err
+	}
+	var newest time.Time
+	for _, o := range offers {
+		if o.ObservedAt.After(newest) {
+			newest = o.ObservedAt
+		}
+	}
+	return pricing.NewCatalog(offers, newest, "store "+s.where), nil
+}
+
+// PriceHistory returns the recorded prices of the offer with this key since
+// a time (zero: all), oldest first, both capacity types interleaved.
+func (s *Store) PriceHistory(ctx context.Context, key string, since time.Time) ([]PricePoint, error) {
+	var rows []pricePointRow
+	q := s.db.WithContext(ctx).Where("offer_key = ?", key)
+	if !since.IsZero() {
+		q = q.Where("observed_at >= ?", since.UTC())
+	}
+	if err := q.Order("observed_at, id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("loading price history of %s: %w", key, err)
+	}
+	out := make([]PricePoint, len(rows))
+	for i, r := range rows {
+		out[i] = PricePoint{Key: r.OfferKey, Capacity: pricing.CapacityType(r.Capacity), Price: r.Price,
+			ObservedAt: r.ObservedAt.UTC(), Source: r.Source}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ObservedAt.Before(out[j].ObservedAt) })
+	return out, nil
+}
