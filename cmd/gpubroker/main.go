@@ -73,6 +73,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(
 		newPricesCmd(),
+		newPolicyCmd(),
 	)
 	return root
 }

@@ -1,0 +1,42 @@
+package optimizer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrInfeasible is wrapped by the error Solve returns when some workload
+// cannot be placed; errors.As it into *InfeasibleError for the details.
+var ErrInfeasible = errors.New("no feasible placement")
+
+// ErrInput is wrapped when the input itself is unusable (no catalog, no
+// policy).
+var ErrInput = errors.New("bad optimizer input")
+
+// Blocked says which constraint keeps one workload from being placed.
+type Blocked struct {
+	Workload string `json:"workload"`
+	// Constraint names the blocking constraint: "gpu_model", "placement",
+	// "memory", "gpu_count", "spot_policy", "deadline", "no_finish",
+	// "spread", "replicas", "quota", "budget".
+	Constraint string `json:"constraint"`
+	Reason     string `json:"reason"`
+}
+
+// InfeasibleError lists every workload that could not be placed.
+type InfeasibleError struct {
+	Blocked []Blocked
+}
+
+func (e *InfeasibleError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s for %d workload(s):", ErrInfeasible, len(e.Blocked))
+	for _, x := range e.Blocked {
+		fmt.Fprintf(&b, "\n  %s: %s (%s)", x.Workload, x.Reason, x.Constraint)
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrInfeasible) true.
+func (e *InfeasibleError) Unwrap() error { return ErrInfeasible }

@@ -1,0 +1,437 @@
+package optimizer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// describe names an option in words: "gcp us-central1-a a2-highgpu-8g
+// 8×A100-40GB spot" or, for a service, "4×L4 spot replicas in gcp
+// us-central1-a +2 zones".
+func (s *solver) describe(o *option) string {
+	f := &s.offers[o.offer]
+	where := string(f.Cloud) + " " + f.Region
+	if f.Zone != "" {
+		where = string(f.Cloud) + " " + f.Zone
+	}
+	if o.groups != nil {
+		more := ""
+		if len(o.groups) > 1 {
+			more = fmt.Sprintf(" +%d zone(s)", len(o.groups)-1)
+		}
+		return fmt.Sprintf("%d×%s %s replicas (%s) in %s%s", o.replicas, f.GPU, o.cap, f.InstanceType, where, more)
+	}
+	inst := f.InstanceType
+	if o.inst > 1 {
+		inst = fmt.Sprintf("%d× %s", o.inst, f.InstanceType)
+	}
+	return fmt.Sprintf("%s %s %d×%s %s", where, inst, o.gpus, f.GPU, o.cap)
+}
+
+// whyNot says in words, with figures, why alt lost to chosen.
+func (s *solver) whyNot(w *policy.Workload, alt, chosen *option) string {
+	desc := s.describe(alt)
+	cheaper := ""
+	if chosen.cost > 0 && alt.cost < chosen.cost {
+		cheaper = fmt.Sprintf("%.0f%% cheaper", 100*(chosen.cost-alt.cost)/chosen.cost)
+	} else if alt.price < chosen.price {
+		cheaper = "cheaper per hour"
+	} else {
+		cheaper = "an alternative"
+	}
+	f := &s.offers[alt.offer]
+	deadline := w.Deadline.Hours()
+	switch alt.why {
+	case rDeadline:
+		if alt.est.Total <= deadline {
+			return fmt.Sprintf("%s: %s but expected finish %.1fh leaves less than the %.0f%% spot margin before deadline %.0fh",
+				desc, cheaper, alt.est.Total, 100*SpotDeadlineMargin, deadline)
+		}
+		return fmt.Sprintf("%s: %s but expected finish %.1fh > deadline %.0fh", desc, cheaper, alt.est.Total, deadline)
+	case rMemory:
+		return fmt.Sprintf("%s: %s but needs %d×%s with %s GiB < min %s GiB", desc, cheaper, alt.gpus, f.GPU, gib(f.GPUMemoryGiB), gib(w.GPU.MinMemoryGiB))
+	case rSpotPolicy:
+		return fmt.Sprintf("%s: %s but spot policy is %q", desc, cheaper, w.Spot)
+	case rNoFinish:
+		return fmt.Sprintf("%s: spot preemptions (%.3f/h) undo progress faster than it is saved", desc, alt.rate)
+	}
+	more := "more expected cost"
+	pct := 0.0
+	if chosen.cost > 0 {
+		pct = 100 * (alt.cost - chosen.cost) / chosen.cost
+	}
+	text := fmt.Sprintf("%s: %.1f%% %s ($%.0f vs $%.0f)", desc, pct, more, alt.cost, chosen.cost)
+	if alt.groups == nil && alt.est.Total > 0 && chosen.est.Total > 0 {
+		text += fmt.Sprintf(", expected %.1fh vs %.1fh", alt.est.Total, chosen.est.Total)
+	}
+	return text
+}
+
+// plan turns the solver's choice into a Plan.
+func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
+	p := &Plan{
+		GeneratedAt:  in.Now.UTC(),
+		Policy:       s.pol.File,
+		HorizonHours: s.horizon,
+		Placements:   []Placement{},
+		Warnings:     []string{},
+		Catalog: CatalogInfo{
+			Source:      in.Catalog.Source,
+			GeneratedAt: in.Catalog.GeneratedAt.UTC(),
+			Offers:      in.Catalog.Len(),
+		},
+	}
+	if !in.Now.IsZero() && !in.Catalog.GeneratedAt.IsZero() {
+		p.Catalog.AgeHours = round(in.Now.Sub(in.Catalog.GeneratedAt).Hours(), 1)
+		if p.Catalog.AgeHours > 7*24 {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("prices are %.0f days old (%s); refresh the catalog for current prices", p.Catalog.AgeHours/24, in.Catalog.Source))
+		}
+	}
+	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
+	for w, e := range evals {
+		st.apply(e, &e.cands[choice[w]], 1)
+	}
+	usedDefault := map[pricing.Cloud]bool{}
+	for w, e := range evals {
+		pl := s.placement(st, e, choice[w])
+		p.Placements = append(p.Placements, pl)
+		p.Totals.ExpectedCost += pl.ExpectedCost
+		p.Totals.OnDemandBaseline += pl.OnDemandBaseline
+		p.Totals.GPUs += pl.GPUs
+		if pl.SpotSignalDefault {
+			usedDefault[pl.Cloud] = true
+		}
+	}
+	for _, c := range pricing.Clouds() {
+		if usedDefault[c] {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s spot interruption rates are the configured default (%.3f/h), not an observation", c, s.defaultRate(c)))
+		}
+	}
+	for i, b := range s.budgets {
+		r := len(s.quotas) + i
+		worst := 0.0
+		for w, e := range evals {
+			if b.matches(e.w) {
+				pl := &p.Placements[w]
+				if pl.WorstCaseCost > 0 {
+					worst += pl.WorstCaseCost * monthHours / s.horizon
+				} else {
+					worst += pl.ExpectedCost
+				}
+			}
+		}
+		if worst > b.MonthlyUSD {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("budget %s: expected $%.0f/month fits $%.0f, but at max replicas spend could reach $%.0f",
+				budgetName(b.Budget), s.caps[r]-st.rem[r], b.MonthlyUSD, worst))
+		}
+	}
+	t := &p.Totals
+	t.ExpectedCost, t.OnDemandBaseline = round(t.ExpectedCost, 2), round(t.OnDemandBaseline, 2)
+	t.Savings = round(t.OnDemandBaseline-t.ExpectedCost, 2)
+	if t.OnDemandBaseline > 0 {
+		t.SavingsPercent = round(100*t.Savings/t.OnDemandBaseline, 1)
+	}
+	p.Bound = Bound{LowerBound: round(lb, 2), Method: "lagrangian dual over quota and budget rows (subgradient)"}
+	if len(s.caps) == 0 {
+		p.Bound.Method = "sum of each workload's cheapest feasible option (no quotas or budgets)"
+	}
+	if lb > 0 {
+		sum := 0.0
+		for w, e := range evals {
+			sum += e.cands[choice[w]].cost
+		}
+		p.Bound.GapPercent = round(max(0, 100*(sum-lb)/lb), 3)
+	}
+	return p
+}
+
+func (s *solver) defaultRate(c pricing.Cloud) float64 {
+	if v, ok := s.pol.SpotDefaults[c]; ok {
+		return v
+	}
+	return pricing.DefaultSpotDefaults()[c].InterruptionsPerHour
+}
+
+func round(x float64, digits int) float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return 0
+	}
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+func (s *solver) placement(st *state, e *eval, j int) Placement {
+	w := e.w
+	o := &e.cands[j]
+	f := &s.offers[o.offer]
+	pl := Placement{
+		Workload: w.Name, Team: w.Team, Kind: string(w.Kind),
+		Cloud: f.Cloud, Region: f.Region, Zone: f.Zone, InstanceType: f.InstanceType, GPU: f.GPU,
+		Capacity: o.cap, GPUs: o.gpus, Instances: o.inst,
+		PricePerHour:         round(o.price, 4),
+		ExpectedHours:        round(o.est.Total, 2),
+		DeadlineHours:        w.Deadline.Hours(),
+		ExpectedPreemptions:  round(o.est.Preemptions, 2),
+		InterruptionsPerHour: round(o.rate, 4),
+		ExpectedCost:         round(o.cost, 2),
+	}
+	if o.cap == pricing.Spot {
+		pl.SpotSignalDefault = s.rateDefault[o.offer]
+	}
+	if o.groups == nil {
+		pl.RelativeSpeed = round(o.rel, 3)
+		pl.Breakdown = CostBreakdown{
+			Compute:        round(o.price*o.est.Compute, 2),
+			PreemptionLoss: round(o.price*o.est.PreemptionLoss, 2),
+			Restart:        round(o.price*o.est.Restart, 2),
+		}
+		pl.Groups = []Group{{Cloud: f.Cloud, Region: f.Region, Zone: f.Zone, InstanceType: f.InstanceType, GPU: f.GPU,
+			GPUsPerInstance: f.GPUCount, Instances: o.inst, Capacity: o.cap, PricePerHour: round(o.price/float64(o.inst), 4)}}
+	} else {
+		pl.MinReplicas, pl.MaxReplicas = max(1, w.Replicas.Min), max(w.Replicas.Max, w.Replicas.Min, 1)
+		pl.Breakdown = CostBreakdown{
+			Compute: round(o.cost-o.restartCost-o.hedge, 2),
+			Restart: round(o.restartCost, 2),
+			Hedge:   round(o.hedge, 2),
+		}
+		maxPrice := 0.0
+		for _, g := range o.groups {
+			gf := &s.offers[g.offer]
+			pl.Groups = append(pl.Groups, Group{Cloud: gf.Cloud, Region: gf.Region, Zone: gf.Zone, InstanceType: gf.InstanceType,
+				GPU: gf.GPU, GPUsPerInstance: gf.GPUCount, Instances: g.n, Capacity: g.cap, PricePerHour: round(gf.OnDemandPrice, 4)})
+			p, _ := gf.Price(g.cap)
+			pl.Groups[len(pl.Groups)-1].PricePerHour = round(p, 4)
+			maxPrice = max(maxPrice, p)
+		}
+		pl.WorstCaseCost = round(float64(pl.MaxReplicas)*maxPrice*s.horizon*(o.cost/(o.cost-o.restartCost)), 2)
+	}
+	base := e.baseline
+	if math.IsInf(base, 1) {
+		base = o.cost
+	}
+	pl.OnDemandBaseline = round(base, 2)
+	pl.Savings = round(base-o.cost, 2)
+	if base > 0 {
+		pl.SavingsPercent = round(100*(base-o.cost)/base, 1)
+	}
+	pl.RunnerUp = s.runnerUp(st, e, j)
+	pl.ByGPU = s.byGPU(e)
+	pl.Explanation = s.explain(e, o, &pl)
+	return pl
+}
+
+// runnerUp picks the alternative that best explains the choice: a cheaper
+// option the fleet constraints took away, else the cheapest option ruled
+// out by a workload constraint that would have been cheaper, else the best
+// feasible option on another GPU, cloud or capacity type.
+func (s *solver) runnerUp(st *state, e *eval, j int) *RunnerUp {
+	chosen := &e.cands[j]
+	mk := func(o *option, constraint, reason string) *RunnerUp {
+		f := &s.offers[o.offer]
+		r := &RunnerUp{Cloud: f.Cloud, Region: f.Region, Zone: f.Zone, InstanceType: f.InstanceType, GPU: f.GPU,
+			Capacity: o.cap, ExpectedCost: round(o.cost, 2), ExpectedHours: round(o.est.Total, 2), Constraint: constraint, Reason: reason}
+		if math.IsInf(o.cost, 1) {
+			r.ExpectedCost, r.ExpectedHours = 0, 0
+		}
+		return r
+	}
+	if j > 0 {
+		alt := &e.cands[0]
+		constraint, why := s.fleetWhy(st, e, alt, chosen)
+		return mk(alt, constraint, why)
+	}
+	var best *option
+	for r := rMemory; r <= rDeadline; r++ {
+		c := &e.cheapestRej[r]
+		if c.valid() && c.cost < chosen.cost && (best == nil || c.less(best)) {
+			best = c
+		}
+	}
+	if best != nil {
+		return mk(best, best.why.String(), s.whyNot(e.w, best, chosen))
+	}
+	for k := 1; k < len(e.cands); k++ {
+		c := &e.cands[k]
+		if c.model != chosen.model || c.cap != chosen.cap || s.offers[c.offer].Cloud != s.offers[chosen.offer].Cloud {
+			best = c
+			break
+		}
+	}
+	if best == nil {
+		for i := range e.bestByModel {
+			c := &e.bestByModel[i]
+			if c.valid() && c.model != chosen.model && (best == nil || c.less(best)) {
+				best = c
+			}
+		}
+	}
+	if best == nil && len(e.cands) > 1 {
+		best = &e.cands[1]
+	}
+	if best == nil {
+		return nil
+	}
+	return mk(best, "cost", s.whyNot(e.w, best, chosen))
+}
+
+// fleetWhy says which quota or budget kept w off its cheapest option.
+func (s *solver) fleetWhy(st *state, e *eval, alt, chosen *option) (string, string) {
+	st.apply(e, chosen, -1)
+	defer st.apply(e, chosen, 1)
+	pct := 100 * (chosen.cost - alt.cost) / chosen.cost
+	desc := s.describe(alt)
+	constraint, why := "quota", ""
+	s.quotaUses(alt, func(r int32, amt float64) {
+		if why == "" && st.rem[r] < amt-eps {
+			q := s.quotas[r]
+			why = fmt.Sprintf("%s: %.0f%% cheaper but %s has %g GPUs left, needs %g", desc, pct, quotaName(q), math.Max(0, st.rem[r]), amt)
+		}
+	})
+	if why == "" {
+		for _, r := range e.budgetRows {
+			if st.rem[r] < alt.budgetUse {
+				bu := s.budgets[int(r)-len(s.quotas)]
+				constraint = "budget"
+				why = fmt.Sprintf("%s: %.0f%% cheaper but budget %s has $%.0f a month left, needs $%.0f", desc, pct, budgetName(bu.Budget), math.Max(0, st.rem[r]), alt.budgetUse)
+				break
+			}
+		}
+	}
+	if why == "" {
+		why = fmt.Sprintf("%s: %.0f%% cheaper but giving it the capacity would cost other workloads more", desc, pct)
+	}
+	return constraint, why
+}
+
+// byGPU is the ranker's score per GPU model: the best option's cost per
+// unit, or why the model is out.
+func (s *solver) byGPU(e *eval) []GPUChoice {
+	var feasible, out []GPUChoice
+	for i, m := range s.models {
+		b := &e.bestByModel[i]
+		if b.valid() {
+			f := &s.offers[b.offer]
+			where := string(f.Cloud) + " " + f.Region
+			feasible = append(feasible, GPUChoice{GPU: m, Feasible: true, Capacity: b.cap, Where: where,
+				ExpectedCost: round(b.cost, 2), CostPerUnit: round(s.perUnit(e.w, b), 4)})
+			continue
+		}
+		r := &e.rejByModel[i]
+		if !r.valid() {
+			continue
+		}
+		out = append(out, GPUChoice{GPU: m, Reason: s.shortWhy(e.w, r)})
+	}
+	sort.SliceStable(feasible, func(i, j int) bool { return feasible[i].ExpectedCost < feasible[j].ExpectedCost })
+	return append(feasible, out...)
+}
+
+// perUnit is USD per reference GPU-hour of work (jobs) or per needed
+// replica-hour (services, hedge included).
+func (s *solver) perUnit(w *policy.Workload, o *option) float64 {
+	if o.groups != nil {
+		return o.cost / (s.horizon * float64(max(1, w.Replicas.Min)))
+	}
+	if w.WorkGPUHours <= 0 {
+		return 0
+	}
+	return o.cost / w.WorkGPUHours
+}
+
+func (s *solver) shortWhy(w *policy.Workload, o *option) string {
+	f := &s.offers[o.offer]
+	switch o.why {
+	case rMemory:
+		return fmt.Sprintf("%s GiB < min %s GiB", gib(f.GPUMemoryGiB), gib(w.GPU.MinMemoryGiB))
+	case rSpotPolicy:
+		return fmt.Sprintf("only %s offers, spot policy %q", o.cap, w.Spot)
+	case rDeadline:
+		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh (spot needs %.0f%% margin)", o.est.Total, w.Deadline.Hours(), 100*SpotDeadlineMargin)
+	case rNoFinish:
+		return "preempted faster than it checkpoints"
+	}
+	return o.why.String()
+}
+
+func (s *solver) explain(e *eval, o *option, pl *Placement) []string {
+	var lines []string
+	if o.groups == nil {
+		lines = append(lines, fmt.Sprintf("%s: $%.2f/h; expected %.1fh = compute %.1fh (%.2f× reference speed per GPU) + preemption loss %.1fh + restart %.1fh; $%.0f vs on-demand baseline $%.0f",
+			s.describe(o), o.price, o.est.Total, o.est.Compute, o.rel, o.est.PreemptionLoss, o.est.Restart, o.cost, pl.OnDemandBaseline))
+	} else {
+		lines = append(lines, fmt.Sprintf("%s: %d replicas (min %d, %d hedge) at $%.2f/h over %.0fh; $%.0f vs on-demand baseline $%.0f; worst case at max %d replicas $%.0f",
+			s.describe(o), o.replicas, pl.MinReplicas, o.replicas-pl.MinReplicas, o.price, s.horizon, o.cost, pl.OnDemandBaseline, pl.MaxReplicas, pl.WorstCaseCost))
+	}
+	unit := "per reference GPU-hour of work"
+	if o.groups != nil {
+		unit = "per replica-hour"
+	}
+	var parts, out []string
+	for _, c := range pl.ByGPU {
+		if c.Feasible {
+			parts = append(parts, fmt.Sprintf("%s $%.3f", c.GPU, c.CostPerUnit))
+		} else {
+			out = append(out, fmt.Sprintf("%s (%s)", c.GPU, c.Reason))
+		}
+	}
+	line := "best " + unit + ": " + strings.Join(parts, " < ")
+	if len(out) > 0 {
+		line += "; ruled out: " + strings.Join(out, ", ")
+	}
+	lines = append(lines, line)
+	if rule := s.ruleOfThumb(e, o); rule != "" {
+		lines = append(lines, rule)
+	}
+	if pl.SpotSignalDefault {
+		lines = append(lines, fmt.Sprintf("spot interruption rate %.3f/h is the %s default, not an observation", s.rate[o.offer], s.offers[o.offer].Cloud))
+	}
+	if pl.RunnerUp != nil {
+		lines = append(lines, "runner-up: "+pl.RunnerUp.Reason)
+	}
+	return lines
+}
+
+// ruleOfThumb checks the field's rule (A100/H100-class for training, T4/L4
+// for inference) against the numbers and says plainly when they disagree.
+func (s *solver) ruleOfThumb(e *eval, o *option) string {
+	var classNames string
+	var members []pricing.GPUModel
+	switch e.w.Kind {
+	case policy.Training:
+		classNames, members = "A100/H100-class", []pricing.GPUModel{pricing.A100_40, pricing.A100_80, pricing.H100, pricing.H200}
+	case policy.Inference:
+		classNames, members = "T4/L4-class", []pricing.GPUModel{pricing.T4, pricing.L4}
+	default:
+		return ""
+	}
+	if containsModel(members, o.model) {
+		return fmt.Sprintf("%s wins, as the rule of thumb for %s expects", o.model, e.w.Kind)
+	}
+	var best, rej *option
+	for _, m := range members {
+		i := s.modelIdx[m]
+		if b := &e.bestByModel[i]; b.valid() && (best == nil || b.less(best)) {
+			best = b
+		}
+		if r := &e.rejByModel[i]; r.valid() && (rej == nil || r.less(rej)) {
+			rej = r
+		}
+	}
+	switch {
+	case best != nil:
+		return fmt.Sprintf("unlike the rule of thumb, %s beats the best %s option (%s, $%.0f) by %.0f%% on expected cost",
+			o.model, classNames, s.describe(best), best.cost, 100*(best.cost-o.cost)/best.cost)
+	case rej != nil:
+		return fmt.Sprintf("no %s option qualifies: %s %s", classNames, rej.model, s.shortWhy(e.w, rej))
+	}
+	return fmt.Sprintf("no %s GPU is offered where this workload may run", classNames)
+}
+
+// gib formats a memory size with at most one decimal.
+func gib(x float64) string { return strconv.FormatFloat(round(x, 1), 'f', -1, 64) }

@@ -1,0 +1,674 @@
+package optimizer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// Tunables of the cost model. They are constants, not knobs, so a plan is a
+// function of catalog, policy and speeds alone; docs/plan.md explains each.
+const (
+	// SpotDeadlineMargin: under spot "prefer" a spot option must finish
+	// within the deadline with this much time to spare (its expected finish
+	// × 1.10 ≤ deadline); spot "only" needs just the expected finish.
+	SpotDeadlineMargin = 0.10
+	// monthHours is the month budgets are defined over.
+	monthHours = 720.0
+	// maxSpreadZones bounds the zones a hedged spot service is spread over.
+	maxSpreadZones = 8
+)
+
+// DefaultReferenceGPU is the reference GPU when a workload names none.
+const DefaultReferenceGPU = pricing.A100_80
+
+// reason is why an option was ruled out.
+type reason uint8
+
+const (
+	ok reason = iota
+	rMemory
+	rSpotPolicy
+	rDeadline
+	rNoFinish
+	rQuota
+	rBudget
+	nReasons
+)
+
+func (r reason) String() string {
+	return [...]string{"ok", "memory", "spot_policy", "deadline", "no_finish", "quota", "budget"}[r]
+}
+
+// use is a quantity an option takes from one constraint row.
+type use struct {
+	row int32
+	amt float64
+}
+
+// group is one set of identical instances of an option.
+type group struct {
+	offer int32
+	cap   pricing.CapacityType
+	n     int // instances (jobs) or replicas (inference)
+}
+
+// option is one way to place one workload: the ranker's output.
+type option struct {
+	groups []group // nil for jobs: see offer/cap/inst
+	offer  int32
+	cap    pricing.CapacityType
+	inst   int
+	gpus   int
+	model  pricing.GPUModel
+	why    reason
+	rel    float64 // relative speed per GPU (jobs)
+	rate   float64 // interruptions per hour of the whole placement
+	price  float64 // USD per hour of the whole placement
+	est    runEstimate
+	cost   float64
+	// budgetUse is the monthly spend counted against budgets.
+	budgetUse float64
+	hedge     float64
+	// restartCost is the billed replacement time of inference replicas, USD.
+	restartCost float64
+	replicas    int // inference: replicas placed, including hedge
+	// uses are the quota rows taken (inference); jobs use the offer's rows.
+	uses []use
+}
+
+func (o *option) valid() bool { return o.cost > 0 || o.price > 0 }
+
+// less orders options by expected cost with stable tie-breaks (catalog order
+// of the first offer, then capacity type).
+func (o *option) less(p *option) bool {
+	if o.cost != p.cost {
+		return o.cost < p.cost
+	}
+	if o.offer != p.offer {
+		return o.offer < p.offer
+	}
+	if o.cap != p.cap {
+		return o.cap < p.cap
+	}
+	return o.inst < p.inst
+}
+
+// unit is an offer × capacity type that passed the static checks for one
+// workload class, with the soft reason (memory, spot policy) that still rules
+// it out but keeps it around to explain decisions.
+type unit struct {
+	offer int32
+	cap   pricing.CapacityType
+	inst  int32
+	why   reason
+}
+
+// funnel counts how many offers survive each static check, to say which
+// constraint blocks a workload that has no option.
+type funnel struct {
+	model, place, memory, count, capacity int
+	maxMemory                             float64
+	counts                                map[int]bool
+}
+
+// class is the static-check result shared by workloads with the same GPU
+// need, limits and spot policy.
+type class struct {
+	units []unit
+	f     funnel
+}
+
+func classKey(p *policy.Policy, w *policy.Workload) string {
+	var b strings.Builder
+	inference := w.Kind == policy.Inference
+	fmt.Fprintf(&b, "%v|%v|%d|%g|%v|%v|%v|%v|%s", inference, w.GPU.Models, gpuCount(w), w.GPU.MinMemoryGiB,
+		w.Limits.Clouds, w.Limits.Regions, w.Limits.Zones, w.Limits.Residency, w.Spot)
+	return b.String()
+}
+
+func gpuCount(w *policy.Workload) int { return max(1, w.GPU.Count) }
+
+// staticClass runs the static feasibility checks of every offer for w.
+func (s *solver) staticClass(w *policy.Workload) *class {
+	key := classKey(s.pol, w)
+	if c, ok := s.classes[key]; ok {
+		return c
+	}
+	c := &class{f: funnel{counts: map[int]bool{}}}
+	count := gpuCount(w)
+	for i := range s.offers {
+		o := &s.offers[i]
+		if len(w.GPU.Models) > 0 && !containsModel(w.GPU.Models, o.GPU) {
+			continue
+		}
+		c.f.model++
+		if !s.placeOK(w, o) {
+			continue
+		}
+		c.f.place++
+		c.f.maxMemory = max(c.f.maxMemory, o.GPUMemoryGiB)
+		soft := ok
+		if o.GPUMemoryGiB < w.GPU.MinMemoryGiB {
+			soft = rMemory
+		} else {
+			c.f.memory++
+		}
+		var inst int
+		if w.Kind == policy.Inference {
+			if o.GPUCount != count {
+				c.f.counts[o.GPUCount] = true
+				continue
+			}
+			inst = 1
+		} else {
+			if o.GPUCount > count || count%o.GPUCount != 0 {
+				c.f.counts[o.GPUCount] = true
+				continue
+			}
+			inst = count / o.GPUCount
+		}
+		if soft == ok {
+			c.f.count++
+		}
+		for _, ct := range []pricing.CapacityType{pricing.OnDemand, pricing.Spot} {
+			if _, sold := o.Price(ct); !sold {
+				continue
+			}
+			why := soft
+			if why == ok && !spotAllows(w.Spot, ct) {
+				why = rSpotPolicy
+			}
+			if why == ok {
+				c.f.capacity++
+			}
+			c.units = append(c.units, unit{offer: int32(i), cap: ct, inst: int32(inst), why: why})
+		}
+	}
+	s.classes[key] = c
+	return c
+}
+
+func (s *solver) placeOK(w *policy.Workload, o *pricing.Offer) bool {
+	k := placeKey{w: w, cloud: o.Cloud, region: o.Region, zone: o.Zone}
+	if v, ok := s.placeCache[k]; ok {
+		return v
+	}
+	v := placementAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
+	s.placeCache[k] = v
+	return v
+}
+
+type placeKey struct {
+	w            *policy.Workload
+	cloud        pricing.Cloud
+	region, zone string
+}
+
+func spotAllows(p policy.SpotPolicy, ct pricing.CapacityType) bool {
+	switch p {
+	case policy.SpotNever:
+		return ct == pricing.OnDemand
+	case policy.SpotOnly:
+		return ct == pricing.Spot
+	}
+	return true
+}
+
+func containsModel(ms []pricing.GPUModel, m pricing.GPUModel) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// eval is one workload's ranked options and what explains them.
+type eval struct {
+	w     *policy.Workload
+	cands []option // feasible, pruned, sorted by less
+	// bestByModel/rejByModel are the best feasible and the cheapest ruled-out
+	// option per GPU model (index into s.models).
+	bestByModel []option
+	rejByModel  []option
+	// cheapestRej is the cheapest ruled-out option per reason.
+	cheapestRej [nReasons]option
+	baseline    float64
+	budgetRows  []int32
+	blocked     *Blocked
+}
+
+func hours(d interface{ Hours() float64 }) float64 { return d.Hours() }
+
+// evalJob ranks the options of a training or batch job.
+func (s *solver) evalJob(w *policy.Workload) *eval {
+	e := s.newEval(w)
+	c := s.staticClass(w)
+	count := gpuCount(w)
+	ref := w.ReferenceGPU
+	if ref == "" {
+		ref = DefaultReferenceGPU
+	}
+	refScore, known := s.refScore(ref)
+	if !known {
+		e.blocked = &Blocked{w.Name, "gpu_model", fmt.Sprintf("reference GPU %q has no speed figure", ref)}
+		return e
+	}
+	work := w.WorkGPUHours
+	deadline := hours(w.Deadline)
+	ckpt := hours(w.CheckpointInterval)
+	restart := hours(w.RestartOverhead)
+	byClass := map[int32]int{} // quota class → index in e.cands
+	baseline := math.Inf(1)
+	var fastest option
+	for _, u := range c.units {
+		o := &s.offers[u.offer]
+		inst := int(u.inst)
+		rel := s.score[u.offer] / refScore
+		compute := work / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
+		p, _ := o.Price(u.cap)
+		opt := option{offer: u.offer, cap: u.cap, inst: inst, gpus: count, model: o.GPU, why: u.why, rel: rel, price: p * float64(inst)}
+		if u.cap == pricing.Spot {
+			opt.rate = s.rate[u.offer] * float64(inst)
+			opt.est = estimateRun(compute, opt.rate, ckpt, restart)
+		} else {
+			opt.est = runEstimate{Compute: compute, Total: compute, Finishes: true}
+		}
+		if !opt.est.Finishes {
+			if opt.why == ok {
+				opt.why = rNoFinish
+			}
+			opt.cost = math.Inf(1)
+			e.reject(s, &opt)
+			continue
+		}
+		opt.cost = opt.price * opt.est.Total
+		opt.budgetUse = opt.cost
+		if u.cap == pricing.OnDemand && (u.why == ok || u.why == rSpotPolicy) && (deadline == 0 || opt.est.Total <= deadline) {
+			baseline = min(baseline, opt.cost)
+		}
+		if opt.why == ok && deadline > 0 {
+			limit := deadline
+			if u.cap == pricing.Spot && w.Spot != policy.SpotOnly {
+				limit = deadline / (1 + SpotDeadlineMargin)
+			}
+			if opt.est.Total > limit {
+				opt.why = rDeadline
+				if !fastest.valid() || opt.est.Total < fastest.est.Total {
+					fastest = opt
+				}
+			}
+		}
+		if opt.why != ok {
+			e.reject(s, &opt)
+			continue
+		}
+		e.keepByModel(s, &opt)
+		qc := s.offerQClass[u.offer]
+		if i, seen := byClass[qc]; seen {
+			if opt.less(&e.cands[i]) {
+				e.cands[i] = opt
+			}
+			continue
+		}
+		byClass[qc] = len(e.cands)
+		e.cands = append(e.cands, opt)
+	}
+	sortOptions(e.cands)
+	e.baseline = baseline
+	if len(e.cands) == 0 {
+		e.blocked = s.jobBlocked(w, c, &fastest, deadline)
+	}
+	return e
+}
+
+func sortOptions(xs []option) {
+	sort.Slice(xs, func(i, j int) bool { return xs[i].less(&xs[j]) })
+}
+
+func (s *solver) newEval(w *policy.Workload) *eval {
+	e := &eval{w: w, bestByModel: make([]option, len(s.models)), rejByModel: make([]option, len(s.models))}
+	for i := range s.budgets {
+		if s.budgets[i].matches(w) {
+			e.budgetRows = append(e.budgetRows, int32(len(s.quotas)+i))
+		}
+	}
+	return e
+}
+
+func (e *eval) reject(s *solver, o *option) {
+	if c := &e.cheapestRej[o.why]; !c.valid() || o.less(c) {
+		*c = *o
+	}
+	if m := &e.rejByModel[s.modelIdx[o.model]]; !m.valid() || o.less(m) {
+		*m = *o
+	}
+}
+
+func (e *eval) keepByModel(s *solver, o *option) {
+	if m := &e.bestByModel[s.modelIdx[o.model]]; !m.valid() || o.less(m) {
+		*m = *o
+	}
+}
+
+// jobBlocked names the first check no offer passes.
+func (s *solver) jobBlocked(w *policy.Workload, c *class, fastest *option, deadline float64) *Blocked {
+	b := &Blocked{Workload: w.Name}
+	switch {
+	case c.f.model == 0:
+		b.Constraint, b.Reason = "gpu_model", fmt.Sprintf("no offer of GPU %v in the catalog", w.GPU.Models)
+	case c.f.place == 0:
+		b.Constraint, b.Reason = "placement", "no offer of an allowed GPU in the allowed clouds, regions, zones and residency"
+	case c.f.memory == 0:
+		b.Constraint, b.Reason = "memory", fmt.Sprintf("needs %s GiB per GPU; the largest allowed GPU has %s GiB", gib(w.GPU.MinMemoryGiB), gib(c.f.maxMemory))
+	case c.f.count == 0:
+		b.Constraint, b.Reason = "gpu_count", fmt.Sprintf("no instance type with %d GPUs (or a divisor of %d) meets the GPU need; instances have %s GPUs", gpuCount(w), gpuCount(w), countList(c.f.counts))
+	case c.f.capacity == 0:
+		b.Constraint, b.Reason = "spot_policy", fmt.Sprintf("spot policy %q but no matching offer is sold that way", w.Spot)
+	case fastest.valid():
+		b.Constraint, b.Reason = "deadline", fmt.Sprintf("fastest option %s needs %.1fh > deadline %.0fh", s.describe(fastest), fastest.est.Total, deadline)
+	default:
+		b.Constraint, b.Reason = "no_finish", "spot preemptions arrive faster than progress is saved; use on-demand or checkpoint more often"
+	}
+	return b
+}
+
+func countList(m map[int]bool) string {
+	var ns []int
+	for n := range m {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	var parts []string
+	for _, n := range ns {
+		parts = append(parts, fmt.Sprint(n))
+	}
+	if len(parts) == 0 {
+		return "no"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// zoneKey is where a replica group lands; regional offers count as one zone.
+func zoneKey(o *pricing.Offer) string {
+	if o.Zone != "" {
+		return string(o.Cloud) + "/" + o.Zone
+	}
+	return string(o.Cloud) + "/" + o.Region
+}
+
+// zoneUnit is the cheapest offer of one GPU model and capacity in one zone.
+type zoneUnit struct {
+	offer int32
+	cloud pricing.Cloud
+	// perHour is the expected USD per replica-hour: price × (1 + λ·restart),
+	// restarts being billed while a replacement comes up.
+	perHour float64
+	price   float64
+	rate    float64
+}
+
+// evalService ranks the options of an inference service: per GPU model and
+// capacity type, the cheapest spread of replicas over zones and clouds.
+func (s *solver) evalService(w *policy.Workload) *eval {
+	e := s.newEval(w)
+	c := s.staticClass(w)
+	restart := hours(w.RestartOverhead)
+	type mk struct {
+		model pricing.GPUModel
+		cap   pricing.CapacityType
+		why   reason
+	}
+	zones := map[mk]map[string]zoneUnit{}
+	var keys []mk
+	for _, u := range c.units {
+		o := &s.offers[u.offer]
+		p, _ := o.Price(u.cap)
+		zu := zoneUnit{offer: u.offer, cloud: o.Cloud, price: p, perHour: p}
+		if u.cap == pricing.Spot {
+			zu.rate = s.rate[u.offer]
+			zu.perHour = p * (1 + zu.rate*restart)
+		}
+		k := mk{o.GPU, u.cap, u.why}
+		m, seen := zones[k]
+		if !seen {
+			m = map[string]zoneUnit{}
+			zones[k] = m
+			keys = append(keys, k)
+		}
+		zk := zoneKey(o)
+		if old, seen := m[zk]; !seen || zu.perHour < old.perHour || (zu.perHour == old.perHour && zu.offer < old.offer) {
+			m[zk] = zu
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.model != b.model {
+			return s.modelIdx[a.model] < s.modelIdx[b.model]
+		}
+		if a.cap != b.cap {
+			return a.cap < b.cap
+		}
+		return a.why < b.why
+	})
+	baseline := math.Inf(1)
+	var spreadWhy string
+	for _, k := range keys {
+		m := zones[k]
+		zs := make([]string, 0, len(m))
+		for z := range m {
+			zs = append(zs, z)
+		}
+		sort.Slice(zs, func(i, j int) bool {
+			a, b := m[zs[i]], m[zs[j]]
+			if a.perHour != b.perHour {
+				return a.perHour < b.perHour
+			}
+			return zs[i] < zs[j]
+		})
+		units := make([]zoneUnit, len(zs))
+		for i, z := range zs {
+			units[i] = m[z]
+		}
+		opt, why := s.spread(w, units, k.cap)
+		if !opt.valid() {
+			if k.why == ok && spreadWhy == "" {
+				spreadWhy = why
+			}
+			continue
+		}
+		opt.model, opt.why = k.model, k.why
+		if k.cap == pricing.OnDemand && (k.why == ok || k.why == rSpotPolicy) {
+			baseline = min(baseline, opt.cost)
+		}
+		if opt.why != ok {
+			e.reject(s, &opt)
+			continue
+		}
+		e.keepByModel(s, &opt)
+		e.cands = append(e.cands, opt)
+	}
+	sortOptions(e.cands)
+	e.baseline = baseline
+	if len(e.cands) == 0 {
+		b := s.jobBlocked(w, c, &option{}, 0)
+		if b.Constraint == "no_finish" {
+			b.Constraint, b.Reason = "spread", spreadWhy
+		}
+		e.blocked = b
+	}
+	return e
+}
+
+// spread builds the cheapest replica layout over zones sorted by price.
+// On-demand: max(min replicas, min zones) replicas spread evenly over
+// max(min zones, min clouds) zones. Spot: replicas spread over z ≥ 2 zones
+// with enough extra that losing every spot replica of the fullest zone
+// still leaves min replicas; the z with the cheapest total wins.
+func (s *solver) spread(w *policy.Workload, units []zoneUnit, ct pricing.CapacityType) (option, string) {
+	minR := max(1, w.Replicas.Min)
+	maxR := w.Replicas.Max
+	if maxR < minR {
+		maxR = minR
+	}
+	minZones := max(1, w.Spread.MinZones, w.Spread.MinClouds)
+	if ct == pricing.OnDemand {
+		total := max(minR, minZones)
+		if total > maxR {
+			return option{}, fmt.Sprintf("spreading over %d zones needs %d replicas > max %d", minZones, total, maxR)
+		}
+		return s.layout(w, units, minZones, total, minR, ct)
+	}
+	var best option
+	why := fmt.Sprintf("fewer than %d zones offer it", max(2, minZones))
+	for z := max(2, minZones); z <= min(len(units), minR+1, maxSpreadZones); z++ {
+		total := max(minR, z)
+		for total-ceilDiv(total, z) < minR {
+			total++
+		}
+		if total > maxR {
+			why = fmt.Sprintf("spot needs %d replicas over %d zones to survive a zone's spot loss but max replicas is %d", total, z, maxR)
+			continue
+		}
+		opt, w2 := s.layout(w, units, z, total, minR, ct)
+		if !opt.valid() {
+			why = w2
+			continue
+		}
+		if !best.valid() || opt.cost < best.cost {
+			best = opt
+		}
+	}
+	return best, why
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// layout places total replicas evenly over z zones (counts differ by at most
+// one, the larger counts in the cheaper zones), choosing the zones so that
+// at least MinClouds clouds are covered at the least cost.
+func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int, ct pricing.CapacityType) (option, string) {
+	minClouds := max(1, w.Spread.MinClouds)
+	if len(units) < z {
+		return option{}, fmt.Sprintf("needs %d zones, only %d offer it", z, len(units))
+	}
+	counts := make([]int, z)
+	for i := range counts {
+		counts[i] = total / z
+		if i < total%z {
+			counts[i]++
+		}
+	}
+	clouds := pricing.Clouds()
+	var bestSel []int
+	bestCost := math.Inf(1)
+	for mask := 1; mask < 1<<len(clouds); mask++ {
+		if popcount(mask) < minClouds || popcount(mask) > z {
+			continue
+		}
+		in := func(c pricing.Cloud) bool {
+			for i, x := range clouds {
+				if x == c {
+					return mask&(1<<i) != 0
+				}
+			}
+			return false
+		}
+		sel := make([]int, 0, z)
+		covered := 0
+		for ci, c := range clouds { // the cheapest zone of each chosen cloud
+			if mask&(1<<ci) == 0 {
+				continue
+			}
+			for i, u := range units {
+				if u.cloud == c {
+					sel = append(sel, i)
+					covered++
+					break
+				}
+			}
+		}
+		if covered < popcount(mask) {
+			continue
+		}
+		for i, u := range units {
+			if len(sel) == z {
+				break
+			}
+			if in(u.cloud) && !containsInt(sel, i) {
+				sel = append(sel, i)
+			}
+		}
+		if len(sel) < z {
+			continue
+		}
+		sort.Ints(sel) // units are sorted by price: cheapest zone first
+		cost := 0.0
+		for i, ui := range sel {
+			cost += float64(counts[i]) * units[ui].perHour
+		}
+		if cost < bestCost {
+			bestCost, bestSel = cost, sel
+		}
+	}
+	if bestSel == nil {
+		return option{}, fmt.Sprintf("cannot cover %d clouds with %d zones", minClouds, z)
+	}
+	h := s.horizon
+	opt := option{cap: ct, replicas: total}
+	base, restart := 0.0, 0.0
+	for i, ui := range bestSel {
+		u := units[ui]
+		o := &s.offers[u.offer]
+		n := counts[i]
+		opt.groups = append(opt.groups, group{offer: u.offer, cap: ct, n: n})
+		opt.price += float64(n) * u.price
+		opt.rate += float64(n) * u.rate
+		base += float64(n) * u.price * h
+		restart += float64(n) * (u.perHour - u.price) * h
+		opt.gpus += n * o.GPUCount
+		for _, r := range s.offerQuota[u.offer] {
+			opt.uses = addUse(opt.uses, r, float64(n*o.GPUCount))
+		}
+	}
+	opt.offer = opt.groups[0].offer
+	opt.inst = total
+	opt.hedge = base * float64(total-minR) / float64(total)
+	opt.est = runEstimate{Compute: h, Total: h, Preemptions: opt.rate * h, Finishes: true}
+	opt.cost = base + restart
+	opt.restartCost = restart
+	opt.budgetUse = opt.cost * monthHours / h
+	return opt, ""
+}
+
+func addUse(us []use, row int32, amt float64) []use {
+	for i := range us {
+		if us[i].row == row {
+			us[i].amt += amt
+			return us
+		}
+	}
+	return append(us, use{row, amt})
+}
+
+func popcount(x int) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,158 @@
+package optimizer
+
+import (
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// Plan is the optimizer's answer: where each workload runs, what it is
+// expected to cost, and why. Its JSON form is documented in docs/plan.md and
+// docs/plan.schema.json; field names and order are stable.
+type Plan struct {
+	// GeneratedAt is Input.Now.
+	GeneratedAt time.Time `json:"generated_at"`
+	// Policy is the policy file the plan was made for.
+	Policy       string      `json:"policy"`
+	Catalog      CatalogInfo `json:"catalog"`
+	HorizonHours float64     `json:"horizon_hours"`
+	Placements   []Placement `json:"placements"`
+	Totals       Totals      `json:"totals"`
+	Bound        Bound       `json:"bound"`
+	Warnings     []string    `json:"warnings"`
+}
+
+// CatalogInfo says which prices the plan used and how old they are.
+type CatalogInfo struct {
+	Source      string    `json:"source"`
+	GeneratedAt time.Time `json:"generated_at"`
+	AgeHours    float64   `json:"age_hours"`
+	Offers      int       `json:"offers"`
+}
+
+// Placement is one workload's placement.
+type Placement struct {
+	Workload string `json:"workload"`
+	Team     string `json:"team,omitempty"`
+	Kind     string `json:"kind"`
+	// Cloud, Region, Zone, InstanceType and GPU are those of the first
+	// group; Groups lists all of them (inference replicas spread over
+	// several places).
+	Cloud        pricing.Cloud        `json:"cloud"`
+	Region       string               `json:"region"`
+	Zone         string               `json:"zone"`
+	InstanceType string               `json:"instance_type"`
+	GPU          pricing.GPUModel     `json:"gpu"`
+	Capacity     pricing.CapacityType `json:"capacity"`
+	// GPUs is the total GPU count of the placement (all instances).
+	GPUs int `json:"gpus"`
+	// Instances is the instance count (training/batch) or replica count
+	// (inference, including hedge replicas).
+	Instances int `json:"instances"`
+	// Replicas is min/max replicas for inference; zero for jobs.
+	MinReplicas int `json:"min_replicas,omitempty"`
+	MaxReplicas int `json:"max_replicas,omitempty"`
+	// PricePerHour is the whole placement's price, USD per hour.
+	PricePerHour float64 `json:"price_per_hour"`
+	// RelativeSpeed is per GPU against the reference GPU (jobs only).
+	RelativeSpeed float64 `json:"relative_speed,omitempty"`
+	// ExpectedHours is the expected finish (jobs) or the horizon (inference).
+	ExpectedHours float64 `json:"expected_hours"`
+	// DeadlineHours is the workload's deadline, 0 when none.
+	DeadlineHours float64 `json:"deadline_hours,omitempty"`
+	// ExpectedPreemptions over the run (jobs) or the horizon (inference).
+	ExpectedPreemptions  float64 `json:"expected_preemptions"`
+	InterruptionsPerHour float64 `json:"interruptions_per_hour"`
+	// SpotSignalDefault is true when the interruption rate is a default, not
+	// an observation.
+	SpotSignalDefault bool          `json:"spot_signal_default"`
+	ExpectedCost      float64       `json:"expected_cost"`
+	Breakdown         CostBreakdown `json:"breakdown"`
+	// WorstCaseCost is inference at max replicas over the horizon.
+	WorstCaseCost float64 `json:"worst_case_cost,omitempty"`
+	// OnDemandBaseline is the cheapest all-on-demand placement of the same
+	// workload meeting the same limits, ignoring quotas and budgets.
+	OnDemandBaseline float64 `json:"on_demand_baseline"`
+	Savings          float64 `json:"savings"`
+	SavingsPercent   float64 `json:"savings_percent"`
+	Groups           []Group `json:"groups"`
+	// RunnerUp is the best alternative that was not chosen, nil when there
+	// was none.
+	RunnerUp *RunnerUp `json:"runner_up"`
+	// ByGPU is the best option per GPU model, or why the model was excluded:
+	// the ranker's per-model scores.
+	ByGPU       []GPUChoice `json:"by_gpu"`
+	Explanation []string    `json:"explanation"`
+}
+
+// CostBreakdown splits the expected cost, USD.
+type CostBreakdown struct {
+	Compute        float64 `json:"compute"`
+	PreemptionLoss float64 `json:"preemption_loss"`
+	Restart        float64 `json:"restart"`
+	// Hedge is the cost of extra spot replicas kept so a zone's spot loss
+	// does not drop an inference service below min replicas.
+	Hedge float64 `json:"hedge"`
+}
+
+// Group is a set of identical instances in one place.
+type Group struct {
+	Cloud           pricing.Cloud        `json:"cloud"`
+	Region          string               `json:"region"`
+	Zone            string               `json:"zone"`
+	InstanceType    string               `json:"instance_type"`
+	GPU             pricing.GPUModel     `json:"gpu"`
+	GPUsPerInstance int                  `json:"gpus_per_instance"`
+	Instances       int                  `json:"instances"`
+	Capacity        pricing.CapacityType `json:"capacity"`
+	PricePerHour    float64              `json:"price_per_hour"`
+}
+
+// RunnerUp is the alternative that came closest, and why it lost.
+type RunnerUp struct {
+	Cloud         pricing.Cloud        `json:"cloud"`
+	Region        string               `json:"region"`
+	Zone          string               `json:"zone"`
+	InstanceType  string               `json:"instance_type"`
+	GPU           pricing.GPUModel     `json:"gpu"`
+	Capacity      pricing.CapacityType `json:"capacity"`
+	ExpectedCost  float64              `json:"expected_cost"`
+	ExpectedHours float64              `json:"expected_hours"`
+	// Constraint names what ruled it out ("deadline", "memory",
+	// "spot_policy", "quota", "budget", "no_finish", "cost").
+	Constraint string `json:"constraint"`
+	Reason     string `json:"reason"`
+}
+
+// GPUChoice is one GPU model's best option for a workload.
+type GPUChoice struct {
+	GPU pricing.GPUModel `json:"gpu"`
+	// Feasible is false when no offer of the model meets the workload.
+	Feasible     bool                 `json:"feasible"`
+	Capacity     pricing.CapacityType `json:"capacity,omitempty"`
+	Where        string               `json:"where,omitempty"`
+	ExpectedCost float64              `json:"expected_cost,omitempty"`
+	// CostPerUnit is USD per reference GPU-hour of work (jobs) or per
+	// replica-hour (inference).
+	CostPerUnit float64 `json:"cost_per_unit,omitempty"`
+	Reason      string  `json:"reason,omitempty"`
+}
+
+// Totals sum the placements.
+type Totals struct {
+	ExpectedCost     float64 `json:"expected_cost"`
+	OnDemandBaseline float64 `json:"on_demand_baseline"`
+	Savings          float64 `json:"savings"`
+	SavingsPercent   float64 `json:"savings_percent"`
+	GPUs             int     `json:"gpus"`
+}
+
+// Bound is the proof of how close the plan is to optimal.
+type Bound struct {
+	// LowerBound is a Lagrangian lower bound on the cost of any plan that
+	// meets the quotas and budgets: no plan can cost less.
+	LowerBound float64 `json:"lower_bound"`
+	// Gap is (expected cost − lower bound) ÷ lower bound, as a percentage.
+	GapPercent float64 `json:"gap_percent"`
+	Method     string  `json:"method"`
+}

@@ -1,0 +1,134 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// Defaults applied to fields a policy leaves out. docs/policy.md lists them.
+const (
+	// Version is the policy file format this package reads.
+	Version = 1
+	// DefaultHorizon is a month of 30 days: monthly budgets and inference
+	// costs are planned over it.
+	DefaultHorizon = 720 * time.Hour
+	// DefaultGPUCount is one GPU per instance (per replica).
+	DefaultGPUCount = 1
+	// DefaultReferenceGPU is the GPU that work sizes are measured on when
+	// the workload allows several models: A100-80GB hours are what most
+	// training estimates are quoted in. A workload that allows exactly one
+	// model is measured on that model instead.
+	DefaultReferenceGPU = pricing.A100_80
+	// DefaultRestartOverhead is the time a restart after preemption costs:
+	// provisioning a new VM, pulling the image, loading a checkpoint.
+	DefaultRestartOverhead = 10 * time.Minute
+	// DefaultSpot lets the optimizer use spot capacity where it is cheaper
+	// after expected preemption losses, for every kind of workload.
+	DefaultSpot = SpotPrefer
+	// DefaultTargetUtilization is the GPU utilisation inference autoscaling
+	// aims for, leaving headroom for bursts.
+	DefaultTargetUtilization = 0.7
+	// DefaultMinZones and DefaultMinClouds: no spreading required.
+	DefaultMinZones  = 1
+	DefaultMinClouds = 1
+	// MaxGPUsPerInstance is the most GPUs any cloud puts in one instance
+	// (GCP a2-megagpu-16g).
+	MaxGPUsPerInstance = 16
+)
+
+// DefaultRegions admits every region.
+var defaultRegions = []string{"*"}
+
+// SetDefaults fills in every field left at its zero value with its default,
+// for policies built in code. A zero that is meant (no restart overhead) must
+// be set after calling it. Parse applies the same defaults, but only to the
+// fields the file leaves out, so a written zero is kept and validated.
+func (p *Policy) SetDefaults() {
+	p.applyDefaults(func(scope, int, string) bool { return false })
+}
+
+type scope int
+
+const (
+	scopeTop scope = iota
+	scopeWorkload
+	scopeQuota
+	scopeBudget
+)
+
+// applyDefaults fills in unset fields. isSet says whether the file wrote a
+// field (always false for policies built in code, where zero means unset).
+func (p *Policy) applyDefaults(isSet func(s scope, i int, field string) bool) {
+	if len(p.Clouds) == 0 && !isSet(scopeTop, 0, "clouds") {
+		p.Clouds = pricing.Clouds()
+	}
+	if len(p.Regions) == 0 && !isSet(scopeTop, 0, "regions") {
+		p.Regions = append([]string(nil), defaultRegions...)
+	}
+	if p.Horizon == 0 && !isSet(scopeTop, 0, "horizon") {
+		p.Horizon = DefaultHorizon
+	}
+	for i := range p.Workloads {
+		w := &p.Workloads[i]
+		set := func(f string) bool { return isSet(scopeWorkload, i, f) }
+		if w.GPU.Count == 0 && !set("gpu.count") {
+			w.GPU.Count = DefaultGPUCount
+		}
+		if w.Spot == "" && !set("spot") {
+			w.Spot = DefaultSpot
+		}
+		switch w.Kind {
+		case Training, Batch:
+			if w.ReferenceGPU == "" && !set("work.reference_gpu") {
+				w.ReferenceGPU = DefaultReferenceGPU
+				if len(w.GPU.Models) == 1 && knownGPU(w.GPU.Models[0]) {
+					w.ReferenceGPU = w.GPU.Models[0]
+				}
+			}
+			// A written zero means "restarts are free"; only the file can
+			// say that, since in code zero is indistinguishable from unset.
+			if w.RestartOverhead == 0 && !set("restart_overhead") {
+				w.RestartOverhead = DefaultRestartOverhead
+			}
+		case Inference:
+			if w.RestartOverhead == 0 && !set("restart_overhead") {
+				w.RestartOverhead = DefaultRestartOverhead
+			}
+			if w.Replicas.Max == 0 && !set("replicas.max") {
+				w.Replicas.Max = w.Replicas.Min
+			}
+			if w.Replicas.TargetUtilization == 0 && !set("replicas.target_utilization") {
+				w.Replicas.TargetUtilization = DefaultTargetUtilization
+			}
+			if w.Spread.MinZones == 0 && !set("spread.min_zones") {
+				w.Spread.MinZones = DefaultMinZones
+			}
+			if w.Spread.MinClouds == 0 && !set("spread.min_clouds") {
+				w.Spread.MinClouds = DefaultMinClouds
+			}
+		}
+	}
+	for i := range p.Budgets {
+		b := &p.Budgets[i]
+		if b.Name == "" && !isSet(scopeBudget, i, "name") {
+			b.Name = defaultBudgetName(b)
+		}
+	}
+}
+
+// defaultBudgetName names a budget after what it covers.
+func defaultBudgetName(b *Budget) string {
+	switch {
+	case b.Workload != "":
+		return "workload:" + b.Workload
+	case b.Team != "":
+		return "team:" + b.Team
+	}
+	return "all"
+}
+
+func knownGPU(m pricing.GPUModel) bool {
+	_, ok := pricing.Spec(m)
+	return ok
+}

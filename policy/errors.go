@@ -1,0 +1,130 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// String formats a position as file:line:col, leaving out the parts that are
+// unknown (a policy built in code has no file or line).
+func (p Pos) String() string {
+	switch {
+	case p.Line > 0 && p.File != "":
+		return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+	case p.Line > 0:
+		return fmt.Sprintf("%d:%d", p.Line, p.Col)
+	default:
+		return p.File
+	}
+}
+
+// Error is one problem in a policy, at a position in its file.
+type Error struct {
+	Pos Pos
+	Msg string
+}
+
+// Error returns "file:line:col: message".
+func (e *Error) Error() string {
+	if p := e.Pos.String(); p != "" {
+		return p + ": " + e.Msg
+	}
+	return e.Msg
+}
+
+// ErrorList is every problem found in a policy, sorted by position. Parse and
+// Validate return it (as error) so a user can fix a file in one pass.
+type ErrorList []*Error
+
+// Error returns the errors one per line.
+func (l ErrorList) Error() string {
+	var b strings.Builder
+	for i, e := range l {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Err returns nil for an empty list and the sorted list otherwise; returning
+// a nil ErrorList as error would make a non-nil interface.
+func (l ErrorList) Err() error {
+	if len(l) == 0 {
+		return nil
+	}
+	l.sort()
+	return l
+}
+
+func (l ErrorList) sort() {
+	sort.SliceStable(l, func(i, j int) bool {
+		a, b := l[i].Pos, l[j].Pos
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+}
+
+// suggest returns the candidate closest to s when it is close enough to be a
+// likely typo, or "".
+func suggest(s string, candidates []string) string {
+	best, bestD := "", 1<<30
+	ls := strings.ToLower(s)
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		// Doubled so that a candidate the name is a prefix of wins a tie
+		// ("H10" is one edit from both A10 and H100; it is short for H100).
+		d := 2 * editDistance(ls, lc)
+		if strings.HasPrefix(lc, ls) {
+			d--
+		}
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if (bestD+1)/2 <= max(1, min(2, len(s)/3)) {
+		return best
+	}
+	return ""
+}
+
+// didYouMean formats a suggestion as a message suffix.
+func didYouMean(s string, candidates []string) string {
+	if m := suggest(s, candidates); m != "" {
+		return fmt.Sprintf("; did you mean %q?", m)
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	// Optimal string alignment distance: edits plus adjacent swaps.
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			// A swap of two neighbours ("gpc" for "gcp") is one typo.
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
