@@ -14,8 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -34,7 +32,8 @@ type Refresher func(ctx context.Context, current *pricing.Catalog) (*pricing.Cat
 type Config struct {
 	// PolicyPath is the policy file (-f); its bytes are handed to Plan.
 	PolicyPath string
-	// DSN is a SQLite path or a postgres:// DSN; default DefaultDBPath().
+	// DSN is a SQLite path or a postgres:// DSN; "" is the default SQLite
+	// file in the user's data directory (see store.ParseDSN).
 	DSN string
 	// Listen is the address to listen on; default 127.0.0.1:8080.
 	Listen string
@@ -50,10 +49,14 @@ type Config struct {
 	LeaseTTL   time.Duration
 	LeaseRenew time.Duration
 	// RefreshSchedule and ReplanSchedule are cron specs (defaults
-	// "@every 6h" and "@every 15m"). An empty Refresh disables refreshes.
+	// "@every 6h" and "@every 15m").
 	RefreshSchedule string
 	ReplanSchedule  string
-	Refresh         Refresher
+	// Refresh updates the catalog; nil takes the prices last saved in the
+	// store (by `gpubroker catalog refresh` or another refresher).
+	Refresh Refresher
+	// NoRefresh turns the refresh job off.
+	NoRefresh bool
 	// Plan computes plans; nil disables the plan and budget routes.
 	Plan PlanFunc
 	// ExtraJobs run on the leader too (tests count runs with these).
@@ -74,13 +77,6 @@ func (c *Config) defaults() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.DSN == "" {
-		p, err := DefaultDBPath()
-		if err != nil {
-			return err
-		}
-		c.DSN = p
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
@@ -112,31 +108,11 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// DefaultDBPath is the SQLite file in the user's data directory:
-// $XDG_DATA_HOME/gpubroker/broker.db, ~/.local/share/gpubroker/broker.db, or
-// ~/Library/Application Support/gpubroker/broker.db on macOS.
-func DefaultDBPath() (string, error) {
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "gpubroker", "broker.db"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("finding the data directory: %w; pass --db", err)
-	}
-	if runtime.GOOS == "darwin" {
-		return filepath.Join(home, "Library", "Application Support", "gpubroker", "broker.db"), nil
-	}
-	if runtime.GOOS == "windows" {
-		if d := os.Getenv("LocalAppData"); d != "" {
-			return filepath.Join(d, "gpubroker", "broker.db"), nil
-		}
-	}
-	return filepath.Join(home, ".local", "share", "gpubroker", "broker.db"), nil
-}
-
 // catalogHolder swaps the catalog atomically: readers never see a
 // half-applied refresh.
-type catalogHolder struct{ p atomic.Pointer[pricing.Catalog] }
+type catalogHolder struct {
+	p atomic.Pointer[pricing.Catalog]
+}
 
 func (h *catalogHolder) Load() *pricing.Catalog   { return h.p.Load() }
 func (h *catalogHolder) Store(c *pricing.Catalog) { h.p.Store(c) }
@@ -154,22 +130,19 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	db, err := store.OpenBrokerDB(cfg.DSN)
+	st, err := store.Open(ctx, cfg.DSN, log)
 	if err != nil {
-		return err
-	}
-	broker, err := store.NewBroker(ctx, db)
-	if err != nil {
-		if sqlDB, e := db.DB(); e == nil {
-			_ = sqlDB.Close()
-		}
 		return err
 	}
 	defer func() {
-		if err := broker.Close(); err != nil {
+		if err := st.Close(); err != nil {
 			log.Warn("closing store", "err", err)
 		}
 	}()
+	broker, err := st.Broker(ctx)
+	if err != nil {
+		return err
+	}
 	if err := firstAdminToken(ctx, broker, cfg.Out, cfg.Now()); err != nil {
 		return err
 	}
@@ -211,7 +184,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Now: cfg.Now, Log: log, OnChange: metrics.SetLeader, Release: true}
 
 	jobs := append([]Job(nil), cfg.ExtraJobs...)
-	if cfg.Refresh != nil {
+	if cfg.Refresh == nil {
+		cfg.Refresh = storeRefresher(st)
+	}
+	if !cfg.NoRefresh {
 		jobs = append(jobs, Job{Name: "refresh", Schedule: cfg.RefreshSchedule, Run: func(ctx context.Context) error {
 			next, err := cfg.Refresh(ctx, cat.Load())
 			if err != nil {
@@ -248,8 +224,8 @@ func Run(ctx context.Context, cfg Config) error {
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	fmt.Fprintf(cfg.Out, "gpubroker serve: listening on http://%s (store: %s, replica %s)\n", ln.Addr(), broker.Dialect(), cfg.ReplicaID)
-	log.Info("broker started", "addr", ln.Addr().String(), "store", broker.Dialect(), "replica", cfg.ReplicaID,
+	fmt.Fprintf(cfg.Out, "gpubroker serve: listening on http://%s (store: %s %s, replica %s)\n", ln.Addr(), st.Dialect(), st.Where(), cfg.ReplicaID)
+	log.Info("broker started", "addr", ln.Addr().String(), "store", st.Dialect(), "db", st.Where(), "replica", cfg.ReplicaID,
 		"catalog", snap.Source, "offers", snap.Len())
 	if cfg.Started != nil {
 		cfg.Started <- ln.Addr()
@@ -317,4 +293,20 @@ func firstAdminToken(ctx context.Context, b *store.Broker, out io.Writer, now ti
 		fmt.Fprintf(out, "gpubroker serve: created the admin token (shown only now; store it safely):\n  %s\n", tok)
 	}
 	return nil
+}
+
+// storeRefresher merges the offers saved in the store into the catalog. An
+// empty store is an error, so the snapshot stays in use until real prices
+// arrive.
+func storeRefresher(st *store.Store) Refresher {
+	return func(ctx context.Context, cur *pricing.Catalog) (*pricing.Catalog, error) {
+		saved, err := st.Catalog(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if saved.Len() == 0 {
+			return nil, errors.New("the store holds no refreshed prices yet; keeping the current catalog")
+		}
+		return cur.Merge(saved.Offers(), saved.GeneratedAt, "store: "+saved.Source), nil
+	}
 }

@@ -16,6 +16,7 @@ const (
 	codeForbidden    = "forbidden"
 	codeNotFound     = "not_found"
 	codeConflict     = "conflict"
+	codeInfeasible   = "infeasible"
 	codeTooLarge     = "request_too_large"
 	codeMethod       = "method_not_allowed"
 	codeUnavailable  = "unavailable"

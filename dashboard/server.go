@@ -56,7 +56,9 @@ type Planner interface {
 // Sentinel errors a Planner returns.
 var (
 	ErrInvalidInput = errors.New("invalid input")
-	ErrNoPolicy     = errors.New("no policy loaded")
+	// ErrInfeasible: the policy is valid but cannot be placed (422).
+	ErrInfeasible = errors.New("infeasible")
+	ErrNoPolicy   = errors.New("no policy loaded")
 )
 
 // Config wires a Server.
@@ -192,6 +194,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, br.msg)
 	case errors.Is(err, ErrInvalidInput):
 		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error())
+	case errors.Is(err, ErrInfeasible):
+		writeError(w, http.StatusUnprocessableEntity, codeInfeasible, err.Error())
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, ErrNoPolicy):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
 	case errors.Is(err, store.ErrConflict):

@@ -230,8 +230,20 @@ type Broker struct {
 	db *gorm.DB
 }
 
-// NewBroker migrates the broker tables on db and returns the store.
-func NewBroker(ctx context.Context, db *gorm.DB) (*Broker, error) {
+// Broker migrates the broker daemon's tables and returns their store,
+// sharing this Store's connection pool. On SQLite the pool is narrowed to
+// one connection: writers then queue in Go instead of sleeping in SQLite's
+// busy handler, which keeps heartbeat latency flat under load.
+func (s *Store) Broker(ctx context.Context) (*Broker, error) {
+	if s.dialect == SQLite {
+		if sqlDB, err := s.db.DB(); err == nil {
+			sqlDB.SetMaxOpenConns(1)
+		}
+	}
+	return newBroker(ctx, s.db)
+}
+
+func newBroker(ctx context.Context, db *gorm.DB) (*Broker, error) {
 	err := db.WithContext(ctx).AutoMigrate(&workloadRow{}, &instanceRow{}, &eventRow{},
 		&benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{})
 	if err != nil {
@@ -250,15 +262,6 @@ func (b *Broker) Ping(ctx context.Context) error {
 		return err
 	}
 	return sqlDB.PingContext(ctx)
-}
-
-// Close closes the database connection pool.
-func (b *Broker) Close() error {
-	sqlDB, err := b.db.DB()
-	if err != nil {
-		return err
-	}
-	return sqlDB.Close()
 }
 
 func isUniqueViolation(err error) bool {
