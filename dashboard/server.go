@@ -90,6 +90,7 @@ type Server struct {
 	ready    func(ctx context.Context) error
 	maxBody  int64
 	mux      *http.ServeMux
+	patterns []string
 	beats    *heartbeatBatcher
 	handlers http.Handler
 }
@@ -117,6 +118,10 @@ func New(cfg Config) *Server {
 	s.handlers = http.HandlerFunc(s.serve)
 	return s
 }
+
+// Routes lists the route patterns served (besides /metrics), so tests can
+// check that each one is covered.
+func (s *Server) Routes() []string { return append([]string(nil), s.patterns...) }
 
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler { return s.handlers }
@@ -149,6 +154,7 @@ func (s *Server) routes() {
 
 // handle registers h for pattern behind auth and the latency histogram.
 func (s *Server) handle(pattern string, a access, h http.HandlerFunc) {
+	s.patterns = append(s.patterns, pattern)
 	s.mux.Handle(pattern, s.metrics.instrument(pattern, s.authorize(a, h)))
 }
 
