@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,14 @@ type Job struct {
 	// ("@hourly", "@every 10m").
 	Schedule string
 	Run      func(ctx context.Context) error
+}
+
+type slotKey struct{}
+
+// JobSlot returns the scheduled time of the run a job's context belongs to.
+func JobSlot(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(slotKey{}).(time.Time)
+	return t, ok
 }
 
 // JobStore records job runs; *store.Broker implements it.
@@ -63,12 +72,17 @@ type alignedEvery struct{ d time.Duration }
 func (a alignedEvery) Next(t time.Time) time.Time { return t.Truncate(a.d).Add(a.d) }
 
 func parseSchedule(spec string) (slotSchedule, error) {
+	// "@every" is parsed here: robfig rounds it up to whole seconds.
+	if rest, ok := strings.CutPrefix(spec, "@every "); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		if err != nil || d < 10*time.Millisecond {
+			return nil, fmt.Errorf("schedule %q: want @every with a duration of at least 10ms, like \"@every 10m\"", spec)
+		}
+		return alignedEvery{d: d}, nil
+	}
 	s, err := cron.ParseStandard(spec)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %q: %w; use a cron expression like \"*/15 * * * *\" or \"@every 10m\"", spec, err)
-	}
-	if c, ok := s.(cron.ConstantDelaySchedule); ok {
-		return alignedEvery{d: c.Delay}, nil
 	}
 	return s, nil
 }
@@ -154,7 +168,7 @@ func (s *Scheduler) runSlot(hard context.Context, j Job, slot time.Time) {
 		s.Metrics.JobRan(j.Name, "skipped", 0)
 		return
 	}
-	jctx, cancel := context.WithCancel(hard)
+	jctx, cancel := context.WithCancel(context.WithValue(hard, slotKey{}, slot))
 	go func() {
 		select {
 		case <-lost:

@@ -264,6 +264,22 @@ func (b *Broker) Ping(ctx context.Context) error {
 	return sqlDB.PingContext(ctx)
 }
 
+// CheckIntegrity runs SQLite's integrity check (PostgreSQL needs none: it
+// never commits a torn page) and fails on any problem it reports.
+func (b *Broker) CheckIntegrity(ctx context.Context) error {
+	if b.db.Name() != "sqlite" {
+		return nil
+	}
+	var res []string
+	if err := b.db.WithContext(ctx).Raw("PRAGMA integrity_check").Scan(&res).Error; err != nil {
+		return fmt.Errorf("integrity check: %w", err)
+	}
+	if len(res) != 1 || res[0] != "ok" {
+		return fmt.Errorf("integrity check: %s", strings.Join(res, "; "))
+	}
+	return nil
+}
+
 func isUniqueViolation(err error) bool {
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return true
