@@ -243,4 +243,3 @@ func scanAddr(r io.Reader, lines chan<- string) {
 	close(lines)
 }
 
-var _ = fmt.Sprintf
