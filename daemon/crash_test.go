@@ -231,4 +231,3 @@ func TestCrashSafety(t *testing.T) {
 		})
 	}
 }
-

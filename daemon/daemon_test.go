@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -242,4 +241,3 @@ func scanAddr(r io.Reader, lines chan<- string) {
 	}
 	close(lines)
 }
-
