@@ -99,6 +99,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.tokens.dropSubject(inst.ID)
 	s.metrics.EventRecorded("registered")
 	s.log.InfoContext(r.Context(), "agent registered", "instance", b.InstanceID, "cloud", b.Cloud, "region", b.Region)
 	writeJSON(w, http.StatusCreated, registerResponse{AgentID: inst.ID, Token: token,

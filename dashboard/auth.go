@@ -10,6 +10,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -61,6 +63,9 @@ func (s *Server) authenticate(r *http.Request) (principal, int, string) {
 		return principal{}, http.StatusUnauthorized, "Authorization header must be \"Bearer <token>\""
 	}
 	hash := HashToken(strings.TrimSpace(tok))
+	if p, ok := s.tokens.get(hash, s.now()); ok {
+		return p, 0, ""
+	}
 	rec, err := s.store.LookupToken(r.Context(), hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return principal{}, http.StatusUnauthorized, "invalid token"
@@ -75,7 +80,59 @@ func (s *Server) authenticate(r *http.Request) (principal, int, string) {
 	if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(hash)) != 1 {
 		return principal{}, http.StatusUnauthorized, "invalid token"
 	}
-	return principal{kind: rec.Kind, subject: rec.Subject}, 0, ""
+	p := principal{kind: rec.Kind, subject: rec.Subject}
+	s.tokens.put(hash, p, s.now())
+	return p, 0, ""
+}
+
+// tokenCache remembers recently verified tokens for a short time, so a
+// heartbeat costs one database write and no read. Only successful lookups
+// are cached (random bad tokens cannot fill it). A token rotated by a
+// re-register on this replica is dropped at once; on other replicas it
+// stays valid for at most tokenCacheTTL.
+type tokenCache struct {
+	mu sync.Mutex
+	m  map[string]cachedPrincipal
+}
+
+type cachedPrincipal struct {
+	p       principal
+	expires time.Time
+}
+
+const (
+	tokenCacheTTL  = 10 * time.Second
+	tokenCacheSize = 200_000
+)
+
+func (c *tokenCache) get(hash string, now time.Time) (principal, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[hash]
+	if !ok || now.After(e.expires) {
+		return principal{}, false
+	}
+	return e.p, true
+}
+
+func (c *tokenCache) put(hash string, p principal, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= tokenCacheSize {
+		c.m = make(map[string]cachedPrincipal)
+	}
+	c.m[hash] = cachedPrincipal{p: p, expires: now.Add(tokenCacheTTL)}
+}
+
+// dropSubject forgets every cached agent token of one instance.
+func (c *tokenCache) dropSubject(subject string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, e := range c.m {
+		if e.p.kind == store.TokenAgent && e.p.subject == subject {
+			delete(c.m, h)
+		}
+	}
 }
 
 // access says who may call a route.

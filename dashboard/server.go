@@ -92,6 +92,7 @@ type Server struct {
 	mux      *http.ServeMux
 	patterns []string
 	beats    *heartbeatBatcher
+	tokens   tokenCache
 	handlers http.Handler
 }
 
