@@ -89,7 +89,8 @@ func (s *Server) authenticate(r *http.Request) (principal, int, string) {
 // heartbeat costs one database write and no read. Only successful lookups
 // are cached (random bad tokens cannot fill it). A token rotated by a
 // re-register on this replica is dropped at once; on other replicas it
-// stays valid for at most tokenCacheTTL.
+// stays valid for at most tokenCacheTTL (longer than the heartbeat
+// interval, so steady heartbeats hit the cache).
 type tokenCache struct {
 	mu sync.Mutex
 	m  map[string]cachedPrincipal
@@ -101,7 +102,7 @@ type cachedPrincipal struct {
 }
 
 const (
-	tokenCacheTTL  = 10 * time.Second
+	tokenCacheTTL  = time.Minute
 	tokenCacheSize = 200_000
 )
 

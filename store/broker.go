@@ -435,17 +435,70 @@ func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHa
 
 // Heartbeats applies heartbeats in one transaction (group commit). It
 // returns, per update, ErrNotFound for an unknown instance or nil.
+//
+// It is the hottest write path (every agent, every 10 s), so the whole
+// batch is one UPDATE ... FROM (VALUES ...) statement: one parse and one
+// round trip per batch instead of one per heartbeat. Later heartbeats of an
+// instance in the same batch win.
 func (b *Broker) Heartbeats(ctx context.Context, ups []HeartbeatUpdate) ([]error, error) {
 	errs := make([]error, len(ups))
+	last := make(map[string]int, len(ups))
+	for i, u := range ups {
+		last[u.Instance] = i
+	}
+	pg := b.db.Name() == "postgres"
+	var q strings.Builder
+	args := make([]any, 0, 5*len(last))
+	if pg {
+		q.WriteString("UPDATE broker_instances AS i SET last_heartbeat = v.at, load1 = v.load1, utilization = v.util, telemetry = v.tele FROM (VALUES ")
+	} else {
+		q.WriteString("UPDATE broker_instances SET last_heartbeat = v.column2, load1 = v.column3, utilization = v.column4, telemetry = v.column5 FROM (VALUES ")
+	}
+	n := 0
+	for i, u := range ups {
+		if last[u.Instance] != i {
+			continue
+		}
+		if n > 0 {
+			q.WriteString(", ")
+		}
+		if pg {
+			k := 5 * n
+			fmt.Fprintf(&q, "($%d::text, $%d::timestamptz, $%d::float8, $%d::float8, $%d::text)", k+1, k+2, k+3, k+4, k+5)
+		} else {
+			q.WriteString("(?, ?, ?, ?, ?)")
+		}
+		args = append(args, u.Instance, u.At, u.Load1, u.Utilization, string(u.Telemetry))
+		n++
+	}
+	if pg {
+		q.WriteString(") AS v(id, at, load1, util, tele) WHERE i.id = v.id")
+	} else {
+		q.WriteString(") AS v WHERE broker_instances.id = v.column1")
+	}
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec(q.String(), args...)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == int64(n) {
+			return nil
+		}
+		// Some instance is unknown (rare): find which.
+		ids := make([]string, 0, len(last))
+		for id := range last {
+			ids = append(ids, id)
+		}
+		var found []string
+		if err := tx.Model(&instanceRow{}).Where("id IN ?", ids).Pluck("id", &found).Error; err != nil {
+			return err
+		}
+		known := make(map[string]bool, len(found))
+		for _, id := range found {
+			known[id] = true
+		}
 		for i, u := range ups {
-			res := tx.Model(&instanceRow{}).Where("id = ?", u.Instance).Updates(map[string]any{
-				"last_heartbeat": u.At, "load1": u.Load1, "utilization": u.Utilization, "telemetry": string(u.Telemetry),
-			})
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
+			if !known[u.Instance] {
 				errs[i] = fmt.Errorf("instance %q: %w", u.Instance, ErrNotFound)
 			}
 		}

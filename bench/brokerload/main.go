@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,7 @@ func run() error {
 	interval := flag.Duration("interval", 10*time.Second, "heartbeat interval per agent")
 	duration := flag.Duration("duration", 30*time.Second, "measured time")
 	conns := flag.Int("conns", 256, "HTTP keep-alive connections (agents share them)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured phase to this file")
 	flag.Parse()
 
 	ctx := context.Background()
@@ -128,6 +130,16 @@ func run() error {
 	lat := make([]time.Duration, 0, int(float64(*agents)*duration.Seconds()/interval.Seconds())+*agents)
 	var errs atomic.Int64
 	var firstErr atomic.Value
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	t0 := time.Now()
 	end := t0.Add(*duration)
 	for i := range *agents {
