@@ -100,6 +100,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.tokens.dropSubject(inst.ID)
+	s.tokens.put(hash, principal{kind: store.TokenAgent, subject: inst.ID}, s.now())
 	s.metrics.EventRecorded("registered")
 	s.log.InfoContext(r.Context(), "agent registered", "instance", b.InstanceID, "cloud", b.Cloud, "region", b.Region)
 	writeJSON(w, http.StatusCreated, registerResponse{AgentID: inst.ID, Token: token,
