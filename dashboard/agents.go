@@ -2,9 +2,12 @@ package dashboard
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"path"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpubroker/gpubroker/pricing"
@@ -17,8 +20,13 @@ const HeartbeatInterval = 10 * time.Second
 func pathMatchCheck(pattern string) (bool, error) { return path.Match(pattern, "") }
 
 type registerBody struct {
-	InstanceID   string `json:"instance_id"`
-	Cloud        string `json:"cloud"`
+	// The agent's own fields (docs/agent.md).
+	Hostname     string          `json:"hostname"`
+	Cloud        string          `json:"cloud"`
+	InstanceID   string          `json:"instance_id"`
+	AgentVersion string          `json:"agent_version"`
+	GPUs         json.RawMessage `json:"gpus"`
+	// Optional placement details that tools (or a future agent) may send.
 	Region       string `json:"region"`
 	Zone         string `json:"zone"`
 	InstanceType string `json:"instance_type"`
@@ -31,14 +39,72 @@ type registerBody struct {
 type registerResponse struct {
 	AgentID string `json:"agent_id"`
 	// Token is shown once; the broker keeps only its hash.
-	Token                string               `json:"token"`
-	HeartbeatIntervalSec int                  `json:"heartbeat_interval_s"`
-	Instance             store.InstanceRecord `json:"instance"`
+	Token                    string               `json:"token"`
+	HeartbeatIntervalSeconds int                  `json:"heartbeat_interval_seconds"`
+	Instance                 store.InstanceRecord `json:"instance"`
+}
+
+// gpuStat is the part of an agent's per-GPU telemetry the broker reads;
+// other fields are kept as sent.
+type gpuStat struct {
+	Index          *int     `json:"index"`
+	Name           string   `json:"name"`
+	Model          string   `json:"model"`
+	MemoryTotalMiB *float64 `json:"memory_total_mib"`
+	MemoryUsedMiB  *float64 `json:"memory_used_mib"`
+	UtilGPUPct     *float64 `json:"util_gpu_pct"`
+	TempC          *float64 `json:"temperature_c"`
+	PowerW         *float64 `json:"power_w"`
+}
+
+// parseGPUs reads a telemetry array leniently (new telemetry fields must
+// not break old brokers) but checks the figures it uses.
+func parseGPUs(raw json.RawMessage) ([]gpuStat, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var gs []gpuStat
+	if err := json.Unmarshal(raw, &gs); err != nil {
+		return nil, badf("gpus must be an array of GPU objects: %v", err)
+	}
+	if len(gs) > 64 {
+		return nil, badf("gpus has %d entries; at most 64", len(gs))
+	}
+	for i, g := range gs {
+		if g.Index == nil || *g.Index < 0 || *g.Index > 63 {
+			return nil, badf("gpus[%d].index is missing or outside 0..63", i)
+		}
+		for _, f := range []struct {
+			name string
+			v    *float64
+			max  float64
+		}{{"util_gpu_pct", g.UtilGPUPct, 100}, {"memory_used_mib", g.MemoryUsedMiB, 1 << 24},
+			{"memory_total_mib", g.MemoryTotalMiB, 1 << 24}, {"temperature_c", g.TempC, 200}, {"power_w", g.PowerW, 1e5}} {
+			if f.v != nil && (math.IsNaN(*f.v) || *f.v < 0 || *f.v > f.max) {
+				return nil, badf("gpus[%d].%s is %v; it must be between 0 and %v", i, f.name, *f.v, f.max)
+			}
+		}
+	}
+	return gs, nil
 }
 
 func (b *registerBody) validate() error {
+	if b.InstanceID == "" {
+		// Without an instance id (no metadata service), the host name is the
+		// stable identity, so a re-registration maps to the same instance.
+		b.InstanceID = b.Hostname
+	}
+	if b.InstanceID == "" {
+		return badf("instance_id and hostname are both empty; send at least one")
+	}
 	if !instanceIDRE.MatchString(b.InstanceID) {
-		return badf("instance_id %q is not valid; send the cloud's instance id (1-255 letters, digits, '.', '_', ':', '/', '@', '-')", b.InstanceID)
+		return badf("instance_id %q is not valid; send the cloud's instance id (1-255 letters, digits, '.', '_', ':', '@', '-')", b.InstanceID)
+	}
+	if len(b.Hostname) > 255 {
+		return badf("hostname is longer than 255 bytes")
+	}
+	if err := checkLabel("agent_version", b.AgentVersion); err != nil {
+		return err
 	}
 	c, err := pricing.ParseCloud(b.Cloud)
 	if err != nil {
@@ -50,11 +116,17 @@ func (b *registerBody) validate() error {
 			return err
 		}
 	}
-	if b.Region == "" {
-		return badf("region is missing")
+	gs, err := parseGPUs(b.GPUs)
+	if err != nil {
+		return err
 	}
-	if b.InstanceType == "" {
-		return badf("instance_type is missing")
+	if b.GPU == "" && len(gs) > 0 {
+		if m, ok := pricing.ParseGPUModel(gs[0].Model); ok {
+			b.GPU = string(m)
+		}
+		if b.GPUCount == 0 {
+			b.GPUCount = len(gs)
+		}
 	}
 	if b.GPU != "" {
 		m, ok := pricing.ParseGPUModel(b.GPU)
@@ -92,9 +164,9 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	inst, err := s.store.RegisterAgent(r.Context(), store.InstanceRecord{ID: b.InstanceID, Cloud: b.Cloud, Region: b.Region,
-		Zone: b.Zone, InstanceType: b.InstanceType, GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity,
-		Workload: b.Workload}, hash, s.now().UTC())
+	inst, err := s.store.RegisterAgent(r.Context(), store.InstanceRecord{ID: b.InstanceID, Hostname: b.Hostname,
+		AgentVersion: b.AgentVersion, Cloud: b.Cloud, Region: b.Region, Zone: b.Zone, InstanceType: b.InstanceType,
+		GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity, Workload: b.Workload}, hash, s.now().UTC())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -102,56 +174,58 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 	s.tokens.dropSubject(inst.ID)
 	s.tokens.put(hash, principal{kind: store.TokenAgent, subject: inst.ID}, s.now())
 	s.metrics.EventRecorded("registered")
-	s.log.InfoContext(r.Context(), "agent registered", "instance", b.InstanceID, "cloud", b.Cloud, "region", b.Region)
+	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion)
 	writeJSON(w, http.StatusCreated, registerResponse{AgentID: inst.ID, Token: token,
-		HeartbeatIntervalSec: int(HeartbeatInterval / time.Second), Instance: inst})
-}
-
-// GPUTelemetry is one GPU's figures in a heartbeat.
-type GPUTelemetry struct {
-	Index          int     `json:"index"`
-	Utilization    float64 `json:"utilization"`
-	MemoryUsedMiB  float64 `json:"memory_used_mib"`
-	MemoryTotalMiB float64 `json:"memory_total_mib"`
-	TemperatureC   float64 `json:"temperature_c"`
-	PowerW         float64 `json:"power_w"`
+		HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second), Instance: inst})
 }
 
 type heartbeatBody struct {
-	SentAt time.Time `json:"sent_at"`
-	Load1  float64   `json:"load1"`
-	// Utilization is the mean GPU utilisation (0..1); computed from GPUs
-	// when absent.
-	Utilization *float64       `json:"gpu_utilization"`
-	GPUs        []GPUTelemetry `json:"gpus"`
+	Time       time.Time       `json:"time"`
+	Cloud      string          `json:"cloud"`
+	GPUs       json.RawMessage `json:"gpus"`
+	GPUError   string          `json:"gpu_error"`
+	SpoolDepth int             `json:"spool_depth"`
+	Draining   bool            `json:"draining"`
+	// Load1 is the host's one-minute load average (optional).
+	Load1 float64 `json:"load1"`
+	// Utilization is the mean GPU utilisation (0..1); computed from the
+	// GPUs' util_gpu_pct when absent.
+	Utilization *float64 `json:"gpu_utilization"`
+}
+
+// heartbeatResponse is what the agent reads back.
+type heartbeatResponse struct {
+	BenchmarkRequested       bool `json:"benchmark_requested"`
+	HeartbeatIntervalSeconds int  `json:"heartbeat_interval_seconds"`
 }
 
 func (b *heartbeatBody) validate() error {
 	if err := finite("load1", b.Load1, 0, 1e4); err != nil {
 		return err
 	}
-	if len(b.GPUs) > 64 {
-		return badf("gpus has %d entries; at most 64", len(b.GPUs))
+	if b.SpoolDepth < 0 {
+		return badf("spool_depth %d must not be negative", b.SpoolDepth)
 	}
-	sum := 0.0
-	for i, g := range b.GPUs {
-		for _, f := range []struct {
-			name   string
-			v, max float64
-		}{{"utilization", g.Utilization, 1}, {"memory_used_mib", g.MemoryUsedMiB, 1 << 24},
-			{"memory_total_mib", g.MemoryTotalMiB, 1 << 24}, {"temperature_c", g.TemperatureC, 200}, {"power_w", g.PowerW, 1e5}} {
-			if math.IsNaN(f.v) || f.v < 0 || f.v > f.max {
-				return badf("gpus[%d].%s is %v; it must be between 0 and %v", i, f.name, f.v, f.max)
-			}
-		}
-		sum += g.Utilization
+	if len(b.GPUError) > 1024 {
+		return badf("gpu_error is %d bytes; at most 1024", len(b.GPUError))
+	}
+	gs, err := parseGPUs(b.GPUs)
+	if err != nil {
+		return err
 	}
 	if b.Utilization != nil {
 		return finite("gpu_utilization", *b.Utilization, 0, 1)
 	}
+	sum, n := 0.0, 0
+	for _, g := range gs {
+		if g.UtilGPUPct != nil {
+			sum += *g.UtilGPUPct / 100
+			n++
+		}
+	}
 	u := 0.0
-	if len(b.GPUs) > 0 {
-		u = sum / float64(len(b.GPUs))
+	if n > 0 {
+		u = sum / float64(n)
 	}
 	b.Utilization = &u
 	return nil
@@ -169,12 +243,8 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var tele json.RawMessage
-	if len(b.GPUs) > 0 {
-		var err error
-		if tele, err = json.Marshal(b.GPUs); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	if len(b.GPUs) > 0 && string(b.GPUs) != "null" {
+		tele = b.GPUs
 	}
 	// The broker's clock, not the agent's, dates the heartbeat: VM clocks
 	// drift and staleness is judged here.
@@ -184,154 +254,248 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "heartbeat_interval_s": int(HeartbeatInterval / time.Second)})
+	writeJSON(w, http.StatusOK, heartbeatResponse{HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second)})
+}
+
+// idemKey reads the Idempotency-Key header. Keys are scoped by endpoint
+// (the agent uses a notice's id for both its notice and its drain report),
+// so the stored key is "endpoint:key".
+func idemKey(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if len(k) > 200 {
+		return "", badf("Idempotency-Key is %d bytes; at most 200", len(k))
+	}
+	return k, nil
+}
+
+func scoped(endpoint, key string) string {
+	if key == "" {
+		return ""
+	}
+	return endpoint + ":" + key
+}
+
+type benchGPU struct {
+	Index            int             `json:"index"`
+	Name             string          `json:"name"`
+	Model            string          `json:"model"`
+	DType            string          `json:"dtype"`
+	TFLOPS           float64         `json:"tflops"`
+	BandwidthGBs     float64         `json:"bandwidth_gbs"`
+	MatrixN          int             `json:"matrix_n"`
+	Iterations       int             `json:"iterations"`
+	SpecTFLOPS       float64         `json:"spec_tflops"`
+	SpecBandwidthGBs float64         `json:"spec_bandwidth_gbs"`
+	TFLOPSRatio      float64         `json:"tflops_ratio"`
+	BandwidthRatio   float64         `json:"bandwidth_ratio"`
+	BelowSpec        bool            `json:"below_spec"`
+	Extra            json.RawMessage `json:"extra"`
 }
 
 type benchmarkBody struct {
-	GPU            string  `json:"gpu"`
-	InstanceType   string  `json:"instance_type"`
-	TFLOPS         float64 `json:"tflops"`
-	MemBandwidthGB float64 `json:"mem_bandwidth_gbps"`
+	Time               time.Time  `json:"time"`
+	Method             string     `json:"method"`
+	DurationS          float64    `json:"duration_s"`
+	BelowSpecThreshold float64    `json:"below_spec_threshold"`
+	InstanceType       string     `json:"instance_type"`
+	GPUs               []benchGPU `json:"gpus"`
+}
+
+// accepted is the answer to a report (202, also for a repeated delivery).
+type accepted struct {
+	Status    string            `json:"status"`
+	Duplicate bool              `json:"duplicate"`
+	Event     store.EventRecord `json:"event"`
 }
 
 func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	key, err := idemKey(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	var b benchmarkBody
 	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	m, ok := pricing.ParseGPUModel(b.GPU)
-	if !ok {
-		s.fail(w, r, badf("gpu %q is not a known GPU model", b.GPU))
-		return
-	}
-	if err := finite("tflops", b.TFLOPS, 0.001, 1e5); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := finite("mem_bandwidth_gbps", b.MemBandwidthGB, 0, 1e6); err != nil {
-		s.fail(w, r, err)
+	if len(b.GPUs) == 0 || len(b.GPUs) > 64 {
+		s.fail(w, r, badf("gpus must hold 1 to 64 results, not %d", len(b.GPUs)))
 		return
 	}
 	if err := checkLabel("instance_type", b.InstanceType); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	inst, err := s.store.GetInstance(r.Context(), id)
+	now := s.now().UTC()
+	var recs []store.BenchmarkRecord
+	for i, g := range b.GPUs {
+		m, ok := pricing.ParseGPUModel(g.Model)
+		if !ok {
+			m, ok = modelFromDeviceName(g.Name)
+		}
+		if !ok {
+			s.fail(w, r, badf("gpus[%d]: model %q / name %q is not a known GPU model", i, g.Model, g.Name))
+			return
+		}
+		if err := finite(fmt.Sprintf("gpus[%d].tflops", i), g.TFLOPS, 0.001, 1e5); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := finite(fmt.Sprintf("gpus[%d].bandwidth_gbs", i), g.BandwidthGBs, 0, 1e6); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		recs = append(recs, store.BenchmarkRecord{Instance: id, InstanceType: b.InstanceType, GPU: string(m),
+			TFLOPS: g.TFLOPS, MemBandwidthGB: g.BandwidthGBs, At: now})
+	}
+	data, _ := json.Marshal(b)
+	s.report(w, r, store.Report{Event: store.EventRecord{At: now, Kind: "benchmark", Instance: id,
+		Message: fmt.Sprintf("benchmark of %d GPU(s): %.1f TFLOPS on GPU %d", len(recs), b.GPUs[0].TFLOPS, b.GPUs[0].Index),
+		Data:    data, IdempotencyKey: scoped("benchmarks", key)}, Benchmarks: recs})
+}
+
+func (s *Server) report(w http.ResponseWriter, r *http.Request, rep store.Report) {
+	ev, dup, err := s.store.RecordReport(r.Context(), rep)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if b.InstanceType == "" {
-		b.InstanceType = inst.InstanceType
+	if !dup {
+		s.metrics.EventRecorded(ev.Kind)
+		s.log.InfoContext(r.Context(), "agent report", "kind", ev.Kind, "instance", ev.Instance)
 	}
-	rec, err := s.store.AddBenchmark(r.Context(), store.BenchmarkRecord{Instance: id, InstanceType: b.InstanceType,
-		GPU: string(m), TFLOPS: b.TFLOPS, MemBandwidthGB: b.MemBandwidthGB, At: s.now().UTC()})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, rec)
+	writeJSON(w, http.StatusAccepted, accepted{Status: "accepted", Duplicate: dup, Event: ev})
 }
 
-type preemptionBody struct {
-	// Source is the notice's origin, e.g. "aws-spot-itn", "gcp-preempted",
-	// "azure-scheduled-events".
-	Source string `json:"source"`
-	// Action is what the cloud will do: terminate, stop or hibernate.
-	Action string `json:"action"`
-	// Deadline is when the instance goes away.
-	Deadline time.Time `json:"deadline"`
-	Detail   string    `json:"detail"`
+// noticeBody is the agent's NoticeReport.
+type noticeBody struct {
+	Kind     string          `json:"kind"`
+	ID       string          `json:"id"`
+	Cloud    string          `json:"cloud"`
+	Deadline time.Time       `json:"deadline"`
+	Observed time.Time       `json:"observed"`
+	Detail   string          `json:"detail"`
+	Raw      json.RawMessage `json:"raw"`
+	Action   string          `json:"action"`
 }
 
-func (s *Server) preemption(w http.ResponseWriter, r *http.Request) {
+// terminalNotices are the notice kinds after which the instance is gone.
+var terminalNotices = map[string]bool{"preempt": true, "terminate": true, "stop": true, "hibernate": true}
+
+var noticeKinds = map[string]bool{"preempt": true, "terminate": true, "stop": true, "hibernate": true,
+	"rebalance": true, "maintenance": true}
+
+func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var b preemptionBody
+	key, err := idemKey(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b noticeBody
 	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if b.Source == "" {
-		s.fail(w, r, badf("source is missing; name the notice's origin, e.g. aws-spot-itn"))
+	if !noticeKinds[b.Kind] {
+		s.fail(w, r, badf("kind %q is not a notice kind; use preempt, terminate, stop, hibernate, rebalance or maintenance", b.Kind))
 		return
 	}
-	if err := checkLabel("source", b.Source); err != nil {
-		s.fail(w, r, err)
+	if len(b.ID) > 255 || len(b.Detail) > 4096 || len(b.Action) > 64 {
+		s.fail(w, r, badf("id (255), detail (4096) or action (64 bytes) is too long"))
 		return
 	}
-	switch b.Action {
-	case "", "terminate", "stop", "hibernate":
-	default:
-		s.fail(w, r, badf("action %q is not valid; use terminate, stop or hibernate", b.Action))
-		return
-	}
-	if b.Deadline.IsZero() {
-		s.fail(w, r, badf("deadline is missing; send when the instance goes away (RFC 3339)"))
-		return
-	}
-	if len(b.Detail) > 4096 {
-		s.fail(w, r, badf("detail is %d bytes; at most 4096", len(b.Detail)))
-		return
+	if key == "" {
+		key = b.ID
 	}
 	data, _ := json.Marshal(b)
-	ev, err := s.store.RecordPreemption(r.Context(), store.EventRecord{At: s.now().UTC(), Kind: "preemption_notice",
-		Instance: id, Message: b.Source + ": " + orDefault(b.Action, "terminate") + " at " + b.Deadline.UTC().Format(time.RFC3339),
-		Data: data}, b.Deadline.UTC())
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	rep := store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: "notice", Instance: id,
+		Message: b.Kind + orPrefix(" at ", fmtTime(b.Deadline)) + orPrefix(": ", b.Detail), Data: data, IdempotencyKey: scoped("notices", key)}}
+	if terminalNotices[b.Kind] {
+		rep.Event.Kind = "preemption_notice"
+		rep.State = store.StatePreempting
+		rep.PreemptAt = b.Deadline.UTC()
 	}
-	s.metrics.EventRecorded(ev.Kind)
-	s.log.InfoContext(r.Context(), "preemption notice", "instance", id, "source", b.Source, "deadline", b.Deadline)
-	writeJSON(w, http.StatusCreated, ev)
+	s.report(w, r, rep)
 }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
 	}
-	return s
+	return t.UTC().Format(time.RFC3339)
 }
 
+// drainBody is the agent's DrainReport.
 type drainBody struct {
-	State   string `json:"state"`
-	Message string `json:"message"`
+	Info struct {
+		NoticeID string    `json:"notice_id"`
+		Kind     string    `json:"kind"`
+		Cloud    string    `json:"cloud"`
+		Deadline time.Time `json:"deadline"`
+		Early    bool      `json:"early"`
+	} `json:"info"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Deadline time.Time `json:"deadline"`
+	Steps    []struct {
+		Name       string    `json:"name"`
+		Status     string    `json:"status"`
+		Error      string    `json:"error"`
+		Started    time.Time `json:"started"`
+		DurationNS int64     `json:"duration_ns"`
+	} `json:"steps"`
+	OK    bool `json:"ok"`
+	Acked bool `json:"acked"`
 }
 
 func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	key, err := idemKey(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	var b drainBody
 	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	switch b.State {
-	case "started", "completed", "failed":
-	case "":
-		s.fail(w, r, badf("state is missing; use started, completed or failed"))
-		return
-	default:
-		s.fail(w, r, badf("state %q is not valid; use started, completed or failed", b.State))
+	if len(b.Steps) > 64 {
+		s.fail(w, r, badf("steps has %d entries; at most 64", len(b.Steps)))
 		return
 	}
-	if len(b.Message) > 4096 {
-		s.fail(w, r, badf("message is %d bytes; at most 4096", len(b.Message)))
-		return
+	for i, st := range b.Steps {
+		switch st.Status {
+		case "ok", "failed", "timed_out", "skipped":
+		default:
+			s.fail(w, r, badf("steps[%d].status %q is not valid; use ok, failed, timed_out or skipped", i, st.Status))
+			return
+		}
 	}
-	kind := "drain"
-	if b.State == "completed" {
-		kind = "drained"
+	if key == "" {
+		key = b.Info.NoticeID
 	}
-	ev, err := s.store.RecordDrain(r.Context(), store.EventRecord{At: s.now().UTC(), Kind: kind, Instance: id,
-		Message: "drain " + b.State + orPrefix(": ", b.Message)}, b.State)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	data, _ := json.Marshal(b)
+	kind, state, msg := "drained", store.StateDrained, "drain completed"
+	if !b.OK {
+		kind, state, msg = "drain_failed", store.StateDraining, "drain failed"
 	}
-	s.metrics.EventRecorded(ev.Kind)
-	writeJSON(w, http.StatusCreated, ev)
+	failed := 0
+	for _, st := range b.Steps {
+		if st.Status != "ok" && st.Status != "skipped" {
+			failed++
+		}
+	}
+	msg += fmt.Sprintf(" (%d step(s), %d not ok)", len(b.Steps), failed)
+	drainState := "completed"
+	if !b.OK {
+		drainState = "failed"
+	}
+	s.report(w, r, store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: kind, Instance: id, Message: msg,
+		Data: data, IdempotencyKey: scoped("drains", key)}, State: state, DrainState: drainState})
 }
 
 func orPrefix(p, s string) string {
@@ -340,3 +504,41 @@ func orPrefix(p, s string) string {
 	}
 	return p + s
 }
+
+// modelFromDeviceName maps an NVML device name ("NVIDIA A100-SXM4-80GB",
+// "Tesla T4") to a canonical model, for reports that carry no model.
+func modelFromDeviceName(name string) (pricing.GPUModel, bool) {
+	up := strings.ToUpper(name)
+	models := pricing.GPUModels()
+	// Longer names first, so A10G wins over A10 and L40S over L4.
+	sort.Slice(models, func(i, j int) bool { return len(models[i]) > len(models[j]) })
+	for _, m := range models {
+		base, mem, hasMem := strings.Cut(string(m), "-")
+		if !containsWord(up, base) {
+			continue
+		}
+		if hasMem && !strings.Contains(up, mem) {
+			continue
+		}
+		return m, true
+	}
+	return "", false
+}
+
+// containsWord reports whether tok occurs in s not followed by a letter or
+// digit ("L4" is not in "L40S").
+func containsWord(s, tok string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], tok)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(tok)
+		if end == len(s) || !isAlnum(s[end]) {
+			return true
+		}
+		i = end
+	}
+}
+
+func isAlnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' }

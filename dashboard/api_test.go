@@ -202,11 +202,12 @@ func TestAuthEveryRoute(t *testing.T) {
 		"GET /api/v1/instances/{id}":          {"GET", "/api/v1/instances/i-a", nil, false},
 		"GET /api/v1/events":                  {"GET", "/api/v1/events", nil, false},
 		"GET /api/v1/benchmarks":              {"GET", "/api/v1/benchmarks", nil, false},
-		"POST /api/v1/agents/register":        {"POST", "/api/v1/agents/register", map[string]any{"instance_id": "i-c", "cloud": "gcp", "region": "us-central1", "instance_type": "g2-standard-4"}, false},
+		"POST /api/v1/tokens":                 {"POST", "/api/v1/tokens", map[string]any{"kind": "bootstrap", "name": "cloud-init"}, false},
+		"POST /api/v1/agents/register":        {"POST", "/api/v1/agents/register", map[string]any{"instance_id": "i-c", "hostname": "vm-c", "cloud": "gcp", "agent_version": "v0.1.0"}, false},
 		"POST /api/v1/agents/{id}/heartbeat":  {"POST", "/api/v1/agents/%s/heartbeat", hb, true},
-		"POST /api/v1/agents/{id}/benchmarks": {"POST", "/api/v1/agents/%s/benchmarks", map[string]any{"gpu": "A10G", "tflops": 60, "mem_bandwidth_gbps": 550}, true},
-		"POST /api/v1/agents/{id}/preemption": {"POST", "/api/v1/agents/%s/preemption", map[string]any{"source": "aws-spot-itn", "action": "terminate", "deadline": "2026-12-02T12:00:00Z"}, true},
-		"POST /api/v1/agents/{id}/drain":      {"POST", "/api/v1/agents/%s/drain", map[string]any{"state": "started"}, true},
+		"POST /api/v1/agents/{id}/benchmarks": {"POST", "/api/v1/agents/%s/benchmarks", map[string]any{"method": "command", "gpus": []map[string]any{{"index": 0, "name": "NVIDIA A10G", "dtype": "bf16", "tflops": 60, "bandwidth_gbs": 550}}}, true},
+		"POST /api/v1/agents/{id}/notices":    {"POST", "/api/v1/agents/%s/notices", map[string]any{"kind": "preempt", "id": "n1", "cloud": "aws", "deadline": "2026-12-02T12:00:00Z"}, true},
+		"POST /api/v1/agents/{id}/drains":     {"POST", "/api/v1/agents/%s/drains", map[string]any{"ok": true, "steps": []any{}}, true},
 	}
 	public := map[string]bool{"GET /healthz": true, "GET /readyz": true}
 	forEachBackend(t, func(t *testing.T, e *env) {
@@ -299,30 +300,103 @@ func TestWorkloadsCRUD(t *testing.T) {
 	})
 }
 
+// Bodies as the agent sends them (docs/agent.md, agent/broker).
+const (
+	agentHeartbeat = `{"time":"2026-12-02T10:00:00Z","cloud":"aws","spool_depth":0,"draining":false,
+ "gpus":[{"index":0,"uuid":"GPU-1","name":"NVIDIA A10G","model":"A10G",
+          "memory_total_mib":23028,"memory_used_mib":1024,"util_gpu_pct":80,"util_memory_pct":41,
+          "temperature_c":64,"power_w":150.5,"power_limit_w":300,"sm_clock_mhz":1710,
+          "memory_clock_mhz":6251,"ecc_volatile_uncorrected":0,"ecc_aggregate_uncorrected":3},
+         {"index":1,"uuid":"GPU-2","name":"NVIDIA A10G","memory_total_mib":23028,"memory_used_mib":0,"util_gpu_pct":40}]}`
+	agentNotice = `{"kind":"preempt","id":"aws/instance-action/terminate/2026-12-02T12:00:00Z","cloud":"aws",
+ "deadline":"2026-12-02T12:00:00Z","observed":"2026-12-02T11:58:00.2Z","detail":"terminate",
+ "raw":{"action":"terminate","time":"2026-12-02T12:00:00Z"},"action":"drain"}`
+	agentDrain = `{"info":{"notice_id":"aws/instance-action/terminate/2026-12-02T12:00:00Z","kind":"preempt","cloud":"aws",
+         "deadline":"2026-12-02T12:00:00Z","early":false},
+ "started":"2026-12-02T11:58:01Z","finished":"2026-12-02T11:58:40Z","deadline":"2026-12-02T11:59:55Z",
+ "steps":[{"name":"signal SIGTERM /run/trainer.pid","status":"ok","started":"2026-12-02T11:58:01Z","duration_ns":1200000000},
+          {"name":"exec /opt/train/checkpoint.sh","status":"ok","started":"2026-12-02T11:58:02Z","duration_ns":30000000000}],
+ "ok":true,"acked":false}`
+	agentBenchmark = `{"time":"2026-12-02T10:01:00Z","method":"cuda-dlopen","duration_s":41.2,"below_spec_threshold":0.5,
+ "gpus":[{"index":0,"name":"NVIDIA A10G","dtype":"bf16","tflops":62.5,"bandwidth_gbs":560,
+          "matrix_n":8192,"iterations":50,"model":"A10G","spec_tflops":125,"spec_bandwidth_gbs":600,
+          "tflops_ratio":0.5,"bandwidth_ratio":0.93,"below_spec":false}]}`
+)
+
+// postKey posts a raw body with an Idempotency-Key.
+func (e *env) postKey(path, token, key, body string) (int, []byte) {
+	e.t.Helper()
+	req, _ := http.NewRequest("POST", e.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
 func TestAgentLifecycle(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		tok := e.register("i-0abc", "chat")
-		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok, map[string]any{"load1": 1.5, "gpus": []map[string]any{
-			{"index": 0, "utilization": 0.8, "memory_used_mib": 10000, "memory_total_mib": 24000, "temperature_c": 60, "power_w": 250},
-			{"index": 1, "utilization": 0.4}}}, http.StatusOK)
+		// An admin issues a bootstrap token; the agent registers with it the
+		// way agent/broker does.
+		boot := decode[struct{ Token string }](t, e.want("POST", "/api/v1/tokens", e.admin,
+			map[string]any{"kind": "bootstrap", "name": "cloud-init"}, http.StatusCreated)).Token
+		e.want("GET", "/api/v1/workloads", boot, nil, http.StatusForbidden)
+		reg := decode[struct {
+			AgentID                  string `json:"agent_id"`
+			Token                    string `json:"token"`
+			HeartbeatIntervalSeconds int    `json:"heartbeat_interval_seconds"`
+		}](t, e.want("POST", "/api/v1/agents/register", boot, `{"hostname":"ip-10-0-0-12","cloud":"aws","instance_id":"i-0abc","agent_version":"v0.1.0","gpus":null}`, http.StatusCreated))
+		if reg.AgentID != "i-0abc" || reg.Token == "" || reg.HeartbeatIntervalSeconds <= 0 {
+			t.Fatalf("register answer %+v", reg)
+		}
+		tok := reg.Token
+		if _, err := e.broker.UpdateWorkload(context.Background(), store.WorkloadRecord{Name: "x"}, time.Now()); err == nil {
+			t.Fatal("updating a missing workload succeeded")
+		}
+		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok, agentHeartbeat, http.StatusOK)
 		inst := decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
-		if inst.Load1 != 1.5 || inst.Utilization < 0.599 || inst.Utilization > 0.601 || inst.LastHeartbeat.IsZero() || len(inst.Telemetry) == 0 {
+		if inst.Hostname != "ip-10-0-0-12" || inst.AgentVersion != "v0.1.0" || inst.Utilization < 0.599 || inst.Utilization > 0.601 ||
+			inst.LastHeartbeat.IsZero() || !strings.Contains(string(inst.Telemetry), `"ecc_aggregate_uncorrected":3`) {
 			t.Fatalf("instance after heartbeat %+v", inst)
 		}
-		e.want("POST", "/api/v1/agents/i-0abc/benchmarks", tok, map[string]any{"gpu": "A10G", "tflops": 62.5, "mem_bandwidth_gbps": 560}, http.StatusCreated)
-		bs := decode[struct{ Items []store.BenchmarkRecord }](t, e.want("GET", "/api/v1/benchmarks?instance_type=g5.xlarge", e.admin, nil, http.StatusOK))
-		if len(bs.Items) != 1 || bs.Items[0].TFLOPS != 62.5 || bs.Items[0].GPU != "A10G" {
-			t.Fatalf("benchmarks %+v", bs.Items)
+		// A heartbeat without GPUs (no NVML) is fine.
+		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok, `{"time":"2026-12-02T10:00:10Z","cloud":"aws","gpus":null,"gpu_error":"NVML not found","spool_depth":2,"draining":false}`, http.StatusOK)
+
+		for range 2 { // the second delivery is the same report
+			code, out := e.postKey("/api/v1/agents/i-0abc/benchmarks", tok, "benchmark/1764669660000000000", agentBenchmark)
+			if code != http.StatusAccepted {
+				t.Fatalf("benchmark: %d %s", code, out)
+			}
 		}
-		deadline := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-		e.want("POST", "/api/v1/agents/i-0abc/preemption", tok, map[string]any{"source": "aws-spot-itn", "action": "terminate",
-			"deadline": deadline}, http.StatusCreated)
+		bs := decode[struct{ Items []store.BenchmarkRecord }](t, e.want("GET", "/api/v1/benchmarks", e.admin, nil, http.StatusOK))
+		if len(bs.Items) != 1 || bs.Items[0].TFLOPS != 62.5 || bs.Items[0].GPU != "A10G" || bs.Items[0].MemBandwidthGB != 560 {
+			t.Fatalf("benchmarks after two deliveries %+v", bs.Items)
+		}
+		for range 2 {
+			code, out := e.postKey("/api/v1/agents/i-0abc/notices", tok, "aws/instance-action/terminate/2026-12-02T12:00:00Z", agentNotice)
+			if code != http.StatusAccepted {
+				t.Fatalf("notice: %d %s", code, out)
+			}
+		}
 		inst = decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
+		deadline := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 		if inst.State != store.StatePreempting || !inst.PreemptAt.Equal(deadline) {
 			t.Fatalf("instance after notice %+v", inst)
 		}
-		e.want("POST", "/api/v1/agents/i-0abc/drain", tok, map[string]any{"state": "started"}, http.StatusCreated)
-		e.want("POST", "/api/v1/agents/i-0abc/drain", tok, map[string]any{"state": "completed", "message": "checkpoint saved"}, http.StatusCreated)
+		code, out := e.postKey("/api/v1/agents/i-0abc/notices", tok, "rebalance-1", `{"kind":"rebalance","id":"rebalance-1","cloud":"aws","action":"none"}`)
+		if code != http.StatusAccepted {
+			t.Fatalf("rebalance notice: %d %s", code, out)
+		}
+		if code, out := e.postKey("/api/v1/agents/i-0abc/drains", tok, "aws/instance-action/terminate/2026-12-02T12:00:00Z", agentDrain); code != http.StatusAccepted {
+			t.Fatalf("drain: %d %s", code, out)
+		}
 		inst = decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
 		if inst.State != store.StateDrained || inst.DrainState != "completed" {
 			t.Fatalf("instance after drain %+v", inst)
@@ -331,12 +405,9 @@ func TestAgentLifecycle(t *testing.T) {
 		var kinds []string
 		for _, ev := range evs.Items {
 			kinds = append(kinds, ev.Kind)
-			if ev.Workload != "chat" {
-				t.Errorf("event %+v lacks the workload", ev)
-			}
 		}
-		if got := strings.Join(kinds, ","); got != "registered,preemption_notice,drain,drained" {
-			t.Fatalf("event kinds %s", got)
+		if got := strings.Join(kinds, ","); got != "registered,benchmark,preemption_notice,notice,drained" {
+			t.Fatalf("event kinds %s (repeated deliveries must count once)", got)
 		}
 		evs = decode[struct{ Items []store.EventRecord }](t, e.want("GET", "/api/v1/events?kind=drained", e.admin, nil, http.StatusOK))
 		if len(evs.Items) != 1 {
@@ -347,17 +418,18 @@ func TestAgentLifecycle(t *testing.T) {
 		if len(evs.Items) != 0 {
 			t.Fatalf("after_id filter: %+v", evs.Items)
 		}
-		list := decode[struct{ Items []store.InstanceRecord }](t, e.want("GET", "/api/v1/instances?workload=chat&state=drained", e.admin, nil, http.StatusOK))
+		list := decode[struct{ Items []store.InstanceRecord }](t, e.want("GET", "/api/v1/instances?state=drained", e.admin, nil, http.StatusOK))
 		if len(list.Items) != 1 {
 			t.Fatalf("instance filter: %+v", list.Items)
 		}
 
 		// Re-registering rotates the token: the old one stops working.
 		tok2 := e.register("i-0abc", "chat")
-		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok, map[string]any{"load1": 1}, http.StatusUnauthorized)
-		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok2, map[string]any{"load1": 1}, http.StatusOK)
-		// An admin heartbeat for an instance that never registered is a 404.
-		e.want("POST", "/api/v1/agents/i-ghost/heartbeat", e.admin, map[string]any{"load1": 1}, http.StatusNotFound)
+		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok, `{"load1":1}`, http.StatusUnauthorized)
+		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok2, `{"load1":1}`, http.StatusOK)
+		// Reports for an instance that never registered are 404s.
+		e.want("POST", "/api/v1/agents/i-ghost/heartbeat", e.admin, `{"load1":1}`, http.StatusNotFound)
+		e.want("POST", "/api/v1/agents/i-ghost/notices", e.admin, agentNotice, http.StatusNotFound)
 	})
 }
 
@@ -417,16 +489,20 @@ func TestBadInput(t *testing.T) {
 		{"spec not object", "POST", "/api/v1/workloads", `{"name":"a","kind":"batch","spec":[1]}`, 400, "spec must be a JSON object"},
 		{"too large", "POST", "/api/v1/workloads", big, 413, "larger than"},
 		{"agent body too large", "POST", "/api/v1/agents/i-x/heartbeat", bigHB, 413, "larger than"},
-		{"utilization over 1", "POST", "/api/v1/agents/i-x/heartbeat", `{"load1":1,"gpus":[{"index":0,"utilization":7}]}`, 400, "gpus[0].utilization"},
+		{"utilization over 100", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":[{"index":0,"util_gpu_pct":700}]}`, 400, "gpus[0].util_gpu_pct"},
+		{"gpu without index", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":[{"name":"T4"}]}`, 400, "gpus[0].index"},
+		{"gpus not array", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":{"index":0}}`, 400, "array"},
 		{"negative load", "POST", "/api/v1/agents/i-x/heartbeat", `{"load1":-1}`, 400, "load1"},
-		{"unknown gpu", "POST", "/api/v1/agents/i-x/benchmarks", `{"gpu":"H1000","tflops":1}`, 400, "not a known GPU"},
-		{"zero tflops", "POST", "/api/v1/agents/i-x/benchmarks", `{"gpu":"T4","tflops":0}`, 400, "tflops"},
-		{"no deadline", "POST", "/api/v1/agents/i-x/preemption", `{"source":"aws-spot-itn"}`, 400, "deadline is missing"},
-		{"bad action", "POST", "/api/v1/agents/i-x/preemption", `{"source":"x","action":"explode","deadline":"2026-01-01T00:00:00Z"}`, 400, "action"},
-		{"bad drain state", "POST", "/api/v1/agents/i-x/drain", `{"state":"maybe"}`, 400, "started, completed or failed"},
-		{"register bad cloud", "POST", "/api/v1/agents/register", `{"instance_id":"i-1","cloud":"ibm","region":"r","instance_type":"t"}`, 400, "unknown cloud"},
-		{"register bad id", "POST", "/api/v1/agents/register", `{"instance_id":"../etc","cloud":"aws","region":"r","instance_type":"t"}`, 400, "instance_id"},
-		{"register no region", "POST", "/api/v1/agents/register", `{"instance_id":"i-1","cloud":"aws","instance_type":"t"}`, 400, "region is missing"},
+		{"unknown gpu", "POST", "/api/v1/agents/i-x/benchmarks", `{"gpus":[{"index":0,"name":"Voodoo 2","tflops":1}]}`, 400, "not a known GPU"},
+		{"zero tflops", "POST", "/api/v1/agents/i-x/benchmarks", `{"gpus":[{"index":0,"model":"T4","tflops":0}]}`, 400, "tflops"},
+		{"no results", "POST", "/api/v1/agents/i-x/benchmarks", `{"gpus":[]}`, 400, "1 to 64"},
+		{"bad notice kind", "POST", "/api/v1/agents/i-x/notices", `{"kind":"explode","id":"n"}`, 400, "not a notice kind"},
+		{"bad drain step", "POST", "/api/v1/agents/i-x/drains", `{"ok":true,"steps":[{"name":"x","status":"maybe"}]}`, 400, "steps[0].status"},
+		{"long idempotency key", "POST", "/api/v1/agents/i-x/notices", nil, 400, "Idempotency-Key"},
+		{"register bad cloud", "POST", "/api/v1/agents/register", `{"instance_id":"i-1","cloud":"ibm"}`, 400, "unknown cloud"},
+		{"register bad id", "POST", "/api/v1/agents/register", `{"instance_id":"../etc","cloud":"aws"}`, 400, "instance_id"},
+		{"register no identity", "POST", "/api/v1/agents/register", `{"cloud":"aws","agent_version":"v1"}`, 400, "both empty"},
+		{"token bad kind", "POST", "/api/v1/tokens", `{"kind":"agent","name":"x"}`, 400, "admin or bootstrap"},
 		{"offers bad gpu", "GET", "/api/v1/offers?gpu=A100-80", nil, 400, "did you mean"},
 		{"offers bad cloud", "GET", "/api/v1/offers?cloud=ibm", nil, 400, "unknown cloud"},
 		{"offers bad count", "GET", "/api/v1/offers?min_gpus=abc", nil, 400, "min_gpus"},
@@ -448,7 +524,9 @@ func TestBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var code int
 			var out []byte
-			if c.name == "wrong content type" {
+			if c.name == "long idempotency key" {
+				code, out = e.postKey(c.path, e.admin, strings.Repeat("k", 300), agentNotice)
+			} else if c.name == "wrong content type" {
 				req, _ := http.NewRequest("POST", e.srv.URL+c.path, strings.NewReader("name=a"))
 				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 				req.Header.Set("Authorization", "Bearer "+e.admin)

@@ -143,6 +143,7 @@ const (
 	public     access = iota // no token (health, metrics)
 	adminOnly                // admin tokens
 	agentOwner               // the agent whose {id} is in the path, or an admin
+	bootstrap                // bootstrap tokens (register only), or an admin
 )
 
 func (s *Server) authorize(a access, next http.HandlerFunc) http.HandlerFunc {
@@ -162,6 +163,7 @@ func (s *Server) authorize(a access, next http.HandlerFunc) http.HandlerFunc {
 		}
 		switch {
 		case p.kind == store.TokenAdmin:
+		case a == bootstrap && p.kind == store.TokenBootstrap:
 		case a == agentOwner && p.kind == store.TokenAgent:
 			if id := r.PathValue("id"); subtle.ConstantTimeCompare([]byte(id), []byte(p.subject)) != 1 {
 				writeError(w, http.StatusForbidden, codeForbidden, "this agent token may only report for its own instance")
@@ -173,4 +175,39 @@ func (s *Server) authorize(a access, next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
+}
+
+type tokenBody struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// createToken issues an admin token (for a user or tool) or a bootstrap
+// token (for agents' cloud-init, good only for registering). The token is
+// in this answer only.
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	var b tokenBody
+	if err := decodeJSON(w, r, 4<<10, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if b.Kind != store.TokenAdmin && b.Kind != store.TokenBootstrap {
+		s.fail(w, r, badf("kind %q is not valid; use admin or bootstrap", b.Kind))
+		return
+	}
+	if err := checkName("name", b.Name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tok, hash, err := NewToken()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.store.AddToken(r.Context(), store.TokenRecord{Hash: hash, Kind: b.Kind, Subject: b.Name, CreatedAt: s.now().UTC()}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "token created", "kind", b.Kind, "name", b.Name, "by", principalFrom(r.Context()).subject)
+	writeJSON(w, http.StatusCreated, map[string]string{"kind": b.Kind, "name": b.Name, "token": tok})
 }

@@ -16,7 +16,7 @@ import (
 
 var (
 	nameRE       = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$`)
-	instanceIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,254}$`)
+	instanceIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$`)
 	labelRE      = regexp.MustCompile(`^[A-Za-z0-9._-]{0,64}$`)
 )
 
@@ -388,8 +388,8 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
-var eventKinds = map[string]bool{"registered": true, "launched": true, "preemption_notice": true, "drain": true,
-	"drained": true, "terminated": true, "price_change": true, "budget_alert": true, "benchmark": true}
+var eventKinds = map[string]bool{"registered": true, "launched": true, "preemption_notice": true, "notice": true,
+	"drained": true, "drain_failed": true, "terminated": true, "price_change": true, "budget_alert": true, "benchmark": true}
 
 func parseEventFilter(v url.Values) (store.EventFilter, error) {
 	var f store.EventFilter

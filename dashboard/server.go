@@ -29,13 +29,11 @@ type Store interface {
 	GetInstance(ctx context.Context, id string) (store.InstanceRecord, error)
 	ListInstances(ctx context.Context, workload, state string) ([]store.InstanceRecord, error)
 	CountInstances(ctx context.Context, activeSince time.Time) (total, active int64, err error)
-	RecordPreemption(ctx context.Context, ev store.EventRecord, at time.Time) (store.EventRecord, error)
-	RecordDrain(ctx context.Context, ev store.EventRecord, drainState string) (store.EventRecord, error)
-	AddEvent(ctx context.Context, ev store.EventRecord) (store.EventRecord, error)
+	RecordReport(ctx context.Context, r store.Report) (store.EventRecord, bool, error)
 	ListEvents(ctx context.Context, f store.EventFilter) ([]store.EventRecord, error)
-	AddBenchmark(ctx context.Context, r store.BenchmarkRecord) (store.BenchmarkRecord, error)
 	ListBenchmarks(ctx context.Context, instanceType string) ([]store.BenchmarkRecord, error)
 	LookupToken(ctx context.Context, hash string) (store.TokenRecord, error)
+	AddToken(ctx context.Context, t store.TokenRecord) error
 }
 
 var _ Store = (*store.Broker)(nil)
@@ -146,11 +144,13 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/events", adminOnly, s.listEvents)
 	s.handle("GET /api/v1/benchmarks", adminOnly, s.listBenchmarks)
 
-	s.handle("POST /api/v1/agents/register", adminOnly, s.registerAgent)
+	s.handle("POST /api/v1/tokens", adminOnly, s.createToken)
+
+	s.handle("POST /api/v1/agents/register", bootstrap, s.registerAgent)
 	s.handle("POST /api/v1/agents/{id}/heartbeat", agentOwner, s.heartbeat)
 	s.handle("POST /api/v1/agents/{id}/benchmarks", agentOwner, s.benchmark)
-	s.handle("POST /api/v1/agents/{id}/preemption", agentOwner, s.preemption)
-	s.handle("POST /api/v1/agents/{id}/drain", agentOwner, s.drain)
+	s.handle("POST /api/v1/agents/{id}/notices", agentOwner, s.notice)
+	s.handle("POST /api/v1/agents/{id}/drains", agentOwner, s.drain)
 }
 
 // handle registers h for pattern behind auth and the latency histogram.

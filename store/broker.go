@@ -39,6 +39,8 @@ type WorkloadRecord struct {
 // figures its agent reported.
 type InstanceRecord struct {
 	ID           string    `json:"id"`
+	Hostname     string    `json:"hostname,omitempty"`
+	AgentVersion string    `json:"agent_version,omitempty"`
 	Cloud        string    `json:"cloud"`
 	Region       string    `json:"region"`
 	Zone         string    `json:"zone,omitempty"`
@@ -80,6 +82,9 @@ type EventRecord struct {
 	Workload string          `json:"workload,omitempty"`
 	Message  string          `json:"message,omitempty"`
 	Data     json.RawMessage `json:"data,omitempty"`
+	// IdempotencyKey makes a report recorded once however often it is
+	// delivered; unique per instance.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // EventFilter selects events; zero fields do not filter.
@@ -109,7 +114,7 @@ type BenchmarkRecord struct {
 type TokenRecord struct {
 	// Hash is the hex SHA-256 of the token.
 	Hash string
-	// Kind is "admin" or "agent".
+	// Kind is "admin", "agent" or "bootstrap".
 	Kind string
 	// Subject is the instance an agent token reports for; the name of an
 	// admin token.
@@ -121,6 +126,8 @@ type TokenRecord struct {
 const (
 	TokenAdmin = "admin"
 	TokenAgent = "agent"
+	// TokenBootstrap may only register agents (it goes into cloud-init).
+	TokenBootstrap = "bootstrap"
 )
 
 // HeartbeatUpdate is what one agent heartbeat changes on its instance.
@@ -145,6 +152,8 @@ func (workloadRow) TableName() string { return "broker_workloads" }
 
 type instanceRow struct {
 	ID            string `gorm:"primaryKey;size:256"`
+	Hostname      string `gorm:"size:256"`
+	AgentVersion  string `gorm:"size:64"`
 	Cloud         string `gorm:"size:16"`
 	Region        string `gorm:"size:64"`
 	Zone          string `gorm:"size:64"`
@@ -169,10 +178,13 @@ type eventRow struct {
 	ID       int64     `gorm:"primaryKey;autoIncrement"`
 	At       time.Time `gorm:"index"`
 	Kind     string    `gorm:"size:32;index"`
-	Instance string    `gorm:"size:256;index"`
+	Instance string    `gorm:"size:256;index;uniqueIndex:idx_event_idem"`
 	Workload string    `gorm:"size:128"`
 	Message  string
 	Data     string
+	// IdemKey is NULL for events without a key, so the unique index only
+	// binds keyed reports.
+	IdemKey *string `gorm:"size:256;uniqueIndex:idx_event_idem"`
 }
 
 func (eventRow) TableName() string { return "broker_events" }
@@ -395,7 +407,7 @@ func tval(t *time.Time) time.Time {
 }
 
 func (r instanceRow) record() InstanceRecord {
-	return InstanceRecord{ID: r.ID, Cloud: r.Cloud, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType,
+	return InstanceRecord{ID: r.ID, Hostname: r.Hostname, AgentVersion: r.AgentVersion, Cloud: r.Cloud, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType,
 		GPU: r.GPU, GPUCount: r.GPUCount, Capacity: r.Capacity, Workload: r.Workload, State: r.State,
 		RegisteredAt: r.RegisteredAt.UTC(), LastHeartbeat: tval(r.LastHeartbeat), Load1: r.Load1,
 		Utilization: r.Utilization, Telemetry: rawOrNil(r.Telemetry), DrainState: r.DrainState,
@@ -406,13 +418,13 @@ func (r instanceRow) record() InstanceRecord {
 // that instance with tokenHash, in one transaction: after a re-register the
 // old token no longer works.
 func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHash string, now time.Time) (InstanceRecord, error) {
-	row := instanceRow{ID: inst.ID, Cloud: inst.Cloud, Region: inst.Region, Zone: inst.Zone,
+	row := instanceRow{ID: inst.ID, Hostname: inst.Hostname, AgentVersion: inst.AgentVersion, Cloud: inst.Cloud, Region: inst.Region, Zone: inst.Zone,
 		InstanceType: inst.InstanceType, GPU: inst.GPU, GPUCount: inst.GPUCount, Capacity: inst.Capacity,
 		Workload: inst.Workload, State: StateRunning, RegisteredAt: now}
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		err := tx.Clauses(clause.OnConflict{
 			Columns: []clause.Column{{Name: "id"}},
-			DoUpdates: clause.AssignmentColumns([]string{"cloud", "region", "zone", "instance_type", "gpu",
+			DoUpdates: clause.AssignmentColumns([]string{"hostname", "agent_version", "cloud", "region", "zone", "instance_type", "gpu",
 				"gpu_count", "capacity", "workload", "state", "registered_at"}),
 		}).Create(&row).Error
 		if err != nil {
@@ -556,47 +568,93 @@ func (b *Broker) CountInstances(ctx context.Context, activeSince time.Time) (tot
 	return total, active, nil
 }
 
-// RecordPreemption marks the instance as preempting at `at` and records the
-// event, atomically.
-func (b *Broker) RecordPreemption(ctx context.Context, ev EventRecord, at time.Time) (EventRecord, error) {
-	return b.updateWithEvent(ctx, ev, map[string]any{"state": StatePreempting, "preempt_at": tptr(at)})
+// Report is one agent report: an event, the instance fields it changes,
+// and any benchmark results it carries.
+type Report struct {
+	Event EventRecord
+	// Set holds instance columns to update: "state", "preempt_at",
+	// "drain_state" (use the Report* helpers' values).
+	State      string
+	DrainState string
+	PreemptAt  time.Time
+	Benchmarks []BenchmarkRecord
 }
 
-// RecordDrain sets the instance's drain state (and state) and records the
-// event, atomically.
-func (b *Broker) RecordDrain(ctx context.Context, ev EventRecord, drainState string) (EventRecord, error) {
-	state := StateDraining
-	if drainState == "completed" {
-		state = StateDrained
-	}
-	return b.updateWithEvent(ctx, ev, map[string]any{"state": state, "drain_state": drainState})
-}
-
-func (b *Broker) updateWithEvent(ctx context.Context, ev EventRecord, set map[string]any) (EventRecord, error) {
-	var out EventRecord
-	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&instanceRow{}).Where("id = ?", ev.Instance).Updates(set)
-		if res.Error != nil {
-			return res.Error
+// RecordReport applies r atomically: update the instance, add the event
+// and the benchmarks. A report whose idempotency key this instance already
+// used is not applied again; RecordReport then returns the first event and
+// duplicate=true. ErrNotFound when the instance is unknown.
+func (b *Broker) RecordReport(ctx context.Context, r Report) (ev EventRecord, duplicate bool, err error) {
+	ev = r.Event
+	findDup := func(tx *gorm.DB) (bool, error) {
+		if ev.IdempotencyKey == "" {
+			return false, nil
 		}
-		if res.RowsAffected == 0 {
+		var row eventRow
+		if err := tx.Limit(1).Find(&row, "instance = ? AND idem_key = ?", ev.Instance, ev.IdempotencyKey).Error; err != nil {
+			return false, err
+		}
+		if row.ID == 0 {
+			return false, nil
+		}
+		ev = row.record()
+		return true, nil
+	}
+	err = b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var inst instanceRow
+		if err := tx.Limit(1).Find(&inst, "id = ?", ev.Instance).Error; err != nil {
+			return err
+		}
+		if inst.ID == "" {
 			return fmt.Errorf("instance %q: %w", ev.Instance, ErrNotFound)
 		}
-		var inst instanceRow
-		if err := tx.Select("workload").First(&inst, "id = ?", ev.Instance).Error; err != nil {
+		if duplicate, err = findDup(tx); err != nil || duplicate {
 			return err
+		}
+		set := map[string]any{}
+		if r.State != "" {
+			set["state"] = r.State
+		}
+		if r.DrainState != "" {
+			set["drain_state"] = r.DrainState
+		}
+		if !r.PreemptAt.IsZero() {
+			set["preempt_at"] = r.PreemptAt
+		}
+		if len(set) > 0 {
+			if err := tx.Model(&instanceRow{}).Where("id = ?", ev.Instance).Updates(set).Error; err != nil {
+				return err
+			}
 		}
 		if ev.Workload == "" {
 			ev.Workload = inst.Workload
 		}
 		var err error
-		out, err = addEvent(tx, ev)
-		return err
+		if ev, err = addEvent(tx, ev); err != nil {
+			return err
+		}
+		for _, bm := range r.Benchmarks {
+			row := benchmarkRow{Instance: ev.Instance, InstanceType: bm.InstanceType, GPU: bm.GPU, TFLOPS: bm.TFLOPS,
+				MemBandwidthGB: bm.MemBandwidthGB, At: bm.At}
+			if row.InstanceType == "" {
+				row.InstanceType = inst.InstanceType
+			}
+			if err := tx.Create(&row).Error; err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	if err != nil {
-		return EventRecord{}, fmt.Errorf("recording %s for %q: %w", ev.Kind, ev.Instance, err)
+	if err != nil && isUniqueViolation(err) {
+		// The same report raced in twice; the other delivery committed.
+		if dup, derr := findDup(b.db.WithContext(ctx)); derr == nil && dup {
+			return ev, true, nil
+		}
 	}
-	return out, nil
+	if err != nil {
+		return EventRecord{}, false, fmt.Errorf("recording %s for %q: %w", ev.Kind, ev.Instance, err)
+	}
+	return ev, duplicate, nil
 }
 
 // --- events ---
@@ -604,6 +662,10 @@ func (b *Broker) updateWithEvent(ctx context.Context, ev EventRecord, set map[st
 func addEvent(tx *gorm.DB, ev EventRecord) (EventRecord, error) {
 	row := eventRow{At: ev.At, Kind: ev.Kind, Instance: ev.Instance, Workload: ev.Workload, Message: ev.Message,
 		Data: string(ev.Data)}
+	if ev.IdempotencyKey != "" {
+		k := ev.IdempotencyKey
+		row.IdemKey = &k
+	}
 	if err := tx.Create(&row).Error; err != nil {
 		return EventRecord{}, err
 	}
@@ -611,8 +673,12 @@ func addEvent(tx *gorm.DB, ev EventRecord) (EventRecord, error) {
 }
 
 func (r eventRow) record() EventRecord {
-	return EventRecord{ID: r.ID, At: r.At.UTC(), Kind: r.Kind, Instance: r.Instance, Workload: r.Workload,
+	e := EventRecord{ID: r.ID, At: r.At.UTC(), Kind: r.Kind, Instance: r.Instance, Workload: r.Workload,
 		Message: r.Message, Data: rawOrNil(r.Data)}
+	if r.IdemKey != nil {
+		e.IdempotencyKey = *r.IdemKey
+	}
+	return e
 }
 
 // AddEvent records an event and returns it with its ID.
