@@ -392,13 +392,6 @@ func (b *Broker) DeleteWorkload(ctx context.Context, name string) error {
 
 // --- instances and agents ---
 
-func tptr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
 func tval(t *time.Time) time.Time {
 	if t == nil {
 		return time.Time{}
@@ -769,7 +762,7 @@ func (b *Broker) ListBenchmarks(ctx context.Context, instanceType string) ([]Ben
 
 // AddToken stores a token hash.
 func (b *Broker) AddToken(ctx context.Context, t TokenRecord) error {
-	row := tokenRow{Hash: t.Hash, Kind: t.Kind, Subject: t.Subject, CreatedAt: t.CreatedAt}
+	row := tokenRow(t)
 	if err := b.db.WithContext(ctx).Create(&row).Error; err != nil {
 		if isUniqueViolation(err) {
 			return fmt.Errorf("token: %w", ErrConflict)
