@@ -94,9 +94,10 @@ func run() error {
 	fmt.Printf("registering %d agents on %s ...\n", *agents, st.Dialect())
 	start := time.Now()
 	tokens := make([]string, *agents)
-	var regErr atomic.Value
+	var regMu sync.Mutex
+	var regErr error
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, 64)
 	for i := range *agents {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -106,20 +107,24 @@ func run() error {
 			body := fmt.Sprintf(`{"instance_id":"i-%06d","cloud":"aws","region":"us-east-1","instance_type":"g5.xlarge","gpu":"A10G","gpu_count":1}`, i)
 			resp, err := do(client, base+"/api/v1/agents/register", admin, []byte(body))
 			if err != nil {
-				regErr.Store(err)
+				regMu.Lock()
+				regErr = err
+				regMu.Unlock()
 				return
 			}
 			var r struct{ Token string }
 			if err := json.Unmarshal(resp, &r); err != nil || r.Token == "" {
-				regErr.Store(fmt.Errorf("register answer %s", resp))
+				regMu.Lock()
+				regErr = fmt.Errorf("register answer %s", resp)
+				regMu.Unlock()
 				return
 			}
 			tokens[i] = r.Token
 		}()
 	}
 	wg.Wait()
-	if e := regErr.Load(); e != nil {
-		return e.(error)
+	if regErr != nil {
+		return regErr
 	}
 	fmt.Printf("registered in %s\n", time.Since(start).Round(time.Millisecond))
 
@@ -129,7 +134,8 @@ func run() error {
 	var mu sync.Mutex
 	lat := make([]time.Duration, 0, int(float64(*agents)*duration.Seconds()/interval.Seconds())+*agents)
 	var errs atomic.Int64
-	var firstErr atomic.Value
+	var errMu sync.Mutex
+	var firstErr error
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -155,7 +161,11 @@ func run() error {
 				d := time.Since(s)
 				if err != nil {
 					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
 				} else {
 					mu.Lock()
 					lat = append(lat, d)
@@ -178,8 +188,8 @@ func run() error {
 	fmt.Printf("heartbeats ok=%d errors=%d throughput=%.0f req/s\n", len(lat), errs.Load(), float64(len(lat))/elapsed.Seconds())
 	fmt.Printf("latency p50=%s p90=%s p99=%s max=%s\n", pct(0.50).Round(10*time.Microsecond), pct(0.90).Round(10*time.Microsecond),
 		pct(0.99).Round(10*time.Microsecond), pct(1).Round(10*time.Microsecond))
-	if e := firstErr.Load(); e != nil {
-		fmt.Printf("first error: %v\n", e)
+	if firstErr != nil {
+		fmt.Printf("first error: %v\n", firstErr)
 	}
 	return nil
 }
