@@ -19,14 +19,16 @@ import (
 
 	"github.com/gpubroker/gpubroker/dashboard"
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
 )
 
 // LeaseName is the leader lease's row name.
 const LeaseName = "broker-leader"
 
-// Refresher fetches fresh prices and returns the merged catalog.
-type Refresher func(ctx context.Context, current *pricing.Catalog) (*pricing.Catalog, error)
+// Refresher updates the prices in the store (st) and returns the new
+// catalog built from current.
+type Refresher func(ctx context.Context, st *store.Store, current *pricing.Catalog) (*pricing.Catalog, error)
 
 // Config is what `gpubroker serve` passes in. Zero values take defaults.
 type Config struct {
@@ -54,9 +56,13 @@ type Config struct {
 	ReplanSchedule  string
 	// Refresh updates the catalog; nil takes the prices last saved in the
 	// store (by `gpubroker catalog refresh` or another refresher).
+	// CloudRefresher fetches from the clouds first.
 	Refresh Refresher
 	// NoRefresh turns the refresh job off.
 	NoRefresh bool
+	// RefreshOnLeadership runs a refresh whenever this replica becomes the
+	// leader (so a fresh start does not wait hours for the schedule).
+	RefreshOnLeadership bool
 	// Plan computes plans; nil disables the plan and budget routes.
 	Plan PlanFunc
 	// ExtraJobs run on the leader too (tests count runs with these).
@@ -185,11 +191,11 @@ func Run(ctx context.Context, cfg Config) error {
 
 	jobs := append([]Job(nil), cfg.ExtraJobs...)
 	if cfg.Refresh == nil {
-		cfg.Refresh = storeRefresher(st)
+		cfg.Refresh = StoreRefresher
 	}
 	if !cfg.NoRefresh {
-		jobs = append(jobs, Job{Name: "refresh", Schedule: cfg.RefreshSchedule, Run: func(ctx context.Context) error {
-			next, err := cfg.Refresh(ctx, cat.Load())
+		jobs = append(jobs, Job{Name: "refresh", Schedule: cfg.RefreshSchedule, OnLeadership: cfg.RefreshOnLeadership, Run: func(ctx context.Context) error {
+			next, err := cfg.Refresh(ctx, st, cat.Load())
 			if err != nil {
 				// Keep the last good catalog.
 				return fmt.Errorf("refreshing prices: %w", err)
@@ -225,7 +231,7 @@ func Run(ctx context.Context, cfg Config) error {
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	fmt.Fprintf(cfg.Out, "gpubroker serve: listening on http://%s (store: %s %s, replica %s)\n", ln.Addr(), st.Dialect(), st.Where(), cfg.ReplicaID)
-	log.Info("broker started", "addr", ln.Addr().String(), "store", st.Dialect(), "db", st.Where(), "replica", cfg.ReplicaID,
+	log.Info("broker started", "refresh_schedule", cfg.RefreshSchedule, "addr", ln.Addr().String(), "store", st.Dialect(), "db", st.Where(), "replica", cfg.ReplicaID,
 		"catalog", snap.Source, "offers", snap.Len())
 	if cfg.Started != nil {
 		cfg.Started <- ln.Addr()
@@ -295,18 +301,39 @@ func firstAdminToken(ctx context.Context, b *store.Broker, out io.Writer, now ti
 	return nil
 }
 
-// storeRefresher merges the offers saved in the store into the catalog. An
+// StoreRefresher merges the offers saved in the store into the catalog. An
 // empty store is an error, so the snapshot stays in use until real prices
 // arrive.
-func storeRefresher(st *store.Store) Refresher {
-	return func(ctx context.Context, cur *pricing.Catalog) (*pricing.Catalog, error) {
-		saved, err := st.Catalog(ctx)
+func StoreRefresher(ctx context.Context, st *store.Store, cur *pricing.Catalog) (*pricing.Catalog, error) {
+	saved, err := st.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if saved == nil || saved.Len() == 0 {
+		return nil, errors.New("the store holds no refreshed prices yet; keeping the current catalog")
+	}
+	return cur.Merge(saved.Offers(), saved.GeneratedAt, "store: "+saved.Source), nil
+}
+
+// CloudRefresher refreshes the targets from the clouds into the store with
+// the refresh package (failed regions keep their stored offers), then merges
+// the store's prices into the catalog.
+func CloudRefresher(targets []refresh.Target, opt refresh.Options) Refresher {
+	return func(ctx context.Context, st *store.Store, cur *pricing.Catalog) (*pricing.Catalog, error) {
+		rep := refresh.Run(ctx, st, targets, opt)
+		if opt.Logger != nil {
+			attrs := []any{"refreshed", rep.Count(refresh.Refreshed), "empty", rep.Count(refresh.Empty),
+				"failed", rep.Count(refresh.Failed), "took", rep.Finished.Sub(rep.Started).Round(time.Millisecond)}
+			if err := rep.Err(); err != nil {
+				opt.Logger.Warn("refresh finished with failures; failed regions keep their stored offers", append(attrs, "err", err)...)
+			} else {
+				opt.Logger.Info("refresh finished", attrs...)
+			}
+		}
+		next, err := StoreRefresher(ctx, st, cur)
 		if err != nil {
-			return nil, err
+			return nil, errors.Join(rep.Err(), err)
 		}
-		if saved.Len() == 0 {
-			return nil, errors.New("the store holds no refreshed prices yet; keeping the current catalog")
-		}
-		return cur.Merge(saved.Offers(), saved.GeneratedAt, "store: "+saved.Source), nil
+		return next, nil
 	}
 }

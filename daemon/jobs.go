@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +18,10 @@ type Job struct {
 	// Schedule is a cron expression ("*/15 * * * *") or a descriptor
 	// ("@hourly", "@every 10m").
 	Schedule string
-	Run      func(ctx context.Context) error
+	// OnLeadership also runs the job once each time this replica becomes
+	// the leader (one run per lease epoch).
+	OnLeadership bool
+	Run          func(ctx context.Context) error
 }
 
 type slotKey struct{}
@@ -142,7 +146,26 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 func (s *Scheduler) loop(ctx, hard context.Context, j Job, sched slotSchedule) {
+	var lastEpoch int64
 	for {
+		if j.OnLeadership {
+			// Poll for a new term between slots; the slot key of such a run
+			// is derived from the epoch so each term runs it once.
+			if epoch, _, ok := s.Elector.Leading(); ok && epoch != lastEpoch {
+				lastEpoch = epoch
+				s.runSlot(hard, j, time.Unix(0, epoch).UTC())
+			}
+			next := sched.Next(s.Now())
+			// Leading() is an in-memory check, so polling it is cheap.
+			wait := min(time.Until(next), 250*time.Millisecond)
+			if !s.sleep(ctx, wait) {
+				return
+			}
+			if !s.Now().Before(next) {
+				s.runSlot(hard, j, next)
+			}
+			continue
+		}
 		slot := sched.Next(s.Now())
 		if !s.sleep(ctx, time.Until(slot)) {
 			return
@@ -198,7 +221,7 @@ func (s *Scheduler) runSlot(hard context.Context, j Job, slot time.Time) {
 func safeRun(ctx context.Context, j Job) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("job %s panicked: %v", j.Name, r)
+			err = fmt.Errorf("job %s panicked: %v\n%s", j.Name, r, debug.Stack())
 		}
 	}()
 	return j.Run(ctx)

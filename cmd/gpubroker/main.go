@@ -74,7 +74,8 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newPricesCmd(),
 		newPolicyCmd(),
-		newServeCmd(),
+		newCatalogCmd(cloudSources()),
+		newServeCmd(cloudSources()),
 	)
 	return root
 }

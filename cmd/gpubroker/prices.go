@@ -29,6 +29,9 @@ type pricesOptions struct {
 	output     string
 	limit      int
 	staleAfter time.Duration
+	db         string
+	history    bool
+	since      time.Duration
 }
 
 func newPricesCmd() *cobra.Command {
@@ -36,15 +39,28 @@ func newPricesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "prices",
 		Short: "List GPU offers and their prices",
-		Long: `List GPU offers from the catalog (the embedded snapshot unless a refreshed store
-is used), sorted by price per GPU-hour or per TFLOP-hour.`,
+		Long: `List GPU offers from the catalog, sorted by price per GPU-hour or per TFLOP-hour.
+The catalog is the embedded snapshot, overlaid region by region with what
+'gpubroker catalog refresh' stored (--db, default the user data directory) when
+the store holds offers. With --history, show the recorded price series of the
+offers named by key (cloud/region/zone/instance-type) or matching the filters.`,
 		Example: `  gpubroker prices --gpu A100-80GB --cloud aws,gcp --spot
-  gpubroker prices --min-gpu-memory 40 --sort tflop --output json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cat, err := pricing.EmbeddedCatalog()
+  gpubroker prices --min-gpu-memory 40 --sort tflop --output json
+  gpubroker prices --history aws/us-east-1/us-east-1a/p5.48xlarge --since 720h`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && !o.history {
+				return usageErr(fmt.Errorf("unexpected arguments %q; offer keys are only taken with --history", args))
+			}
+			cat, st, err := pricesCatalog(cmd.Context(), o.db)
 			if err != nil {
 				return failErr(err)
+			}
+			if st != nil {
+				defer st.Close()
+			}
+			if o.history {
+				return runHistory(cmd.Context(), cmd.OutOrStdout(), st, cat, args, o, time.Now())
 			}
 			return runPrices(cmd.OutOrStdout(), cat, o, time.Now())
 		},
@@ -62,6 +78,9 @@ is used), sorted by price per GPU-hour or per TFLOP-hour.`,
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or csv")
 	f.IntVar(&o.limit, "limit", 0, "show at most this many offers (0 = all)")
 	f.DurationVar(&o.staleAfter, "stale-after", 7*24*time.Hour, "mark offers observed longer ago than this as stale")
+	f.StringVar(&o.db, "db", "", "store to read refreshed offers from: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory, if it exists)")
+	f.BoolVar(&o.history, "history", false, "show the price history of the offers given as arguments (keys) or matching the filters")
+	f.DurationVar(&o.since, "since", 0, "with --history, only points observed within this long (0 = all)")
 	return cmd
 }
 

@@ -31,13 +31,17 @@ type Config struct {
 	Now func() time.Time
 	// NoCredentials makes New fail like a real adapter without credentials.
 	NoCredentials bool
+	// MaxConcurrency bounds the regions one Offers call works on at once,
+	// like the real adapters' option of that name; default 4.
+	MaxConcurrency int
 }
 
 // Source is a fake cloud. It is safe for concurrent use.
 type Source struct {
-	cloud pricing.Cloud
-	now   func() time.Time
-	log   *slog.Logger
+	cloud   pricing.Cloud
+	now     func() time.Time
+	log     *slog.Logger
+	maxConc int
 
 	mu          sync.Mutex
 	offers      map[string][]pricing.Offer
@@ -70,7 +74,10 @@ func New(_ context.Context, cfg Config) (*Source, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Source{cloud: cfg.Cloud, now: cfg.Now, log: cfg.Logger}
+	if cfg.MaxConcurrency <= 0 {
+		cfg.MaxConcurrency = 4
+	}
+	s := &Source{cloud: cfg.Cloud, now: cfg.Now, log: cfg.Logger, maxConc: cfg.MaxConcurrency}
 	s.Reset()
 	for _, r := range cfg.Regions {
 		s.offers[r] = nil
@@ -124,7 +131,8 @@ func (s *Source) NextErr(err error) {
 	s.nextErr = err
 }
 
-// SetDelay makes each Offers call take d (or until its context ends).
+// SetDelay makes each region of an Offers call take d (or until the call's
+// context ends, which fails the whole call).
 func (s *Source) SetDelay(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,7 +153,8 @@ func (s *Source) Queries() []providers.Query {
 	return slices.Clone(s.queries)
 }
 
-// MaxInFlight is the most Offers calls that ran at the same time.
+// MaxInFlight is the most regions that were being fetched at the same time,
+// over all calls.
 func (s *Source) MaxInFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,22 +176,63 @@ var ErrUnknownRegion = errors.New("unknown region")
 
 // Offers answers like a real adapter: the offers of every region in q (all
 // known regions when q.Regions is empty) matching q.GPUs, and errors.Join of
-// a *providers.RegionError per failed region.
+// a *providers.RegionError per failed region. Regions are worked on
+// concurrently, at most MaxConcurrency at once, each taking the delay.
 func (s *Source) Offers(ctx context.Context, q providers.Query) ([]pricing.Offer, error) {
 	s.mu.Lock()
 	s.calls++
 	s.queries = append(s.queries, q)
-	s.inFlight++
-	s.maxInFlight = max(s.maxInFlight, s.inFlight)
 	delay, nextErr := s.delay, s.nextErr
 	s.nextErr = nil
+	regions := q.Regions
+	if len(regions) == 0 {
+		for r := range s.offers {
+			regions = append(regions, r)
+		}
+		sort.Strings(regions)
+	}
+	s.mu.Unlock()
+	if nextErr != nil {
+		return nil, nextErr
+	}
+
+	results := make([][]pricing.Offer, len(regions))
+	errs := make([]error, len(regions))
+	sem := make(chan struct{}, s.maxConc)
+	var wg sync.WaitGroup
+	for i, r := range regions {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			results[i], errs[i] = s.region(ctx, r, q, delay)
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake %s: %w", s.cloud, err)
+	}
+	var out []pricing.Offer
+	for _, r := range results {
+		out = append(out, r...)
+	}
+	return out, errors.Join(errs...)
+}
+
+// region answers for one region after the delay.
+func (s *Source) region(ctx context.Context, r string, q providers.Query, delay time.Duration) ([]pricing.Offer, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.maxInFlight = max(s.maxInFlight, s.inFlight)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
 		s.mu.Unlock()
 	}()
-
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -192,46 +242,30 @@ func (s *Source) Offers(ctx context.Context, q providers.Query) ([]pricing.Offer
 		case <-t.C:
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if nextErr != nil {
-		return nil, nextErr
-	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	regions := q.Regions
-	if len(regions) == 0 {
-		for r := range s.offers {
-			regions = append(regions, r)
-		}
-		sort.Strings(regions)
-	}
 	now := s.now()
+	var err error
+	list, known := s.offers[r]
+	if f, failed := s.regionErrs[r]; failed {
+		err = &providers.RegionError{Cloud: s.cloud, Region: r, Err: f.err}
+		list = f.partial
+	} else if !known {
+		return nil, &providers.RegionError{Cloud: s.cloud, Region: r, Err: ErrUnknownRegion}
+	}
 	var out []pricing.Offer
-	var errs []error
-	for _, r := range regions {
-		list, known := s.offers[r]
-		if f, failed := s.regionErrs[r]; failed {
-			errs = append(errs, &providers.RegionError{Cloud: s.cloud, Region: r, Err: f.err})
-			list = f.partial
-		} else if !known {
-			errs = append(errs, &providers.RegionError{Cloud: s.cloud, Region: r, Err: ErrUnknownRegion})
+	for _, o := range list {
+		if len(q.GPUs) > 0 && !slices.Contains(q.GPUs, o.GPU) {
 			continue
 		}
-		for _, o := range list {
-			if len(q.GPUs) > 0 && !slices.Contains(q.GPUs, o.GPU) {
-				continue
-			}
-			if o.ObservedAt.IsZero() {
-				o.ObservedAt = now
-			}
-			if o.Source == "" {
-				o.Source = "fake"
-			}
-			out = append(out, o)
+		if o.ObservedAt.IsZero() {
+			o.ObservedAt = now
 		}
+		if o.Source == "" {
+			o.Source = "fake"
+		}
+		out = append(out, o)
 	}
-	return out, errors.Join(errs...)
+	return out, err
 }

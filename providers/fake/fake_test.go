@@ -128,3 +128,19 @@ func TestFromCatalog(t *testing.T) {
 		t.Fatalf("FromCatalog answered %d offers, %v", len(got), err)
 	}
 }
+
+func TestRegionsAreBounded(t *testing.T) {
+	s, _ := New(t.Context(), Config{MaxConcurrency: 2})
+	var regions []string
+	for _, r := range []string{"a", "b", "c", "d", "e"} {
+		s.SetOffers(r)
+		regions = append(regions, r)
+	}
+	s.SetDelay(30 * time.Millisecond)
+	if _, err := s.Offers(t.Context(), providers.Query{Regions: regions}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.MaxInFlight(); got != 2 {
+		t.Errorf("MaxInFlight = %d, want the bound 2", got)
+	}
+}

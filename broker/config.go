@@ -1,0 +1,284 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// DefaultRefreshSchedule refreshes prices every six hours, on the hour: AWS
+// and Azure publish price changes at most a few times a day, and a refresh of
+// all default regions costs a few hundred API calls (docs/providers.md).
+const DefaultRefreshSchedule = "0 */6 * * *"
+
+// Config is the daemon's configuration, from a YAML file and flags.
+type Config struct {
+	// DB is the store DSN; empty means the default SQLite file.
+	DB string
+	// Refresh configures the scheduled catalog refresh.
+	Refresh RefreshConfig
+	// ShutdownGrace is how long a running job may finish after a stop
+	// signal before it is cancelled.
+	ShutdownGrace time.Duration
+}
+
+// RefreshConfig configures the scheduled catalog refresh.
+type RefreshConfig struct {
+	// Schedule is a cron expression (5 fields, or @every 1h, @hourly, ...).
+	Schedule string
+	// OnStart runs a refresh as soon as the daemon starts.
+	OnStart bool
+	// Clouds to refresh; empty means all.
+	Clouds []pricing.Cloud
+	// Regions are region names or globs (see refresh.ResolveRegions).
+	Regions []string
+	// Concurrency bounds the regions each cloud fetches at once.
+	Concurrency int
+	// FetchTimeout bounds one cloud's fetch of all its regions.
+	FetchTimeout time.Duration
+}
+
+// DefaultConfig is the configuration with nothing set.
+func DefaultConfig() Config {
+	return Config{
+		ShutdownGrace: 30 * time.Second,
+		Refresh: RefreshConfig{Schedule: DefaultRefreshSchedule, OnStart: true, Concurrency: 4,
+			FetchTimeout: 15 * time.Minute},
+	}
+}
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("bad configuration")
+
+// maxConfigSize bounds a configuration file; anything larger is a mistake.
+const maxConfigSize = 1 << 20
+
+// ParseConfig reads a YAML configuration file over DefaultConfig. name is
+// used in errors, which read "name:line:col: what is wrong; what is right".
+//
+//	db: postgres://gpubroker@db.internal/gpubroker
+//	shutdown_grace: 30s
+//	refresh:
+//	  schedule: "0 */6 * * *"
+//	  on_start: true
+//	  clouds: [aws, gcp]
+//	  regions: ["us-*", europe-west4]
+//	  concurrency: 4
+//	  fetch_timeout: 15m
+func ParseConfig(name string, data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	if len(data) > maxConfigSize {
+		return cfg, fmt.Errorf("%w: %s: %d bytes; a configuration file is at most %d", ErrConfig, name, len(data), maxConfigSize)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return cfg, yamlError(name, err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return cfg, nil // empty file: all defaults
+	}
+	p := &parser{name: name}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return cfg, nil
+	}
+	err := p.mapping(root, "", map[string]func(*yaml.Node) error{
+		"db":             func(n *yaml.Node) error { return p.str(n, "db", &cfg.DB) },
+		"shutdown_grace": func(n *yaml.Node) error { return p.duration(n, "shutdown_grace", &cfg.ShutdownGrace) },
+		"refresh": func(n *yaml.Node) error {
+			r := &cfg.Refresh
+			return p.mapping(n, "refresh", map[string]func(*yaml.Node) error{
+				"schedule":      func(n *yaml.Node) error { return p.schedule(n, &r.Schedule) },
+				"on_start":      func(n *yaml.Node) error { return p.boolean(n, "refresh.on_start", &r.OnStart) },
+				"clouds":        func(n *yaml.Node) error { return p.clouds(n, &r.Clouds) },
+				"regions":       func(n *yaml.Node) error { return p.strings(n, "refresh.regions", &r.Regions) },
+				"concurrency":   func(n *yaml.Node) error { return p.positive(n, "refresh.concurrency", &r.Concurrency) },
+				"fetch_timeout": func(n *yaml.Node) error { return p.duration(n, "refresh.fetch_timeout", &r.FetchTimeout) },
+			})
+		},
+	})
+	return cfg, err
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlError turns the YAML library's "yaml: line N: ..." into name:N:1.
+func yamlError(name string, err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%w: %s:%s:1: %s", ErrConfig, name, m[1], m[2])
+	}
+	return fmt.Errorf("%w: %s:1:1: %s", ErrConfig, name, strings.TrimPrefix(msg, "yaml: "))
+}
+
+type parser struct{ name string }
+
+func (p *parser) errorf(n *yaml.Node, format string, args ...any) error {
+	return fmt.Errorf("%w: %s:%d:%d: %s", ErrConfig, p.name, n.Line, n.Column, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) mapping(n *yaml.Node, path string, fields map[string]func(*yaml.Node) error) error {
+	where := path
+	if where == "" {
+		where = "the top level"
+	}
+	if n.Kind == yaml.AliasNode {
+		return p.errorf(n, "%s: aliases are not supported; write the value out", where)
+	}
+	if n.Kind != yaml.MappingNode {
+		return p.errorf(n, "%s must be a mapping of keys to values", where)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		fn, ok := fields[k.Value]
+		if !ok || k.Kind != yaml.ScalarNode {
+			return p.errorf(k, "unknown key %q in %s; known keys: %s", k.Value, where, known(fields))
+		}
+		if seen[k.Value] {
+			return p.errorf(k, "key %q appears twice in %s", k.Value, where)
+		}
+		seen[k.Value] = true
+		if v.Kind == yaml.AliasNode {
+			return p.errorf(v, "%s: aliases are not supported; write the value out", k.Value)
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func known(fields map[string]func(*yaml.Node) error) string {
+	var ks []string
+	for k := range fields {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return strings.Join(ks, ", ")
+}
+
+func (p *parser) scalar(n *yaml.Node, key, want string) error {
+	if n.Kind != yaml.ScalarNode {
+		return p.errorf(n, "%s must be %s", key, want)
+	}
+	return nil
+}
+
+func (p *parser) str(n *yaml.Node, key string, dst *string) error {
+	if err := p.scalar(n, key, "a string"); err != nil {
+		return err
+	}
+	*dst = n.Value
+	return nil
+}
+
+func (p *parser) boolean(n *yaml.Node, key string, dst *bool) error {
+	if err := p.scalar(n, key, "true or false"); err != nil {
+		return err
+	}
+	switch n.Value {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		return p.errorf(n, "%s %q: want true or false", key, n.Value)
+	}
+	return nil
+}
+
+func (p *parser) positive(n *yaml.Node, key string, dst *int) error {
+	if err := p.scalar(n, key, "a whole number"); err != nil {
+		return err
+	}
+	v, err := strconv.Atoi(n.Value)
+	if err != nil || v < 1 || v > 1024 {
+		return p.errorf(n, "%s %q: want a whole number from 1 to 1024", key, n.Value)
+	}
+	*dst = v
+	return nil
+}
+
+func (p *parser) duration(n *yaml.Node, key string, dst *time.Duration) error {
+	if err := p.scalar(n, key, "a duration such as 30s or 10m"); err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil || d <= 0 {
+		return p.errorf(n, "%s %q: want a positive duration such as 30s or 10m", key, n.Value)
+	}
+	*dst = d
+	return nil
+}
+
+func (p *parser) strings(n *yaml.Node, key string, dst *[]string) error {
+	if n.Kind != yaml.SequenceNode {
+		return p.errorf(n, "%s must be a list, e.g. [\"us-*\", europe-west4]", key)
+	}
+	out := make([]string, 0, len(n.Content))
+	for _, e := range n.Content {
+		if e.Kind != yaml.ScalarNode || e.Value == "" {
+			return p.errorf(e, "%s: each entry must be a non-empty string", key)
+		}
+		out = append(out, e.Value)
+	}
+	*dst = out
+	return nil
+}
+
+func (p *parser) clouds(n *yaml.Node, dst *[]pricing.Cloud) error {
+	var names []string
+	if err := p.strings(n, "refresh.clouds", &names); err != nil {
+		return err
+	}
+	var out []pricing.Cloud
+	for i, s := range names {
+		c, err := pricing.ParseCloud(s)
+		if err != nil {
+			return p.errorf(n.Content[i], "refresh.clouds: %v", err)
+		}
+		out = append(out, c)
+	}
+	*dst = out
+	return nil
+}
+
+func (p *parser) schedule(n *yaml.Node, dst *string) error {
+	if err := p.scalar(n, "refresh.schedule", "a cron expression"); err != nil {
+		return err
+	}
+	if err := ValidateSchedule(n.Value); err != nil {
+		return p.errorf(n, "refresh.schedule: %v", err)
+	}
+	*dst = n.Value
+	return nil
+}
+
+// ValidateSchedule checks a cron expression the way the daemon will run it.
+func ValidateSchedule(spec string) error {
+	if _, err := parseSchedule(spec); err != nil {
+		return fmt.Errorf("%q is not a cron schedule (%v); want 5 fields such as %q, or @every 6h, @hourly, @daily", spec, err, DefaultRefreshSchedule)
+	}
+	return nil
+}
+
+// parseSchedule is cron.ParseStandard, with any panic inside the cron
+// parser turned into an error: the spec comes from outside.
+func parseSchedule(spec string) (s cron.Schedule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("unparseable: %v", p)
+		}
+	}()
+	return cron.ParseStandard(spec)
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func TestServeConfigErrors(t *testing.T) {
+	reg, _ := fakeClouds(t, 1)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "serve.yaml")
+	_ = os.WriteFile(bad, []byte("refresh:\n  schedule: \"0 */6 * *\"\n"), 0o600)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", bad}, bad + `:2:13: refresh.schedule: "0 */6 * *" is not a cron schedule`},
+		{[]string{"--refresh-schedule", "hourly"}, `--refresh-schedule: "hourly" is not a cron schedule`},
+		{[]string{"--cloud", "ibm"}, `unknown cloud "ibm"`},
+		{[]string{"--log-format", "xml"}, "want text or json"},
+		{[]string{"--config", filepath.Join(dir, "none.yaml")}, "no such file"},
+	}
+	for _, c := range cases {
+		_, errOut, code := execute(t, newServeCmd(reg), append([]string{"serve"}, c.args...)...)
+		if code != exitUsageError || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+func TestServeRefreshesAndStops(t *testing.T) {
+	reg, aws := fakeClouds(t, 1)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "serve.yaml")
+	_ = os.WriteFile(cfgPath, []byte("refresh:\n  schedule: \"@every 1h\"\n  clouds: [aws]\n  regions: [us-east-1]\n"), 0o600)
+	db := filepath.Join(dir, "g.db")
+	var errb bytes.Buffer
+	root := &cobra.Command{Use: "gpubroker", SilenceErrors: true, SilenceUsage: true}
+	root.AddCommand(newServeCmd(reg))
+	root.SetArgs([]string{"serve", "--config", cfgPath, "--db", db, "--log-format", "json", "--listen", "127.0.0.1:0"})
+	root.SetErr(&errb)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		for aws.Calls() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`"msg":"broker started"`, `"refresh_schedule":"@every 1h"`, `"msg":"refresh finished","refreshed":1`, `"msg":"broker stopped"`} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("logs lack %s:\n%s", s, errb.String())
+		}
+	}
+	out, _, _ := execute(t, newPricesCmd(), "prices", "--db", db, "--cloud", "aws", "--region", "us-east-1", "--gpu", "H100")
+	if !strings.Contains(out, "p5.48xlarge") || !strings.Contains(out, "Catalog: store "+db) {
+		t.Errorf("prices after serve refreshed:\n%s", out)
+	}
+}
