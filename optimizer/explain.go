@@ -58,6 +58,16 @@ func (s *solver) whyNot(w *policy.Workload, alt, chosen *option) string {
 		return fmt.Sprintf("%s: %s but needs %d×%s with %s GiB < min %s GiB", desc, cheaper, alt.gpus, f.GPU, gib(f.GPUMemoryGiB), gib(w.GPU.MinMemoryGiB))
 	case rSpotPolicy:
 		return fmt.Sprintf("%s: %s but spot policy is %q", desc, cheaper, w.Spot)
+	case rQuota:
+		var q string
+		s.quotaUses(alt, func(r int32, amt float64) {
+			if q == "" && amt > s.caps[r]+eps {
+				q = fmt.Sprintf("needs %g GPUs, more than %s allows", amt, quotaName(s.quotas[r]))
+			}
+		})
+		return fmt.Sprintf("%s: %s but %s", desc, cheaper, q)
+	case rBudget:
+		return fmt.Sprintf("%s: %s but costs %s a month, over its budget", desc, cheaper, usd(alt.budgetUse))
 	case rNoFinish:
 		return fmt.Sprintf("%s: spot preemptions (%.3f/h) undo progress faster than it is saved", desc, alt.rate)
 	}
@@ -66,7 +76,7 @@ func (s *solver) whyNot(w *policy.Workload, alt, chosen *option) string {
 	if chosen.cost > 0 {
 		pct = 100 * (alt.cost - chosen.cost) / chosen.cost
 	}
-	text := fmt.Sprintf("%s: %.1f%% %s ($%.0f vs $%.0f)", desc, pct, more, alt.cost, chosen.cost)
+	text := fmt.Sprintf("%s: %.1f%% %s (%s vs %s)", desc, pct, more, usd(alt.cost), usd(chosen.cost))
 	if alt.groups == nil && alt.est.Total > 0 && chosen.est.Total > 0 {
 		text += fmt.Sprintf(", expected %.1fh vs %.1fh", alt.est.Total, chosen.est.Total)
 	}
@@ -79,7 +89,7 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 		GeneratedAt:  in.Now.UTC(),
 		Policy:       s.pol.File,
 		HorizonHours: s.horizon,
-		Placements:   []Placement{},
+		Placements:   make([]Placement, 0, len(evals)),
 		Warnings:     []string{},
 		Catalog: CatalogInfo{
 			Source:      in.Catalog.Source,
@@ -167,6 +177,7 @@ func round(x float64, digits int) float64 {
 }
 
 func (s *solver) placement(st *state, e *eval, j int) Placement {
+	s.expand(e)
 	w := e.w
 	o := &e.cands[j]
 	f := &s.offers[o.offer]
@@ -246,11 +257,19 @@ func (s *solver) runnerUp(st *state, e *eval, j int) *RunnerUp {
 		constraint, why := s.fleetWhy(st, e, alt, chosen)
 		return mk(alt, constraint, why)
 	}
+	// Options that meet the GPU need but lose to a deadline, the spot
+	// policy, a quota or a budget say more than a GPU too small for the
+	// job, so they come first.
 	var best *option
-	for r := rMemory; r <= rDeadline; r++ {
-		c := &e.cheapestRej[r]
-		if c.valid() && c.cost < chosen.cost && (best == nil || c.less(best)) {
-			best = c
+	for _, rs := range [][]reason{{rSpotPolicy, rDeadline, rQuota, rBudget}, {rMemory}} {
+		for _, r := range rs {
+			c := &e.cheapestRej[r]
+			if c.valid() && c.cost < chosen.cost && (best == nil || c.less(best)) {
+				best = c
+			}
+		}
+		if best != nil {
+			break
 		}
 	}
 	if best != nil {
@@ -312,7 +331,8 @@ func (s *solver) fleetWhy(st *state, e *eval, alt, chosen *option) (string, stri
 // byGPU is the ranker's score per GPU model: the best option's cost per
 // unit, or why the model is out.
 func (s *solver) byGPU(e *eval) []GPUChoice {
-	var feasible, out []GPUChoice
+	feasible := make([]GPUChoice, 0, len(s.models))
+	var out []GPUChoice
 	for i, m := range s.models {
 		b := &e.bestByModel[i]
 		if b.valid() {
@@ -329,6 +349,9 @@ func (s *solver) byGPU(e *eval) []GPUChoice {
 		out = append(out, GPUChoice{GPU: m, Reason: s.shortWhy(e.w, r)})
 	}
 	sort.SliceStable(feasible, func(i, j int) bool { return feasible[i].ExpectedCost < feasible[j].ExpectedCost })
+	if len(feasible) == 0 {
+		return out
+	}
 	return append(feasible, out...)
 }
 
@@ -352,9 +375,16 @@ func (s *solver) shortWhy(w *policy.Workload, o *option) string {
 	case rSpotPolicy:
 		return fmt.Sprintf("only %s offers, spot policy %q", o.cap, w.Spot)
 	case rDeadline:
-		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh (spot needs %.0f%% margin)", o.est.Total, w.Deadline.Hours(), 100*SpotDeadlineMargin)
+		if o.est.Total <= w.Deadline.Hours() {
+			return fmt.Sprintf("expected finish %.1fh on spot leaves less than the %.0f%% margin before deadline %.0fh", o.est.Total, 100*SpotDeadlineMargin, w.Deadline.Hours())
+		}
+		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh", o.est.Total, w.Deadline.Hours())
 	case rNoFinish:
 		return "preempted faster than it checkpoints"
+	case rQuota:
+		return fmt.Sprintf("%d GPUs exceed a quota", o.gpus)
+	case rBudget:
+		return fmt.Sprintf("%s a month exceeds a budget", usd(o.budgetUse))
 	}
 	return o.why.String()
 }
@@ -362,11 +392,11 @@ func (s *solver) shortWhy(w *policy.Workload, o *option) string {
 func (s *solver) explain(e *eval, o *option, pl *Placement) []string {
 	var lines []string
 	if o.groups == nil {
-		lines = append(lines, fmt.Sprintf("%s: $%.2f/h; expected %.1fh = compute %.1fh (%.2f× reference speed per GPU) + preemption loss %.1fh + restart %.1fh; $%.0f vs on-demand baseline $%.0f",
-			s.describe(o), o.price, o.est.Total, o.est.Compute, o.rel, o.est.PreemptionLoss, o.est.Restart, o.cost, pl.OnDemandBaseline))
+		lines = append(lines, fmt.Sprintf("%s: $%.2f/h; expected %.1fh = compute %.1fh (%.2f× reference speed per GPU) + preemption loss %.1fh + restart %.1fh; %s vs on-demand baseline %s",
+			s.describe(o), o.price, o.est.Total, o.est.Compute, o.rel, o.est.PreemptionLoss, o.est.Restart, usd(o.cost), usd(pl.OnDemandBaseline)))
 	} else {
-		lines = append(lines, fmt.Sprintf("%s: %d replicas (min %d, %d hedge) at $%.2f/h over %.0fh; $%.0f vs on-demand baseline $%.0f; worst case at max %d replicas $%.0f",
-			s.describe(o), o.replicas, pl.MinReplicas, o.replicas-pl.MinReplicas, o.price, s.horizon, o.cost, pl.OnDemandBaseline, pl.MaxReplicas, pl.WorstCaseCost))
+		lines = append(lines, fmt.Sprintf("%s: %d replicas (min %d, %d hedge) at $%.2f/h over %.0fh; %s vs on-demand baseline %s; worst case at max %d replicas %s",
+			s.describe(o), o.replicas, pl.MinReplicas, o.replicas-pl.MinReplicas, o.price, s.horizon, usd(o.cost), usd(pl.OnDemandBaseline), pl.MaxReplicas, usd(pl.WorstCaseCost)))
 	}
 	unit := "per reference GPU-hour of work"
 	if o.groups != nil {
@@ -425,8 +455,8 @@ func (s *solver) ruleOfThumb(e *eval, o *option) string {
 	}
 	switch {
 	case best != nil:
-		return fmt.Sprintf("unlike the rule of thumb, %s beats the best %s option (%s, $%.0f) by %.0f%% on expected cost",
-			o.model, classNames, s.describe(best), best.cost, 100*(best.cost-o.cost)/best.cost)
+		return fmt.Sprintf("unlike the rule of thumb, %s beats the best %s option (%s, %s) by %.0f%% on expected cost",
+			o.model, classNames, s.describe(best), usd(best.cost), 100*(best.cost-o.cost)/best.cost)
 	case rej != nil:
 		return fmt.Sprintf("no %s option qualifies: %s %s", classNames, rej.model, s.shortWhy(e.w, rej))
 	}

@@ -77,8 +77,10 @@ type option struct {
 	// restartCost is the billed replacement time of inference replicas, USD.
 	restartCost float64
 	replicas    int // inference: replicas placed, including hedge
-	// uses are the quota rows taken (inference); jobs use the offer's rows.
+	// uses are the quota rows taken from (GPUs), for candidates.
 	uses []use
+	// unit is the index of the option in eval.units (jobs) or eval.svc.
+	unit int32
 }
 
 func (o *option) valid() bool { return o.cost > 0 || o.price > 0 }
@@ -141,13 +143,14 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 	}
 	c := &class{f: funnel{counts: map[int]bool{}}}
 	count := gpuCount(w)
+	allowed := s.allowedOffers(w)
 	for i := range s.offers {
 		o := &s.offers[i]
 		if len(w.GPU.Models) > 0 && !containsModel(w.GPU.Models, o.GPU) {
 			continue
 		}
 		c.f.model++
-		if !s.placeOK(w, o) {
+		if !allowed[i] {
 			continue
 		}
 		c.f.place++
@@ -193,20 +196,20 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 	return c
 }
 
-func (s *solver) placeOK(w *policy.Workload, o *pricing.Offer) bool {
-	k := placeKey{w: w, cloud: o.Cloud, region: o.Region, zone: o.Zone}
-	if v, ok := s.placeCache[k]; ok {
-		return v
+// allowedOffers says per offer whether w's placement limits admit it;
+// workloads with the same limits share the answer.
+func (s *solver) allowedOffers(w *policy.Workload) []bool {
+	key := fmt.Sprint(w.Limits.Clouds, w.Limits.Regions, w.Limits.Zones, w.Limits.Residency)
+	if a, ok := s.allowed[key]; ok {
+		return a
 	}
-	v := placementAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
-	s.placeCache[k] = v
-	return v
-}
-
-type placeKey struct {
-	w            *policy.Workload
-	cloud        pricing.Cloud
-	region, zone string
+	a := make([]bool, len(s.offers))
+	for i := range s.offers {
+		o := &s.offers[i]
+		a[i] = policy.RegionAllowed(s.pol, w, o.Cloud, o.Region, o.Zone)
+	}
+	s.allowed[key] = a
+	return a
 }
 
 func spotAllows(p policy.SpotPolicy, ct pricing.CapacityType) bool {
@@ -232,94 +235,281 @@ func containsModel(ms []pricing.GPUModel, m pricing.GPUModel) bool {
 type eval struct {
 	w     *policy.Workload
 	cands []option // feasible, pruned, sorted by less
-	// bestByModel/rejByModel are the best feasible and the cheapest ruled-out
-	// option per GPU model (index into s.models).
+	// best, rej and rejWhy are compact references to the best feasible
+	// and the cheapest ruled-out option per GPU model (index into
+	// s.models), and the cheapest ruled-out option per reason. They point
+	// into units (jobs, rebuilt by jobOption) or svc (services), so a
+	// workload keeps a few hundred bytes of pointer-free data instead of
+	// thirty full options; expand rebuilds the options for explanations.
+	best, rej []ref
+	rejWhy    [nReasons]ref
+	units     []jobUnit
+	svc       []option
+	count     int
+	work      float64
+	ckpt      float64
+	restart   float64
+	// bestByModel, rejByModel and cheapestRej are filled by expand.
 	bestByModel []option
 	rejByModel  []option
-	// cheapestRej is the cheapest ruled-out option per reason.
-	cheapestRej [nReasons]option
+	cheapestRej []option
 	baseline    float64
 	budgetRows  []int32
 	blocked     *Blocked
 }
 
+// ref is a compact reference to an option, with what orders it.
+type ref struct {
+	set   bool
+	why   reason
+	spot  bool
+	idx   int32 // into eval.units or eval.svc
+	offer int32
+	inst  int32
+	cost  float64
+}
+
+// less is option.less on references.
+func (r *ref) less(q *ref) bool {
+	if r.cost != q.cost {
+		return r.cost < q.cost
+	}
+	if r.offer != q.offer {
+		return r.offer < q.offer
+	}
+	if r.spot != q.spot {
+		return !r.spot
+	}
+	return r.inst < q.inst
+}
+
+func refOf(o *option) ref {
+	return ref{set: true, why: o.why, spot: o.cap == pricing.Spot, idx: o.unit, offer: o.offer, inst: int32(o.inst), cost: o.cost}
+}
+
+// keep stores r in slot when it beats what the slot holds.
+func keep(slot, r *ref) {
+	if !slot.set || r.cost < slot.cost || (r.cost == slot.cost && r.less(slot)) {
+		*slot = *r
+	}
+}
+
+// option rebuilds the option a reference points to.
+func (s *solver) option(e *eval, r *ref) option {
+	var o option
+	if e.units != nil {
+		o = s.jobOption(&e.units[r.idx], e.count, e.work, e.ckpt, e.restart)
+	} else {
+		o = e.svc[r.idx]
+	}
+	o.why = r.why
+	return o
+}
+
+// expand rebuilds the explaining options of e into the solver's scratch
+// space; they stay valid until the next expand.
+func (s *solver) expand(e *eval) {
+	n := len(s.models)
+	if cap(s.scratch) < 2*n+int(nReasons) {
+		s.scratch = make([]option, 2*n+int(nReasons))
+	}
+	sc := s.scratch[:2*n+int(nReasons)]
+	for i := range sc {
+		sc[i] = option{}
+	}
+	e.bestByModel, e.rejByModel, e.cheapestRej = sc[:n], sc[n:2*n], sc[2*n:]
+	for i := 0; i < n; i++ {
+		if e.best[i].set {
+			e.bestByModel[i] = s.option(e, &e.best[i])
+		}
+		if e.rej[i].set {
+			e.rejByModel[i] = s.option(e, &e.rej[i])
+		}
+	}
+	for i := range e.rejWhy {
+		if e.rejWhy[i].set {
+			e.cheapestRej[i] = s.option(e, &e.rejWhy[i])
+		}
+	}
+}
+
 func hours(d interface{ Hours() float64 }) float64 { return d.Hours() }
 
-// evalJob ranks the options of a training or batch job.
+// jobUnit is a unit with the figures that do not depend on the work size,
+// so the per-workload loop is a few multiplications.
+type jobUnit struct {
+	unit
+	hoursPerWork float64 // compute hours per reference GPU-hour of work
+	price        float64 // USD per hour, all instances
+	rate         float64 // interruptions per hour, all instances
+	rel          float64
+	model        uint8
+	qclass       int32
+	idx          int32 // position in the class's unit list
+}
+
+type jobKey struct {
+	c   *class
+	ref pricing.GPUModel
+}
+
+func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, count int) []jobUnit {
+	k := jobKey{c, ref}
+	if us, ok := s.jobClasses[k]; ok {
+		return us
+	}
+	us := make([]jobUnit, len(c.units))
+	for i, u := range c.units {
+		o := &s.offers[u.offer]
+		inst := int(u.inst)
+		rel := s.score[u.offer] / refScore
+		p, _ := o.Price(u.cap)
+		ju := jobUnit{unit: u, idx: int32(i), rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
+		ju.hoursPerWork = 1 / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
+		if u.cap == pricing.Spot {
+			ju.rate = s.rate[u.offer] * float64(inst)
+		}
+		us[i] = ju
+	}
+	s.jobClasses[k] = us
+	return us
+}
+
+// jobOption builds the full option of one unit for a work size.
+func (s *solver) jobOption(u *jobUnit, count int, work, ckpt, restart float64) option {
+	o := &s.offers[u.offer]
+	opt := option{unit: u.idx, offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, price: u.price, rate: u.rate}
+	compute := work * u.hoursPerWork
+	if u.cap == pricing.Spot {
+		opt.est = estimateRun(compute, u.rate, ckpt, restart)
+	} else {
+		opt.est = runEstimate{Compute: compute, Total: compute, Finishes: true}
+	}
+	if !opt.est.Finishes {
+		if opt.why == ok {
+			opt.why = rNoFinish
+		}
+		opt.cost = math.Inf(1)
+		return opt
+	}
+	opt.cost = opt.price * opt.est.Total
+	opt.budgetUse = opt.cost
+	return opt
+}
+
+// evalJob ranks the options of a training or batch job. The loop over
+// units only computes expected hours and cost; a full option is built only
+// when it beats what a slot (per quota class, per GPU model, per reason)
+// holds.
 func (s *solver) evalJob(w *policy.Workload) *eval {
 	e := s.newEval(w)
 	c := s.staticClass(w)
 	count := gpuCount(w)
-	ref := w.ReferenceGPU
-	if ref == "" {
-		ref = DefaultReferenceGPU
+	refGPU := w.ReferenceGPU
+	if refGPU == "" {
+		refGPU = DefaultReferenceGPU
 	}
-	refScore, known := s.refScore(ref)
+	refScore, known := s.refScore(refGPU)
 	if !known {
-		e.blocked = &Blocked{w.Name, "gpu_model", fmt.Sprintf("reference GPU %q has no speed figure", ref)}
+		e.blocked = &Blocked{w.Name, "gpu_model", fmt.Sprintf("reference GPU %q has no speed figure", refGPU)}
 		return e
 	}
 	work := w.WorkGPUHours
 	deadline := hours(w.Deadline)
 	ckpt := hours(w.CheckpointInterval)
 	restart := hours(w.RestartOverhead)
-	byClass := map[int32]int{} // quota class → index in e.cands
+	perLoss := ckpt/2 + restart
+	spotLimit := deadline
+	if w.Spot != policy.SpotOnly {
+		spotLimit = deadline / (1 + SpotDeadlineMargin)
+	}
+	units := s.jobUnits(c, refGPU, refScore, count)
+	e.units, e.count, e.work, e.ckpt, e.restart = units, count, work, ckpt, restart
 	baseline := math.Inf(1)
 	var fastest option
-	for _, u := range c.units {
-		o := &s.offers[u.offer]
-		inst := int(u.inst)
-		rel := s.score[u.offer] / refScore
-		compute := work / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
-		p, _ := o.Price(u.cap)
-		opt := option{offer: u.offer, cap: u.cap, inst: inst, gpus: count, model: o.GPU, why: u.why, rel: rel, price: p * float64(inst)}
+	fastestTotal := math.Inf(1)
+	var touched []int32
+	for i := range units {
+		u := &units[i]
+		compute := work * u.hoursPerWork
+		total := compute
 		if u.cap == pricing.Spot {
-			opt.rate = s.rate[u.offer] * float64(inst)
-			opt.est = estimateRun(compute, opt.rate, ckpt, restart)
-		} else {
-			opt.est = runEstimate{Compute: compute, Total: compute, Finishes: true}
-		}
-		if !opt.est.Finishes {
-			if opt.why == ok {
-				opt.why = rNoFinish
+			if ckpt > 0 && ckpt < compute {
+				x := u.rate * perLoss
+				if x >= 0.95 {
+					total = math.Inf(1)
+				} else {
+					total = compute / (1 - x)
+				}
+			} else {
+				total = estimateRun(compute, u.rate, ckpt, restart).Total
 			}
-			opt.cost = math.Inf(1)
-			e.reject(s, &opt)
-			continue
 		}
-		opt.cost = opt.price * opt.est.Total
-		opt.budgetUse = opt.cost
-		if u.cap == pricing.OnDemand && (u.why == ok || u.why == rSpotPolicy) && (deadline == 0 || opt.est.Total <= deadline) {
-			baseline = min(baseline, opt.cost)
-		}
-		if opt.why == ok && deadline > 0 {
+		cost := u.price * total
+		why := u.why
+		switch {
+		case math.IsInf(total, 1):
+			if why == ok {
+				why = rNoFinish
+			}
+		case why == ok && deadline > 0:
 			limit := deadline
-			if u.cap == pricing.Spot && w.Spot != policy.SpotOnly {
-				limit = deadline / (1 + SpotDeadlineMargin)
+			if u.cap == pricing.Spot {
+				limit = spotLimit
 			}
-			if opt.est.Total > limit {
-				opt.why = rDeadline
-				if !fastest.valid() || opt.est.Total < fastest.est.Total {
-					fastest = opt
+			if total > limit {
+				why = rDeadline
+				if total < fastestTotal {
+					fastestTotal = total
+					fastest = s.jobOption(u, count, work, ckpt, restart)
+					fastest.why = rDeadline
 				}
 			}
 		}
-		if opt.why != ok {
-			e.reject(s, &opt)
+		if u.cap == pricing.OnDemand && (u.why == ok || u.why == rSpotPolicy) && (deadline == 0 || total <= deadline) {
+			baseline = min(baseline, cost)
+		}
+		r := ref{set: true, why: why, spot: u.cap == pricing.Spot, idx: u.idx, offer: u.offer, inst: u.inst, cost: cost}
+		if why != ok {
+			keep(&e.rejWhy[why], &r)
+			keep(&e.rej[u.model], &r)
 			continue
 		}
-		e.keepByModel(s, &opt)
-		qc := s.offerQClass[u.offer]
-		if i, seen := byClass[qc]; seen {
-			if opt.less(&e.cands[i]) {
-				e.cands[i] = opt
+		keep(&e.best[u.model], &r)
+		slot := s.qcSlot[u.qclass]
+		if slot >= 0 && cost > e.cands[slot].cost {
+			continue
+		}
+		opt := s.jobOption(u, count, work, ckpt, restart)
+		if slot >= 0 {
+			if opt.less(&e.cands[slot]) {
+				e.cands[slot] = opt
 			}
 			continue
 		}
-		byClass[qc] = len(e.cands)
+		s.qcSlot[u.qclass] = int32(len(e.cands))
+		touched = append(touched, u.qclass)
 		e.cands = append(e.cands, opt)
 	}
+	for _, q := range touched {
+		s.qcSlot[q] = -1
+	}
 	sortOptions(e.cands)
+	// The solver's hot loops read quota use from option.uses; give every
+	// candidate its rows from one backing array.
+	n := 0
+	for i := range e.cands {
+		n += len(s.offerQuota[e.cands[i].offer])
+	}
+	buf := make([]use, 0, n)
+	for i := range e.cands {
+		c := &e.cands[i]
+		start := len(buf)
+		for _, r := range s.offerQuota[c.offer] {
+			buf = append(buf, use{r, float64(c.gpus)})
+		}
+		c.uses = buf[start:len(buf):len(buf)]
+	}
 	e.baseline = baseline
 	if len(e.cands) == 0 {
 		e.blocked = s.jobBlocked(w, c, &fastest, deadline)
@@ -332,7 +522,8 @@ func sortOptions(xs []option) {
 }
 
 func (s *solver) newEval(w *policy.Workload) *eval {
-	e := &eval{w: w, bestByModel: make([]option, len(s.models)), rejByModel: make([]option, len(s.models))}
+	refs := make([]ref, 2*len(s.models))
+	e := &eval{w: w, best: refs[:len(s.models)], rej: refs[len(s.models):]}
 	for i := range s.budgets {
 		if s.budgets[i].matches(w) {
 			e.budgetRows = append(e.budgetRows, int32(len(s.quotas)+i))
@@ -342,18 +533,14 @@ func (s *solver) newEval(w *policy.Workload) *eval {
 }
 
 func (e *eval) reject(s *solver, o *option) {
-	if c := &e.cheapestRej[o.why]; !c.valid() || o.less(c) {
-		*c = *o
-	}
-	if m := &e.rejByModel[s.modelIdx[o.model]]; !m.valid() || o.less(m) {
-		*m = *o
-	}
+	r := refOf(o)
+	keep(&e.rejWhy[o.why], &r)
+	keep(&e.rej[s.modelIdx[o.model]], &r)
 }
 
 func (e *eval) keepByModel(s *solver, o *option) {
-	if m := &e.bestByModel[s.modelIdx[o.model]]; !m.valid() || o.less(m) {
-		*m = *o
-	}
+	r := refOf(o)
+	keep(&e.best[s.modelIdx[o.model]], &r)
 }
 
 // jobBlocked names the first check no offer passes.
@@ -413,12 +600,25 @@ type zoneUnit struct {
 	rate    float64
 }
 
-// evalService ranks the options of an inference service: per GPU model and
-// capacity type, the cheapest spread of replicas over zones and clouds.
-func (s *solver) evalService(w *policy.Workload) *eval {
-	e := s.newEval(w)
-	c := s.staticClass(w)
-	restart := hours(w.RestartOverhead)
+// svcGroup is the zones where one GPU model can be had one way (capacity
+// type, and the soft reason that may rule it out), cheapest zone first.
+type svcGroup struct {
+	model pricing.GPUModel
+	cap   pricing.CapacityType
+	why   reason
+	units []zoneUnit
+}
+
+// serviceGroups groups a class's units by GPU model and capacity type, with
+// the cheapest offer per zone (by price, then interruption rate), zones
+// ordered by price. It depends only on the class, so services share it;
+// withRestart adds each service's restart overhead.
+func (s *solver) serviceGroups(c *class) []svcGroup {
+	k := c
+	if gs, ok := s.svcClasses[k]; ok {
+		return gs
+	}
+	const restart = 0.0
 	type mk struct {
 		model pricing.GPUModel
 		cap   pricing.CapacityType
@@ -442,7 +642,7 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 			keys = append(keys, k)
 		}
 		zk := zoneKey(o)
-		if old, seen := m[zk]; !seen || zu.perHour < old.perHour || (zu.perHour == old.perHour && zu.offer < old.offer) {
+		if old, seen := m[zk]; !seen || zu.perHour < old.perHour || (zu.perHour == old.perHour && (zu.rate < old.rate || zu.rate == old.rate && zu.offer < old.offer)) {
 			m[zk] = zu
 		}
 	}
@@ -456,8 +656,7 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 		}
 		return a.why < b.why
 	})
-	baseline := math.Inf(1)
-	var spreadWhy string
+	gs := make([]svcGroup, 0, len(keys))
 	for _, k := range keys {
 		m := zones[k]
 		zs := make([]string, 0, len(m))
@@ -475,15 +674,54 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 		for i, z := range zs {
 			units[i] = m[z]
 		}
-		opt, why := s.spread(w, units, k.cap)
+		gs = append(gs, svcGroup{k.model, k.cap, k.why, units})
+	}
+	s.svcClasses[k] = gs
+	return gs
+}
+
+// withRestart prices spot replicas with their billed replacement time,
+// price × (1 + λ·restart), and restores the cheapest-first order (an
+// insertion sort: the order rarely changes).
+func withRestart(dst, units []zoneUnit, restart float64) []zoneUnit {
+	dst = append(dst, units...)
+	for i := range dst {
+		dst[i].perHour = dst[i].price * (1 + dst[i].rate*restart)
+		for j := i; j > 0 && dst[j].perHour < dst[j-1].perHour; j-- {
+			dst[j], dst[j-1] = dst[j-1], dst[j]
+		}
+	}
+	return dst
+}
+
+// evalService ranks the options of an inference service: per GPU model and
+// capacity type, the cheapest spread of replicas over zones and clouds.
+func (s *solver) evalService(w *policy.Workload) *eval {
+	e := s.newEval(w)
+	c := s.staticClass(w)
+	baseline := math.Inf(1)
+	var spreadWhy string
+	restart := hours(w.RestartOverhead)
+	var scratch []zoneUnit
+	groups := s.serviceGroups(c)
+	e.svc = make([]option, 0, len(groups))
+	for _, g := range groups {
+		units := g.units
+		if g.cap == pricing.Spot && restart > 0 {
+			scratch = withRestart(scratch[:0], units, restart)
+			units = scratch
+		}
+		opt, why := s.spread(w, units, g.cap)
 		if !opt.valid() {
-			if k.why == ok && spreadWhy == "" {
+			if g.why == ok && spreadWhy == "" {
 				spreadWhy = why
 			}
 			continue
 		}
-		opt.model, opt.why = k.model, k.why
-		if k.cap == pricing.OnDemand && (k.why == ok || k.why == rSpotPolicy) {
+		opt.model, opt.why = g.model, g.why
+		opt.unit = int32(len(e.svc))
+		e.svc = append(e.svc, opt)
+		if g.cap == pricing.OnDemand && (g.why == ok || g.why == rSpotPolicy) {
 			baseline = min(baseline, opt.cost)
 		}
 		if opt.why != ok {
@@ -567,7 +805,14 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 	clouds := pricing.Clouds()
 	var bestSel []int
 	bestCost := math.Inf(1)
-	for mask := 1; mask < 1<<len(clouds); mask++ {
+	if minClouds <= 1 {
+		// Any zones will do: the z cheapest (units are sorted by price).
+		bestSel = make([]int, z)
+		for i := range bestSel {
+			bestSel[i] = i
+		}
+	}
+	for mask := 1; bestSel == nil && mask < 1<<len(clouds); mask++ {
 		if popcount(mask) < minClouds || popcount(mask) > z {
 			continue
 		}

@@ -137,7 +137,7 @@ func checkPlan(t *testing.T, cat *pricing.Catalog, p *policy.Policy, plan *Plan)
 			if o.GPUMemoryGiB < w.GPU.MinMemoryGiB {
 				t.Errorf("%s: %s has %g GiB < %g", w.Name, o.GPU, o.GPUMemoryGiB, w.GPU.MinMemoryGiB)
 			}
-			if !placementAllowed(p, w, o.Cloud, o.Region, o.Zone) {
+			if !policy.RegionAllowed(p, w, o.Cloud, o.Region, o.Zone) {
 				t.Errorf("%s: %s %s not allowed", w.Name, o.Cloud, o.Region)
 			}
 			if (w.Spot == policy.SpotNever && g.Capacity == pricing.Spot) || (w.Spot == policy.SpotOnly && g.Capacity == pricing.OnDemand) {
@@ -221,6 +221,11 @@ func checkPlan(t *testing.T, cat *pricing.Catalog, p *policy.Policy, plan *Plan)
 	if math.Abs(total-plan.Totals.ExpectedCost) > 0.01*float64(len(p.Workloads))+1e-9 {
 		t.Errorf("placements sum to %.2f, totals say %.2f", total, plan.Totals.ExpectedCost)
 	}
+	// The Lagrangian (LP) bound can be far below the integer optimum on
+	// small fleets, but it must be a positive bound, not a placeholder.
+	if plan.Totals.ExpectedCost > 1 && plan.Bound.LowerBound <= 0 {
+		t.Errorf("lower bound %.2f for a plan costing %.2f", plan.Bound.LowerBound, plan.Totals.ExpectedCost)
+	}
 	if plan.Bound.LowerBound > plan.Totals.ExpectedCost+0.01*float64(len(p.Workloads)) {
 		t.Errorf("lower bound %.2f above the plan's cost %.2f", plan.Bound.LowerBound, plan.Totals.ExpectedCost)
 	}
@@ -278,7 +283,7 @@ func bruteOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []
 		if o.GPUMemoryGiB < w.GPU.MinMemoryGiB || count%o.GPUCount != 0 || o.GPUCount > count {
 			continue
 		}
-		if !placementAllowed(p, w, o.Cloud, o.Region, o.Zone) {
+		if !policy.RegionAllowed(p, w, o.Cloud, o.Region, o.Zone) {
 			continue
 		}
 		inst := count / o.GPUCount
@@ -403,3 +408,25 @@ func bruteFits(p *policy.Policy, opts [][]bruteOption, pick []int) bool {
 func globOK(pattern, s string) bool { ok, _ := path.Match(pattern, s); return ok }
 
 func family(m pricing.GPUModel) string { s, _ := pricing.Spec(m); return s.Family }
+
+// FuzzSolve feeds random instances to Solve: it must never panic, and any
+// plan it returns must meet every constraint. Run with
+// go test ./optimizer -run '^$' -fuzz FuzzSolve -fuzztime 20s.
+func FuzzSolve(f *testing.F) {
+	for _, s := range []uint64{0, 7, 112, 4242} {
+		f.Add(s, uint8(5), uint8(20), false)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, nw, no uint8, jobsOnly bool) {
+		r := rand.New(rand.NewPCG(seed, uint64(nw)))
+		cat := randCatalog(r, 1+int(no%64))
+		p := randPolicy(r, 1+int(nw%16), jobsOnly)
+		plan, err := Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if err != nil {
+			if !errors.Is(err, ErrInfeasible) {
+				t.Fatal(err)
+			}
+			return
+		}
+		checkPlan(t, cat, p, plan)
+	})
+}

@@ -57,8 +57,15 @@ type solver struct {
 	models      []pricing.GPUModel
 	modelIdx    map[pricing.GPUModel]int
 	classes     map[string]*class
-	placeCache  map[placeKey]bool
+	svcClasses  map[*class][]svcGroup
+	scratch     []option
+	allowed     map[string][]bool
+	lb          *lbData
 	refScores   map[pricing.GPUModel]float64
+	jobClasses  map[jobKey][]jobUnit
+	// qcSlot maps a quota class to its index in the eval being built (-1:
+	// none yet); scratch space reset after each workload.
+	qcSlot []int32
 }
 
 // Solve places every workload of the policy on the catalog's offers at the
@@ -79,17 +86,142 @@ func Solve(in Input) (*Plan, error) {
 		} else {
 			evals[i] = s.evalJob(w)
 		}
+		s.dropOversized(evals[i])
 		if evals[i].blocked != nil {
 			blocked = append(blocked, *evals[i].blocked)
 		}
 	}
-	choice, fleetBlocked := s.assign(evals)
-	blocked = append(blocked, fleetBlocked...)
 	if len(blocked) > 0 {
 		return nil, &InfeasibleError{Blocked: blocked}
 	}
-	lb := s.lowerBound(evals, choice)
+	var (
+		choice       []int
+		fleetBlocked []Blocked
+		ub           float64
+	)
+	if len(s.caps) == 0 || len(evals) <= smallSearch {
+		choice, fleetBlocked = s.assign(evals)
+		ub = planCost(evals, choice)
+	} else {
+		// Large constrained fleets go straight to the Lagrangian
+		// heuristic; the regret greedy is the fallback. Until a plan
+		// exists, the subgradient steps aim 2% above the unconstrained
+		// optimum.
+		fleetBlocked = []Blocked{{}}
+		for _, e := range evals {
+			ub += e.cands[0].cost
+		}
+		ub *= 1.02
+	}
+	lb, mu := s.lowerBound(evals, ub, nil, 40)
+	// Alternate the Lagrangian heuristic with more bound iterations, warm
+	// started, while the gap is above target: a better plan makes the
+	// subgradient steps better, and better multipliers a better plan.
+	for round := 0; round < 3 && len(s.caps) > 0 && (len(fleetBlocked) > 0 || ub-lb > targetGap*lb); round++ {
+		if alt := s.lagrangeAssign(evals, mu); alt != nil {
+			if c := planCost(evals, alt); len(fleetBlocked) > 0 || c < ub {
+				choice, fleetBlocked, ub = alt, nil, c
+			}
+		}
+		if ub-lb <= targetGap*lb {
+			break
+		}
+		var lb2 float64
+		lb2, mu = s.lowerBound(evals, ub, mu, 40)
+		lb = max(lb, lb2)
+	}
+	if len(fleetBlocked) > 0 && choice == nil {
+		choice, fleetBlocked = s.assign(evals)
+		if len(fleetBlocked) == 0 {
+			lb = min(lb, planCost(evals, choice))
+		}
+	}
+	if len(fleetBlocked) > 0 {
+		return nil, &InfeasibleError{Blocked: fleetBlocked}
+	}
 	return s.plan(in, evals, choice, lb), nil
+}
+
+// planCost is the expected cost of an assignment; unplaced workloads count
+// at their dearest option, which keeps it a usable upper estimate.
+func planCost(evals []*eval, choice []int) float64 {
+	sum := 0.0
+	for w, e := range evals {
+		if len(e.cands) == 0 {
+			continue
+		}
+		if c := choice[w]; c >= 0 {
+			sum += e.cands[c].cost
+		} else {
+			sum += e.cands[len(e.cands)-1].cost
+		}
+	}
+	return sum
+}
+
+// targetGap is the relative optimality gap at which the solver stops
+// improving: 0.2%, well inside the 0.5% the plan promises.
+const targetGap = 0.002
+
+// smallSearch bounds the instances that get the quadratic swap and
+// eject-and-reinsert moves; larger fleets rely on the Lagrangian heuristic.
+const smallSearch = 300
+
+// lagrangeAssign is the Lagrangian heuristic: price each row at its
+// multiplier, then run the regret greedy on the priced costs (workloads that
+// lose most by missing their best priced option go first, each taking its
+// cheapest priced option that fits), and finish with the real-cost
+// improvement moves. The prices steer workloads away from the rows the
+// relaxation found congested. It returns nil when some workload does not fit.
+func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
+	st := &state{s: s, evals: evals, choice: make([]int, len(evals)), rem: append([]float64(nil), s.caps...)}
+	priced := make([][]float64, len(evals))
+	regret := make([]float64, len(evals))
+	order := make([]int, len(evals))
+	for w, e := range evals {
+		st.choice[w] = -1
+		order[w] = w
+		pc := make([]float64, len(e.cands))
+		b1, b2 := math.Inf(1), math.Inf(1)
+		for j := range e.cands {
+			o := &e.cands[j]
+			v := o.cost
+			for _, r := range e.budgetRows {
+				v += mu[r] * o.budgetUse
+			}
+			for _, u := range o.uses {
+				v += mu[u.row] * u.amt
+			}
+			pc[j] = v
+			if v < b1 {
+				b1, b2 = v, b1
+			} else if v < b2 {
+				b2 = v
+			}
+		}
+		priced[w] = pc
+		regret[w] = b2 - b1
+	}
+	sort.SliceStable(order, func(a, b int) bool { return regret[order[a]] > regret[order[b]] })
+	for _, w := range order {
+		e := evals[w]
+		bj, bv := -1, math.Inf(1)
+		for j := range e.cands {
+			if priced[w][j] < bv && st.fits(e, &e.cands[j]) {
+				bj, bv = j, priced[w][j]
+			}
+		}
+		if bj >= 0 {
+			st.set(w, bj)
+		}
+	}
+	st.improve(order)
+	for _, c := range st.choice {
+		if c < 0 {
+			return nil
+		}
+	}
+	return st.choice
 }
 
 func newSolver(in Input) *solver {
@@ -102,8 +234,10 @@ func newSolver(in Input) *solver {
 		quotas:     p.Quotas,
 		modelIdx:   map[pricing.GPUModel]int{},
 		classes:    map[string]*class{},
-		placeCache: map[placeKey]bool{},
+		svcClasses: map[*class][]svcGroup{},
+		allowed:    map[string][]bool{},
 		refScores:  map[pricing.GPUModel]float64{},
+		jobClasses: map[jobKey][]jobUnit{},
 	}
 	if s.speeds.ByGPU == nil && s.speeds.ByInstance == nil {
 		s.speeds = DefaultSpeeds()
@@ -159,6 +293,10 @@ func newSolver(in Input) *solver {
 		}
 		s.offerQClass[i] = id
 	}
+	s.qcSlot = make([]int32, len(qclass))
+	for i := range s.qcSlot {
+		s.qcSlot[i] = -1
+	}
 	return s
 }
 
@@ -190,10 +328,48 @@ func (s *solver) refScore(m pricing.GPUModel) (float64, bool) {
 	return v, v > 0
 }
 
+// dropOversized removes the options that alone exceed a quota or budget:
+// they can never be placed, and leaving them in would weaken the lower
+// bound. They stay as ruled-out options to explain the choice.
+func (s *solver) dropOversized(e *eval) {
+	if e.blocked != nil || len(s.caps) == 0 {
+		return
+	}
+	var first *Blocked
+	kept := e.cands[:0]
+	for _, o := range e.cands {
+		why, text := ok, ""
+		s.quotaUses(&o, func(r int32, amt float64) {
+			if why == ok && amt > s.caps[r]+eps {
+				why, text = rQuota, fmt.Sprintf("needs %g GPUs but %s", amt, quotaName(s.quotas[r]))
+			}
+		})
+		for _, r := range e.budgetRows {
+			if why == ok && o.budgetUse > s.caps[r]*(1+eps) {
+				b := s.budgets[int(r)-len(s.quotas)]
+				why, text = rBudget, fmt.Sprintf("costs %s a month but budget %s is %s", usd(o.budgetUse), budgetName(b.Budget), usd(b.MonthlyUSD))
+			}
+		}
+		if why == ok {
+			kept = append(kept, o)
+			continue
+		}
+		o.why = why
+		e.reject(s, &o)
+		if first == nil {
+			first = &Blocked{Workload: e.w.Name, Constraint: why.String(), Reason: "its cheapest option " + s.describe(&o) + " " + text}
+		}
+	}
+	e.cands = kept
+	if len(kept) == 0 {
+		e.blocked = first
+	}
+}
+
 // quotaUses returns the constraint rows an option takes from, budget rows
 // excluded.
 func (s *solver) quotaUses(o *option, fn func(row int32, amt float64)) {
-	if o.groups != nil {
+	if o.groups != nil || o.uses != nil {
 		for _, u := range o.uses {
 			fn(u.row, u.amt)
 		}
@@ -214,15 +390,13 @@ type state struct {
 	rem    []float64
 }
 
+// fits and apply are the solver's hot loops: they read o.uses directly,
+// which every candidate has.
 func (st *state) fits(e *eval, o *option) bool {
-	okay := true
-	st.s.quotaUses(o, func(r int32, amt float64) {
-		if st.rem[r] < amt-eps {
-			okay = false
+	for _, u := range o.uses {
+		if st.rem[u.row] < u.amt-eps {
+			return false
 		}
-	})
-	if !okay {
-		return false
 	}
 	for _, r := range e.budgetRows {
 		if st.rem[r] < o.budgetUse-eps*max(1, o.budgetUse) {
@@ -233,7 +407,9 @@ func (st *state) fits(e *eval, o *option) bool {
 }
 
 func (st *state) apply(e *eval, o *option, sign float64) {
-	st.s.quotaUses(o, func(r int32, amt float64) { st.rem[r] -= sign * amt })
+	for _, u := range o.uses {
+		st.rem[u.row] -= sign * u.amt
+	}
 	for _, r := range e.budgetRows {
 		st.rem[r] -= sign * o.budgetUse
 	}
@@ -311,11 +487,16 @@ func (s *solver) assign(evals []*eval) ([]int, []Blocked) {
 }
 
 func (st *state) improve(order []int) {
+	small := len(order) <= smallSearch
 	for pass := 0; pass < 8; pass++ {
 		changed := false
+		var users [][]int // built once per pass, when first needed
 		for _, w := range order {
 			if st.choice[w] < 0 {
-				if st.eject(w) {
+				if users == nil {
+					users = st.rowUsers()
+				}
+				if st.eject(w, users) {
 					changed = true
 				}
 				continue
@@ -325,7 +506,7 @@ func (st *state) improve(order []int) {
 				changed = true
 			}
 		}
-		if st.swapPass(order) {
+		if small && st.swapPass(order) {
 			changed = true
 		}
 		if !changed {
@@ -412,11 +593,14 @@ func (st *state) trySwap(w, j int, users [][]int) bool {
 
 // eject tries to make room for an unplaced workload by moving the
 // workloads in its way to their next options that fit.
-func (st *state) eject(w int) bool {
+// users may be stale (built before earlier moves): it only proposes whom to
+// move, and every move is checked against the current state.
+func (st *state) eject(w int, users [][]int) bool {
 	e := st.evals[w]
-	users := st.rowUsers()
+	type undo struct{ v, c int }
+	var log []undo
 	for j := range e.cands {
-		saved := append([]int(nil), st.choice...)
+		log = log[:0]
 		var rows []int32
 		st.s.quotaUses(&e.cands[j], func(r int32, _ float64) { rows = append(rows, r) })
 		rows = append(rows, e.budgetRows...)
@@ -429,6 +613,7 @@ func (st *state) eject(w int) bool {
 					continue
 				}
 				vc := st.choice[v]
+				log = append(log, undo{v, vc})
 				st.set(v, -1)
 				moved := false
 				for k := range st.evals[v].cands {
@@ -453,10 +638,8 @@ func (st *state) eject(w int) bool {
 			st.set(w, j)
 			return true
 		}
-		for v := range saved {
-			if st.choice[v] != saved[v] {
-				st.set(v, saved[v])
-			}
+		for i := len(log) - 1; i >= 0; i-- {
+			st.set(log[i].v, log[i].c)
 		}
 	}
 	return false
@@ -544,21 +727,60 @@ func orAll(s string) string {
 	return s
 }
 
+// lbData is a flat copy of what the bound's loop reads, built once per
+// Solve: option structs are large and the loop runs over every candidate of
+// every workload on each iteration.
+type lbData struct {
+	cands []lbCand
+	uses  []use
+	start []int32 // candidates of free[i] are cands[start[i]:start[i+1]]
+}
+
+type lbCand struct {
+	cost, budgetUse float64
+	u0, u1          int32 // uses[u0:u1]
+}
+
+func newLBData(evals []*eval, free []int) *lbData {
+	d := &lbData{start: make([]int32, len(free)+1)}
+	n, nu := 0, 0
+	for _, w := range free {
+		n += len(evals[w].cands)
+		for j := range evals[w].cands {
+			nu += len(evals[w].cands[j].uses)
+		}
+	}
+	d.cands, d.uses = make([]lbCand, 0, n), make([]use, 0, nu)
+	for i, w := range free {
+		e := evals[w]
+		d.start[i] = int32(len(d.cands))
+		for j := range e.cands {
+			o := &e.cands[j]
+			u0 := int32(len(d.uses))
+			d.uses = append(d.uses, o.uses...)
+			d.cands = append(d.cands, lbCand{o.cost, o.budgetUse, u0, int32(len(d.uses))})
+		}
+	}
+	d.start[len(free)] = int32(len(d.cands))
+	return d
+}
+
 // lowerBound is the Lagrangian dual bound over the quota and budget rows,
 // maximised by subgradient ascent: for multipliers μ ≥ 0,
 // L(μ) = Σ_w min_j (c_wj + Σ_k μ_k a_wjk) − Σ_k μ_k cap_k ≤ OPT.
 // Without rows it is the sum of each workload's cheapest option, which the
-// greedy then meets exactly.
-func (s *solver) lowerBound(evals []*eval, choice []int) float64 {
+// greedy then meets exactly. It also returns the best multipliers, which
+// price the rows for the Lagrangian heuristic.
+func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int) (float64, []float64) {
 	fixed := 0.0
 	var free []int // workloads whose options touch a row
 	for w, e := range evals {
 		touches := len(e.budgetRows) > 0
 		for j := range e.cands {
-			if touches {
+			if len(e.cands[j].uses) > 0 {
+				touches = true
 				break
 			}
-			s.quotaUses(&e.cands[j], func(int32, float64) { touches = true })
 		}
 		if touches {
 			free = append(free, w)
@@ -566,47 +788,56 @@ func (s *solver) lowerBound(evals []*eval, choice []int) float64 {
 			fixed += e.cands[0].cost
 		}
 	}
-	ub := 0.0
-	for w, e := range evals {
-		ub += e.cands[choice[w]].cost
-	}
-	if len(free) == 0 {
-		return fixed
-	}
 	mu := make([]float64, len(s.caps))
+	copy(mu, mu0)
+	if len(free) == 0 {
+		return fixed, mu
+	}
+	if s.lb == nil {
+		s.lb = newLBData(evals, free)
+	}
+	cands, uses, start := s.lb.cands, s.lb.uses, s.lb.start
 	g := make([]float64, len(s.caps))
+	bestMu := make([]float64, len(s.caps))
+	copy(bestMu, mu)
 	best := math.Inf(-1)
 	theta := 1.0
 	stall := 0
-	for it := 0; it < 300; it++ {
+	for it := 0; it < iters; it++ {
 		val := fixed
 		for k := range g {
 			g[k] = -s.caps[k]
 			val -= mu[k] * s.caps[k]
 		}
-		for _, w := range free {
+		for i, w := range free {
 			e := evals[w]
-			bj, bv := 0, math.Inf(1)
-			for j := range e.cands {
-				o := &e.cands[j]
-				v := o.cost
-				s.quotaUses(o, func(r int32, amt float64) { v += mu[r] * amt })
-				for _, r := range e.budgetRows {
-					v += mu[r] * o.budgetUse
+			bmu := 0.0
+			for _, r := range e.budgetRows {
+				bmu += mu[r]
+			}
+			bj, bv := int32(-1), math.Inf(1)
+			for j := start[i]; j < start[i+1]; j++ {
+				c := &cands[j]
+				v := c.cost + bmu*c.budgetUse
+				for _, u := range uses[c.u0:c.u1] {
+					v += mu[u.row] * u.amt
 				}
 				if v < bv {
 					bj, bv = j, v
 				}
 			}
 			val += bv
-			o := &e.cands[bj]
-			s.quotaUses(o, func(r int32, amt float64) { g[r] += amt })
+			c := &cands[bj]
+			for _, u := range uses[c.u0:c.u1] {
+				g[u.row] += u.amt
+			}
 			for _, r := range e.budgetRows {
-				g[r] += o.budgetUse
+				g[r] += c.budgetUse
 			}
 		}
-		if val > best+1e-9*math.Abs(best) {
+		if math.IsInf(best, -1) || val > best+1e-9*math.Abs(best) {
 			best, stall = val, 0
+			copy(bestMu, mu)
 		} else if stall++; stall >= 5 {
 			theta, stall = theta/2, 0
 		}
@@ -617,13 +848,15 @@ func (s *solver) lowerBound(evals []*eval, choice []int) float64 {
 			}
 			norm += g[k] * g[k]
 		}
-		if norm == 0 || ub-best <= 1e-7*ub || theta < 1e-6 {
+		if norm == 0 || ub-best <= 1e-6*ub || theta < 1e-4 {
 			break
 		}
-		step := theta * (ub - val) / norm
+		// Polyak step towards the target ub; keep it positive when the
+		// target is an estimate below the bound reached so far.
+		step := theta * max(ub-val, 1e-3*math.Abs(val)) / norm
 		for k := range mu {
 			mu[k] = max(0, mu[k]+step*g[k])
 		}
 	}
-	return min(best, ub)
+	return min(best, ub), bestMu
 }

@@ -76,6 +76,7 @@ func newRootCmd() *cobra.Command {
 		newPolicyCmd(),
 		newCatalogCmd(cloudSources()),
 		newServeCmd(cloudSources()),
+		newPlanCmd(),
 	)
 	return root
 }
