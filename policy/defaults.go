@@ -37,9 +37,6 @@ const (
 	MaxGPUsPerInstance = 16
 )
 
-// DefaultRegions admits every region.
-var defaultRegions = []string{"*"}
-
 // SetDefaults fills in every field left at its zero value with its default,
 // for policies built in code. A zero that is meant (no restart overhead) must
 // be set after calling it. Parse applies the same defaults, but only to the
@@ -64,7 +61,7 @@ func (p *Policy) applyDefaults(isSet func(s scope, i int, field string) bool) {
 		p.Clouds = pricing.Clouds()
 	}
 	if len(p.Regions) == 0 && !isSet(scopeTop, 0, "regions") {
-		p.Regions = append([]string(nil), defaultRegions...)
+		p.Regions = []string{"*"} // every region
 	}
 	if p.Horizon == 0 && !isSet(scopeTop, 0, "horizon") {
 		p.Horizon = DefaultHorizon

@@ -144,7 +144,7 @@ func yamlError(name string, data []byte, err error) error {
 // point at the field rather than at its workload.
 type locator struct {
 	top  map[string]Pos
-	objs [4][]map[string]Pos // by scope: workloads, quotas, budgets
+	objs [4][]map[string]Pos // indexed by scope, then by list index
 }
 
 func newLocator() *locator { return &locator{top: map[string]Pos{}} }
@@ -348,7 +348,21 @@ func join(prefix, key string) string {
 
 func (d *decoder) str(n *yaml.Node, what string, dst *string) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		d.typeErr(n, "%s: want a string, got %s", what, describe(n))
+		hint := ""
+		if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+			hint = fmt.Sprintf(" (quote it if you mean the text: %q)", n.Value)
+		}
+		d.typeErr(n, "%s: want a string, got %s%s", what, describe(n), hint)
+		return
+	}
+	*dst = n.Value
+}
+
+// enum decodes a string that must be one of a few words; the words
+// themselves are checked by validation, which can suggest the nearest.
+func (d *decoder) enum(n *yaml.Node, what, words string, dst *string) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		d.typeErr(n, "%s: want %s, got %s", what, words, describe(n))
 		return
 	}
 	*dst = n.Value
@@ -548,7 +562,7 @@ func (d *decoder) workload(n *yaml.Node, w *Workload) {
 		{"team", func(v *yaml.Node) { d.str(v, "team", &w.Team) }},
 		{"kind", func(v *yaml.Node) {
 			var s string
-			d.str(v, "kind", &s)
+			d.enum(v, "kind", "training, inference or batch", &s)
 			w.Kind = Kind(s)
 		}},
 		{"gpu", func(v *yaml.Node) {
@@ -573,7 +587,7 @@ func (d *decoder) workload(n *yaml.Node, w *Workload) {
 		{"restart_overhead", func(v *yaml.Node) { d.durationOrZero(v, "restart_overhead", &w.RestartOverhead) }},
 		{"spot", func(v *yaml.Node) {
 			var s string
-			d.str(v, "spot", &s)
+			d.enum(v, "spot", "never, prefer or only", &s)
 			w.Spot = SpotPolicy(s)
 		}},
 		{"replicas", func(v *yaml.Node) {

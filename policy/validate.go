@@ -170,12 +170,12 @@ func (r *reporter) checkWorkload(i int) {
 	case "":
 		e("kind", "workload has no kind; add kind: training, inference or batch")
 	default:
-		e("kind", "unknown kind %q; want training, inference or batch", w.Kind)
+		e("kind", "unknown kind %q; want training, inference or batch%s", w.Kind, didYouMean(string(w.Kind), []string{"training", "inference", "batch"}))
 	}
 	switch w.Spot {
 	case SpotNever, SpotPrefer, SpotOnly:
 	default:
-		e("spot", "unknown spot policy %q; want never, prefer or only", w.Spot)
+		e("spot", "unknown spot policy %q; want never, prefer or only%s", w.Spot, didYouMean(string(w.Spot), []string{"never", "prefer", "only"}))
 	}
 
 	// GPU need.
