@@ -77,6 +77,7 @@ func newRootCmd() *cobra.Command {
 		newCatalogCmd(cloudSources()),
 		newServeCmd(cloudSources()),
 		newPlanCmd(),
+		newAgentCmd(),
 	)
 	return root
 }

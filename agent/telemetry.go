@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpubroker/gpubroker/agent/broker"
+	"github.com/gpubroker/gpubroker/agent/config"
+	"github.com/gpubroker/gpubroker/agent/gpu"
+)
+
+// heartbeats sends telemetry every HeartbeatInterval, the first at once.
+// Heartbeats are not spooled: stale telemetry is worthless.
+func (a *Agent) heartbeats(ctx context.Context, coll gpu.Collector, benchReq chan<- struct{}) {
+	if a.reporter == nil {
+		return
+	}
+	t := time.NewTicker(a.o.Config.HeartbeatInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		hb := broker.Heartbeat{Time: a.o.Now(), Draining: a.isDraining(), SpoolDepth: a.spool.Len()}
+		a.mu.Lock()
+		hb.Cloud = a.cloud
+		a.mu.Unlock()
+		if coll == nil {
+			hb.GPUError = "no GPU telemetry (NVML unavailable)"
+		} else if stats, err := coll.Collect(); err != nil {
+			hb.GPUError = err.Error()
+		} else {
+			hb.GPUs, _ = json.Marshal(stats)
+		}
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := a.reporter.Client.Heartbeat(hctx, hb)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if !failing {
+				a.log.Warn("heartbeat failed", "err", err)
+			}
+			failing = true
+		case err == nil:
+			if failing {
+				a.log.Info("heartbeats delivered again")
+			}
+			failing = false
+			if resp.BenchmarkRequested {
+				select {
+				case benchReq <- struct{}{}:
+				default:
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// benchmarks runs the benchmark at start-up (unless disabled) and whenever
+// asked, never during a drain.
+func (a *Agent) benchmarks(ctx context.Context, coll gpu.Collector, benchReq <-chan struct{}) {
+	runner := a.benchRunner(coll)
+	if runner == nil {
+		return
+	}
+	b := a.o.Config.Benchmark
+	if b.OnStart == nil || *b.OnStart {
+		a.runBenchmark(ctx, runner, coll)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-benchReq:
+		case <-a.o.BenchmarkNow:
+		}
+		a.runBenchmark(ctx, runner, coll)
+	}
+}
+
+func (a *Agent) benchRunner(coll gpu.Collector) gpu.Runner {
+	if a.o.Bench != nil {
+		return a.o.Bench
+	}
+	r := BenchRunner(a.o.Config.Benchmark, coll != nil)
+	if r == nil && a.o.Config.Benchmark.Method != "off" {
+		a.log.Info("GPU benchmark disabled: no GPU")
+	}
+	return r
+}
+
+// BenchRunner chooses the benchmark runner for b: nil when it is off, or
+// when the method is auto, no command is set and there is no GPU.
+func BenchRunner(b config.Benchmark, haveGPU bool) gpu.Runner {
+	switch {
+	case b.Method == "off":
+		return nil
+	case b.Method == "command" || (b.Method != "cuda" && b.Command != ""):
+		return &gpu.Command{Command: b.Command, Timeout: b.Timeout}
+	case b.Method != "cuda" && !haveGPU:
+		return nil
+	}
+	return &gpu.CUDA{LibDirs: b.CUDALibDirs, DType: b.DType}
+}
+
+// BenchmarkOnce runs the configured benchmark once (the CLI's
+// "agent benchmark"), with telemetry from coll (may be nil) naming the GPUs.
+func BenchmarkOnce(ctx context.Context, b config.Benchmark, coll gpu.Collector, now func() time.Time) (gpu.Result, error) {
+	if b.Method == "off" {
+		return gpu.Result{}, errors.New("benchmark method is off")
+	}
+	if (b.Method == "" || b.Method == "auto") && b.Command == "" {
+		b.Method = "cuda" // asked for explicitly: try even without NVML
+	}
+	r := BenchRunner(b, true)
+	mem := memoryAndNames(coll, r)
+	return gpu.Run(ctx, r, mem, b.Threshold, now)
+}
+
+// memoryAndNames reads GPU memory sizes (to tell memory variants apart) and
+// gives the CUDA runner the device names.
+func memoryAndNames(coll gpu.Collector, r gpu.Runner) map[int]uint64 {
+	mem := map[int]uint64{}
+	if coll == nil {
+		return mem
+	}
+	stats, err := coll.Collect()
+	if err != nil {
+		return mem
+	}
+	names := map[int]string{}
+	for _, s := range stats {
+		mem[s.Index], names[s.Index] = s.MemoryTotalMiB, s.Name
+	}
+	if c, ok := r.(*gpu.CUDA); ok && c.Names == nil {
+		c.Names = names
+	}
+	return mem
+}
+
+func (a *Agent) runBenchmark(ctx context.Context, r gpu.Runner, coll gpu.Collector) {
+	a.mu.Lock()
+	if a.draining {
+		a.mu.Unlock()
+		return
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	a.benchStop = cancel
+	a.mu.Unlock()
+	defer cancel()
+	mem := memoryAndNames(coll, r)
+	a.log.Info("GPU benchmark starting", "method", r.Method())
+	res, err := gpu.Run(bctx, r, mem, a.o.Config.Benchmark.Threshold, a.o.Now)
+	if err != nil {
+		if errors.Is(err, gpu.ErrCUDANotFound) {
+			a.log.Info("GPU benchmark unavailable", "err", err)
+		} else {
+			a.log.Warn("GPU benchmark failed", "err", err)
+		}
+		return
+	}
+	for _, g := range res.GPUs {
+		a.log.Info("GPU benchmark", "gpu", g.Index, "model", g.Model, "tflops", g.TFLOPS, "tflops_ratio", g.TFLOPSRatio,
+			"bandwidth_gbs", g.BandwidthGBs, "bandwidth_ratio", g.BandwidthRatio, "below_spec", g.BelowSpec)
+	}
+	a.report(broker.KindBenchmark, fmt.Sprintf("benchmark/%d", res.Time.UnixNano()), res)
+}
