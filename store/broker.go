@@ -246,14 +246,25 @@ type Broker struct {
 // sharing this Store's connection pool. On SQLite the pool is narrowed to
 // one connection: writers then queue in Go instead of sleeping in SQLite's
 // busy handler, which keeps heartbeat latency flat under load.
+//
+// On PostgreSQL the pool is bounded (brokerPGConns): without a bound, a
+// burst of API requests opens a connection each, runs into the server's
+// max_connections and fails; with it, requests queue briefly in Go.
 func (s *Store) Broker(ctx context.Context) (*Broker, error) {
-	if s.dialect == SQLite {
-		if sqlDB, err := s.db.DB(); err == nil {
+	if sqlDB, err := s.db.DB(); err == nil {
+		switch s.dialect {
+		case SQLite:
 			sqlDB.SetMaxOpenConns(1)
+		case Postgres:
+			sqlDB.SetMaxOpenConns(brokerPGConns)
+			sqlDB.SetMaxIdleConns(brokerPGConns)
 		}
 	}
 	return newBroker(ctx, s.db)
 }
+
+// brokerPGConns bounds the PostgreSQL pool per replica.
+const brokerPGConns = 16
 
 func newBroker(ctx context.Context, db *gorm.DB) (*Broker, error) {
 	err := db.WithContext(ctx).AutoMigrate(&workloadRow{}, &instanceRow{}, &eventRow{},
@@ -441,10 +452,10 @@ func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHa
 // Heartbeats applies heartbeats in one transaction (group commit). It
 // returns, per update, ErrNotFound for an unknown instance or nil.
 //
-// It is the hottest write path (every agent, every 10 s), so the whole
-// batch is one UPDATE ... FROM (VALUES ...) statement: one parse and one
-// round trip per batch instead of one per heartbeat. Later heartbeats of an
-// instance in the same batch win.
+// It is the hottest write path (every agent, every 10 s). On SQLite the
+// whole batch is one UPDATE ... FROM (VALUES ...) statement: one parse per
+// batch instead of one per heartbeat (parsing dominates there). Later
+// heartbeats of an instance in the same batch win.
 func (b *Broker) Heartbeats(ctx context.Context, ups []HeartbeatUpdate) ([]error, error) {
 	errs := make([]error, len(ups))
 	last := make(map[string]int, len(ups))
@@ -454,39 +465,48 @@ func (b *Broker) Heartbeats(ctx context.Context, ups []HeartbeatUpdate) ([]error
 	pg := b.db.Name() == "postgres"
 	var q strings.Builder
 	args := make([]any, 0, 5*len(last))
-	if pg {
-		q.WriteString("UPDATE broker_instances AS i SET last_heartbeat = v.at, load1 = v.load1, utilization = v.util, telemetry = v.tele FROM (VALUES ")
-	} else {
-		q.WriteString("UPDATE broker_instances SET last_heartbeat = v.column2, load1 = v.column3, utilization = v.column4, telemetry = v.column5 FROM (VALUES ")
-	}
+	q.WriteString("UPDATE broker_instances SET last_heartbeat = v.column2, load1 = v.column3, utilization = v.column4, telemetry = v.column5 FROM (VALUES ")
 	n := 0
 	for i, u := range ups {
 		if last[u.Instance] != i {
 			continue
 		}
-		if n > 0 {
-			q.WriteString(", ")
-		}
-		if pg {
-			k := 5 * n
-			fmt.Fprintf(&q, "($%d::text, $%d::timestamptz, $%d::float8, $%d::float8, $%d::text)", k+1, k+2, k+3, k+4, k+5)
-		} else {
+		if !pg {
+			if n > 0 {
+				q.WriteString(", ")
+			}
 			q.WriteString("(?, ?, ?, ?, ?)")
+			args = append(args, u.Instance, u.At, u.Load1, u.Utilization, string(u.Telemetry))
 		}
-		args = append(args, u.Instance, u.At, u.Load1, u.Utilization, string(u.Telemetry))
 		n++
 	}
-	if pg {
-		q.WriteString(") AS v(id, at, load1, util, tele) WHERE i.id = v.id")
-	} else {
-		q.WriteString(") AS v WHERE broker_instances.id = v.column1")
-	}
+	q.WriteString(") AS v WHERE broker_instances.id = v.column1")
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec(q.String(), args...)
-		if res.Error != nil {
-			return res.Error
+		var affected int64
+		if pg {
+			// On PostgreSQL one UPDATE by primary key per heartbeat: pgx
+			// caches the prepared statement, each row is an index lookup,
+			// and the plan cannot go wrong on a freshly filled table (a
+			// joined VALUES list can, before ANALYZE has run).
+			for i, u := range ups {
+				if last[u.Instance] != i {
+					continue
+				}
+				res := tx.Exec("UPDATE broker_instances SET last_heartbeat = ?, load1 = ?, utilization = ?, telemetry = ? WHERE id = ?",
+					u.At, u.Load1, u.Utilization, string(u.Telemetry), u.Instance)
+				if res.Error != nil {
+					return res.Error
+				}
+				affected += res.RowsAffected
+			}
+		} else {
+			res := tx.Exec(q.String(), args...)
+			if res.Error != nil {
+				return res.Error
+			}
+			affected = res.RowsAffected
 		}
-		if res.RowsAffected == int64(n) {
+		if affected == int64(n) {
 			return nil
 		}
 		// Some instance is unknown (rare): find which.
