@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers/aws"
 	"github.com/gpubroker/gpubroker/refresh"
 )
 
@@ -23,7 +24,13 @@ import (
 //	},
 func cloudSources() refresh.Registry {
 	return refresh.Registry{
-		pricing.AWS:   notBuiltIn(pricing.AWS),   // TODO(lead): providers/aws.New once branch aws is merged
+		pricing.AWS: func(ctx context.Context, c refresh.SourceConfig) (refresh.OfferSource, error) {
+			s, err := aws.New(ctx, aws.Config{Regions: c.Regions, Logger: c.Logger, MaxConcurrency: c.Concurrency})
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
 		pricing.GCP:   notBuiltIn(pricing.GCP),   // TODO(lead): providers/gcp.New once branch gcpazure is merged
 		pricing.Azure: notBuiltIn(pricing.Azure), // TODO(lead): providers/azure.New once branch gcpazure is merged
 	}
