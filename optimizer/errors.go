@@ -16,6 +16,8 @@ var ErrInput = errors.New("bad optimizer input")
 
 // Blocked says which constraint keeps one workload from being placed.
 type Blocked struct {
+	// Pos is where the workload is defined ("file:line:col"), when known.
+	Pos      string `json:"pos,omitempty"`
 	Workload string `json:"workload"`
 	// Constraint names the blocking constraint: "gpu_model", "placement",
 	// "memory", "gpu_count", "spot_policy", "deadline", "no_finish",
@@ -33,7 +35,11 @@ func (e *InfeasibleError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s for %d workload(s):", ErrInfeasible, len(e.Blocked))
 	for _, x := range e.Blocked {
-		fmt.Fprintf(&b, "\n  %s: %s (%s)", x.Workload, x.Reason, x.Constraint)
+		if x.Pos != "" {
+			fmt.Fprintf(&b, "\n  %s: %s: %s (%s)", x.Pos, x.Workload, x.Reason, x.Constraint)
+		} else {
+			fmt.Fprintf(&b, "\n  %s: %s (%s)", x.Workload, x.Reason, x.Constraint)
+		}
 	}
 	return b.String()
 }

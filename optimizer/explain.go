@@ -5,7 +5,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -336,8 +335,7 @@ func (s *solver) byGPU(e *eval) []GPUChoice {
 	for i, m := range s.models {
 		b := &e.bestByModel[i]
 		if b.valid() {
-			f := &s.offers[b.offer]
-			where := string(f.Cloud) + " " + f.Region
+			where := s.where[b.offer]
 			feasible = append(feasible, GPUChoice{GPU: m, Feasible: true, Capacity: b.cap, Where: where,
 				ExpectedCost: round(b.cost, 2), CostPerUnit: round(s.perUnit(e.w, b), 4)})
 			continue
@@ -402,18 +400,40 @@ func (s *solver) explain(e *eval, o *option, pl *Placement) []string {
 	if o.groups != nil {
 		unit = "per replica-hour"
 	}
-	var parts, out []string
+	// Built with appends, not Sprintf: this line is written for every
+	// placement of a large fleet.
+	buf := make([]byte, 0, 256)
+	buf = append(buf, "best "...)
+	buf = append(buf, unit...)
+	buf = append(buf, ": "...)
+	first := true
 	for _, c := range pl.ByGPU {
 		if c.Feasible {
-			parts = append(parts, fmt.Sprintf("%s $%.3f", c.GPU, c.CostPerUnit))
-		} else {
-			out = append(out, fmt.Sprintf("%s (%s)", c.GPU, c.Reason))
+			if !first {
+				buf = append(buf, " < "...)
+			}
+			first = false
+			buf = append(buf, c.GPU...)
+			buf = append(buf, " $"...)
+			buf = strconv.AppendFloat(buf, c.CostPerUnit, 'f', 3, 64)
 		}
 	}
-	line := "best " + unit + ": " + strings.Join(parts, " < ")
-	if len(out) > 0 {
-		line += "; ruled out: " + strings.Join(out, ", ")
+	first = true
+	for _, c := range pl.ByGPU {
+		if !c.Feasible {
+			if first {
+				buf = append(buf, "; ruled out: "...)
+			} else {
+				buf = append(buf, ", "...)
+			}
+			first = false
+			buf = append(buf, c.GPU...)
+			buf = append(buf, " ("...)
+			buf = append(buf, c.Reason...)
+			buf = append(buf, ')')
+		}
 	}
+	line := string(buf)
 	lines = append(lines, line)
 	if rule := s.ruleOfThumb(e, o); rule != "" {
 		lines = append(lines, rule)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gpubroker/gpubroker/policy"
@@ -126,11 +127,35 @@ type class struct {
 }
 
 func classKey(p *policy.Policy, w *policy.Workload) string {
-	var b strings.Builder
-	inference := w.Kind == policy.Inference
-	fmt.Fprintf(&b, "%v|%v|%d|%g|%v|%v|%v|%v|%s", inference, w.GPU.Models, gpuCount(w), w.GPU.MinMemoryGiB,
-		w.Limits.Clouds, w.Limits.Regions, w.Limits.Zones, w.Limits.Residency, w.Spot)
-	return b.String()
+	b := make([]byte, 0, 96)
+	if w.Kind == policy.Inference {
+		b = append(b, 'i')
+	} else {
+		b = append(b, 'j')
+	}
+	for _, m := range w.GPU.Models {
+		b = append(b, '|')
+		b = append(b, m...)
+	}
+	b = append(b, '#')
+	b = strconv.AppendInt(b, int64(gpuCount(w)), 10)
+	b = append(b, '#')
+	b = strconv.AppendFloat(b, w.GPU.MinMemoryGiB, 'g', -1, 64)
+	b = append(b, '#')
+	b = append(b, w.Spot...)
+	for _, l := range [][]string{w.Limits.Regions, w.Limits.Zones, w.Limits.Residency} {
+		b = append(b, '#')
+		for _, x := range l {
+			b = append(b, x...)
+			b = append(b, ',')
+		}
+	}
+	b = append(b, '#')
+	for _, c := range w.Limits.Clouds {
+		b = append(b, c...)
+		b = append(b, ',')
+	}
+	return string(b)
 }
 
 func gpuCount(w *policy.Workload) int { return max(1, w.GPU.Count) }
@@ -346,6 +371,7 @@ type jobUnit struct {
 	model        uint8
 	qclass       int32
 	idx          int32 // position in the class's unit list
+	spot         bool
 }
 
 type jobKey struct {
@@ -364,7 +390,7 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 		inst := int(u.inst)
 		rel := s.score[u.offer] / refScore
 		p, _ := o.Price(u.cap)
-		ju := jobUnit{unit: u, idx: int32(i), rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
+		ju := jobUnit{unit: u, idx: int32(i), spot: u.cap == pricing.Spot, rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
 		ju.hoursPerWork = 1 / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
 		if u.cap == pricing.Spot {
 			ju.rate = s.rate[u.offer] * float64(inst)
@@ -411,7 +437,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 	}
 	refScore, known := s.refScore(refGPU)
 	if !known {
-		e.blocked = &Blocked{w.Name, "gpu_model", fmt.Sprintf("reference GPU %q has no speed figure", refGPU)}
+		e.blocked = &Blocked{Workload: w.Name, Constraint: "gpu_model", Reason: fmt.Sprintf("reference GPU %q has no speed figure", refGPU)}
 		return e
 	}
 	work := w.WorkGPUHours
@@ -433,7 +459,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 		u := &units[i]
 		compute := work * u.hoursPerWork
 		total := compute
-		if u.cap == pricing.Spot {
+		if u.spot {
 			if ckpt > 0 && ckpt < compute {
 				x := u.rate * perLoss
 				if x >= 0.95 {
@@ -454,7 +480,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 			}
 		case why == ok && deadline > 0:
 			limit := deadline
-			if u.cap == pricing.Spot {
+			if u.spot {
 				limit = spotLimit
 			}
 			if total > limit {
@@ -466,10 +492,10 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 				}
 			}
 		}
-		if u.cap == pricing.OnDemand && (u.why == ok || u.why == rSpotPolicy) && (deadline == 0 || total <= deadline) {
+		if !u.spot && (u.why == ok || u.why == rSpotPolicy) && (deadline == 0 || total <= deadline) {
 			baseline = min(baseline, cost)
 		}
-		r := ref{set: true, why: why, spot: u.cap == pricing.Spot, idx: u.idx, offer: u.offer, inst: u.inst, cost: cost}
+		r := ref{set: true, why: why, spot: u.spot, idx: u.idx, offer: u.offer, inst: u.inst, cost: cost}
 		if why != ok {
 			keep(&e.rejWhy[why], &r)
 			keep(&e.rej[u.model], &r)

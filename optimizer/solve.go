@@ -61,8 +61,10 @@ type solver struct {
 	scratch     []option
 	allowed     map[string][]bool
 	lb          *lbData
-	refScores   map[pricing.GPUModel]float64
-	jobClasses  map[jobKey][]jobUnit
+	// where is each offer's \"cloud region\", for explanations.
+	where      []string
+	refScores  map[pricing.GPUModel]float64
+	jobClasses map[jobKey][]jobUnit
 	// qcSlot maps a quota class to its index in the eval being built (-1:
 	// none yet); scratch space reset after each workload.
 	qcSlot []int32
@@ -92,7 +94,7 @@ func Solve(in Input) (*Plan, error) {
 		}
 	}
 	if len(blocked) > 0 {
-		return nil, &InfeasibleError{Blocked: blocked}
+		return nil, s.infeasible(blocked)
 	}
 	var (
 		choice       []int
@@ -113,7 +115,13 @@ func Solve(in Input) (*Plan, error) {
 		}
 		ub *= 1.02
 	}
-	lb, mu := s.lowerBound(evals, ub, nil, 40)
+	// Small fleets are cheap to bound tightly; large ones alternate short
+	// rounds with the heuristic.
+	iters := 40
+	if len(evals) <= smallSearch {
+		iters = 400
+	}
+	lb, mu := s.lowerBound(evals, ub, nil, iters)
 	// Alternate the Lagrangian heuristic with more bound iterations, warm
 	// started, while the gap is above target: a better plan makes the
 	// subgradient steps better, and better multipliers a better plan.
@@ -127,7 +135,7 @@ func Solve(in Input) (*Plan, error) {
 			break
 		}
 		var lb2 float64
-		lb2, mu = s.lowerBound(evals, ub, mu, 40)
+		lb2, mu = s.lowerBound(evals, ub, mu, iters)
 		lb = max(lb, lb2)
 	}
 	if len(fleetBlocked) > 0 && choice == nil {
@@ -137,9 +145,23 @@ func Solve(in Input) (*Plan, error) {
 		}
 	}
 	if len(fleetBlocked) > 0 {
-		return nil, &InfeasibleError{Blocked: fleetBlocked}
+		return nil, s.infeasible(fleetBlocked)
 	}
 	return s.plan(in, evals, choice, lb), nil
+}
+
+// infeasible adds each blocked workload's position in the policy file.
+func (s *solver) infeasible(bs []Blocked) error {
+	pos := map[string]string{}
+	for _, w := range s.pol.Workloads {
+		if w.Pos.Line > 0 {
+			pos[w.Name] = w.Pos.String()
+		}
+	}
+	for i := range bs {
+		bs[i].Pos = pos[bs[i].Workload]
+	}
+	return &InfeasibleError{Blocked: bs}
 }
 
 // planCost is the expected cost of an assignment; unplaced workloads count
@@ -292,6 +314,10 @@ func newSolver(in Input) *solver {
 			qclass[key.String()] = id
 		}
 		s.offerQClass[i] = id
+	}
+	s.where = make([]string, n)
+	for i := range s.offers {
+		s.where[i] = string(s.offers[i].Cloud) + " " + s.offers[i].Region
 	}
 	s.qcSlot = make([]int32, len(qclass))
 	for i := range s.qcSlot {

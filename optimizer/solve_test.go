@@ -104,19 +104,19 @@ func TestSolveInfeasible(t *testing.T) {
 		budgets []policy.Budget
 		want    []Blocked // Workload and Constraint compared, Reason substring
 	}{
-		{name: "memory", ws: []policy.Workload{big}, want: []Blocked{{"big", "memory", "largest allowed GPU has 80 GiB"}}},
-		{name: "deadline", ws: []policy.Workload{slow}, want: []Blocked{{"slow", "deadline", "> deadline 10h"}}},
+		{name: "memory", ws: []policy.Workload{big}, want: []Blocked{{Workload: "big", Constraint: "memory", Reason: "largest allowed GPU has 80 GiB"}}},
+		{name: "deadline", ws: []policy.Workload{slow}, want: []Blocked{{Workload: "slow", Constraint: "deadline", Reason: "> deadline 10h"}}},
 		{name: "quota too small for anything", ws: []policy.Workload{job("a", 100, 0, policy.SpotPrefer)},
-			quotas: []policy.Quota{{MaxGPUs: 4}}, want: []Blocked{{"a", "quota", "needs 8 GPUs"}}},
+			quotas: []policy.Quota{{MaxGPUs: 4}}, want: []Blocked{{Workload: "a", Constraint: "quota", Reason: "needs 8 GPUs"}}},
 		{name: "two jobs, room for one", ws: []policy.Workload{job("a", 100, 0, policy.SpotPrefer), job("b", 200, 0, policy.SpotPrefer)},
-			quotas: []policy.Quota{{MaxGPUs: 8}}, want: []Blocked{{"", "quota", "has 0 of 8 left (taken by "}}},
+			quotas: []policy.Quota{{MaxGPUs: 8}}, want: []Blocked{{Workload: "", Constraint: "quota", Reason: "has 0 of 8 left (taken by "}}},
 		{name: "budget", ws: []policy.Workload{job("a", 800, 0, policy.SpotPrefer)},
-			budgets: []policy.Budget{{Team: "t", MonthlyUSD: 100}}, want: []Blocked{{"a", "budget", "budget of team t is $100"}}},
+			budgets: []policy.Budget{{Team: "t", MonthlyUSD: 100}}, want: []Blocked{{Workload: "a", Constraint: "budget", Reason: "budget of team t is $100"}}},
 		{name: "spot only on a cloud without spot", ws: []policy.Workload{func() policy.Workload {
 			w := job("a", 10, 0, policy.SpotOnly)
 			w.GPU.Models = []pricing.GPUModel{pricing.H200}
 			return w
-		}()}, want: []Blocked{{"a", "gpu_model", "no offer of GPU [H200]"}}},
+		}()}, want: []Blocked{{Workload: "a", Constraint: "gpu_model", Reason: "no offer of GPU [H200]"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,5 +251,36 @@ func TestSolveEmptyPolicy(t *testing.T) {
 	}
 	if len(plan.Placements) != 0 || plan.Totals.ExpectedCost != 0 || plan.HorizonHours != 720 {
 		t.Errorf("empty policy: %+v", plan)
+	}
+}
+
+// TestPolicySpotDefaults: a policy's per-cloud spot default replaces the
+// built-in one where the catalog has no observation, and only there.
+func TestPolicySpotDefaults(t *testing.T) {
+	offers := tinyCatalog().Offers()
+	for i := range offers {
+		if offers[i].Cloud == pricing.GCP {
+			offers[i].Spot = pricing.SpotSignal{} // no observation
+		}
+	}
+	cat := pricing.NewCatalog(offers, testNow, "tiny")
+	w := a100Only(job("a", 800, 0, policy.SpotOnly))
+	w.Limits.Clouds = []pricing.Cloud{pricing.GCP}
+	for _, tt := range []struct {
+		defaults map[pricing.Cloud]float64
+		want     float64
+	}{
+		{nil, 0.03}, // built-in gcp default
+		{map[pricing.Cloud]float64{pricing.GCP: 0.1}, 0.1},
+	} {
+		p := &policy.Policy{File: "t.yaml", Horizon: 720 * time.Hour, SpotDefaults: tt.defaults, Workloads: []policy.Workload{w}}
+		plan, err := Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl := plan.Placements[0]
+		if pl.InterruptionsPerHour != tt.want || !pl.SpotSignalDefault {
+			t.Errorf("defaults %v: rate %v (default %v), want %v", tt.defaults, pl.InterruptionsPerHour, pl.SpotSignalDefault, tt.want)
+		}
 	}
 }

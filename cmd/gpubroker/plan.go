@@ -50,7 +50,7 @@ printed), 2 bad flags or a bad policy file (every error printed).`,
 			if err != nil {
 				return failErr(err)
 			}
-			return runPlan(cmd.OutOrStdout(), cat, p, output, time.Now())
+			return runPlan(cmd.OutOrStdout(), cat, p, output, time.Now().UTC().Truncate(time.Second))
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML)")

@@ -25,7 +25,7 @@ func TestPlanCommand(t *testing.T) {
 		{name: "bad policy", args: []string{"plan", "-f", "../../policy/testdata/keys.bad.yaml"}, wantCode: 2, wantStderr: []string{"keys.bad.yaml:"}},
 		{name: "missing file", args: []string{"plan", "-f", "testdata/nope.yaml"}, wantCode: 2, wantStderr: []string{"nope.yaml"}},
 		{name: "infeasible", args: []string{"plan", "-f", "testdata/infeasible.yaml"}, wantCode: 1,
-			wantStderr: []string{"no feasible placement", "too-big", "(deadline)"}},
+			wantStderr: []string{"no feasible placement", "infeasible.yaml:3:5: too-big", "(deadline)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
