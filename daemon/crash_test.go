@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -228,6 +229,50 @@ func TestCrashSafety(t *testing.T) {
 				}
 			}
 			c2.kill(t)
+		})
+	}
+}
+
+func leaderGauge(client *http.Client, url string) string {
+	resp, err := client.Get(url + "/metrics")
+	if err != nil {
+		return "down"
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "gpubroker_leader "); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// TestFailoverProcesses runs two real broker processes on one database,
+// kills the leader with SIGKILL, and checks the survivor leads within the
+// lease time (2 s in the child).
+func TestFailoverProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker subprocesses")
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			dsn := be.dsn(t)
+			client := &http.Client{Timeout: 2 * time.Second}
+			a := startChild(t, dsn)
+			waitFor(t, 10*time.Second, "the first process leading", func() bool { return leaderGauge(client, a.url) == "1" })
+			b := startChild(t, dsn)
+			time.Sleep(1500 * time.Millisecond)
+			if g := leaderGauge(client, b.url); g != "0" {
+				t.Fatalf("second process leader gauge %q while the first leads", g)
+			}
+			a.kill(t)
+			took := waitFor(t, 10*time.Second, "the second process taking over", func() bool { return leaderGauge(client, b.url) == "1" })
+			t.Logf("takeover %s after SIGKILL of the leader (lease 2s)", took)
+			if took > 2*time.Second+700*time.Millisecond+time.Second {
+				t.Errorf("takeover took %s; want within the lease (2s) plus one renew interval", took)
+			}
+			b.kill(t)
 		})
 	}
 }
