@@ -114,10 +114,19 @@ func (b *Bars) draw() {
 		if s.failed > 0 {
 			fmt.Fprintf(&sb, "  %d failed", s.failed)
 		}
-		fmt.Fprintf(&sb, "  %s\n", s.status)
+		// A wrapped line would break the cursor arithmetic: keep it short.
+		fmt.Fprintf(&sb, "  %s\n", truncate(s.status, 60))
 	}
 	b.drawn = len(b.order)
 	_, _ = io.WriteString(b.w, sb.String())
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // LogProgress reports a refresh as log lines, for pipes, files and the

@@ -413,7 +413,7 @@ func TestBarsRedrawInPlace(t *testing.T) {
 	}
 	last := out[strings.LastIndex(out, "\x1b[2A"):]
 	for _, s := range []string{"aws    [===============               ]  1/2  regions     40 offers    3 price changes  fetching",
-		"gcp    [                              ]  0/0  regions      0 offers    0 price changes  skipped: gcp: no credentials: run gcloud auth application-default login"} {
+		"gcp    [                              ]  0/0  regions      0 offers    0 price changes  skipped: gcp: no credentials: run gcloud auth application-d…\n"} {
 		if !strings.Contains(last, s) {
 			t.Errorf("last drawing lacks %q:\n%q", s, last)
 		}

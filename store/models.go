@@ -27,7 +27,12 @@ type offerRow struct {
 	SpotDefault              bool      `gorm:"column:spot_default"`
 	ObservedAt               time.Time `gorm:"column:observed_at;not null"`
 	Source                   string    `gorm:"column:source;size:128"`
-	UpdatedAt                time.Time `gorm:"column:updated_at"`
+	// PointOnDemand and PointSpot are the prices of the offer's newest
+	// price points (0: none yet), so a save compares against them without
+	// reading the ever-growing history.
+	PointOnDemand float64   `gorm:"column:point_on_demand"`
+	PointSpot     float64   `gorm:"column:point_spot"`
+	UpdatedAt     time.Time `gorm:"column:updated_at"`
 }
 
 func (offerRow) TableName() string { return "offers" }

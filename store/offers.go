@@ -90,10 +90,6 @@ func (s *Store) SaveOffers(ctx context.Context, cloud pricing.Cloud, region stri
 		for _, r := range old {
 			byKey[r.Key] = r
 		}
-		last, err := lastPrices(tx, cloud, region)
-		if err != nil {
-			return err
-		}
 		var rows []offerRow
 		var points []pricePointRow
 		for _, r := range fresh {
@@ -107,24 +103,25 @@ func (s *Store) SaveOffers(ctx context.Context, cloud pricing.Cloud, region stri
 			default:
 				res.Inserted++
 			}
-			rows = append(rows, r)
 			for _, cp := range []struct {
 				ct    pricing.CapacityType
 				price float64
-			}{{pricing.OnDemand, r.OnDemandPrice}, {pricing.Spot, r.SpotPrice}} {
-				if cp.price <= 0 {
-					continue // unknown is not a price
+				last  float64 // the newest point's price, 0 if none
+				dst   *float64
+			}{{pricing.OnDemand, r.OnDemandPrice, prev.PointOnDemand, &r.PointOnDemand},
+				{pricing.Spot, r.SpotPrice, prev.PointSpot, &r.PointSpot}} {
+				*cp.dst = cp.last
+				if cp.price <= 0 || cp.price == cp.last {
+					continue // unknown is not a price; unchanged is not a change
 				}
-				lp, known := last[pointKey{r.Key, cp.ct}]
-				if known && lp == cp.price {
-					continue
-				}
-				if known {
+				if cp.last > 0 {
 					res.PriceChanges++
 				}
+				*cp.dst = cp.price
 				points = append(points, pricePointRow{OfferKey: r.Key, Cloud: r.Cloud, Region: r.Region,
 					Capacity: string(cp.ct), Price: cp.price, ObservedAt: r.ObservedAt, Source: r.Source})
 			}
+			rows = append(rows, r)
 		}
 		if len(rows) > 0 {
 			if err := tx.Clauses(clause.OnConflict{UpdateAll: true}).CreateInBatches(&rows, s.batchSize()).Error; err != nil {
@@ -143,27 +140,6 @@ func (s *Store) SaveOffers(ctx context.Context, cloud pricing.Cloud, region stri
 		return SaveResult{}, fmt.Errorf("saving %s %s offers: %w", cloud, region, err)
 	}
 	return res, nil
-}
-
-type pointKey struct {
-	key string
-	ct  pricing.CapacityType
-}
-
-// lastPrices returns the newest recorded price per offer and capacity type
-// in one region. Points are append-only, so the highest id is the newest.
-func lastPrices(tx *gorm.DB, cloud pricing.Cloud, region string) (map[pointKey]float64, error) {
-	var pts []pricePointRow
-	newest := tx.Model(&pricePointRow{}).Select("MAX(id)").
-		Where("cloud = ? AND region = ?", string(cloud), region).Group("offer_key, capacity")
-	if err := tx.Where("id IN (?)", newest).Find(&pts).Error; err != nil {
-		return nil, fmt.Errorf("loading last prices: %w", err)
-	}
-	out := make(map[pointKey]float64, len(pts))
-	for _, p := range pts {
-		out[pointKey{p.OfferKey, pricing.CapacityType(p.Capacity)}] = p.Price
-	}
-	return out, nil
 }
 
 // Offers returns every stored offer in key order.

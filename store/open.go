@@ -101,9 +101,15 @@ var kvPassword = regexp.MustCompile(`password=('[^']*'|\S*)`)
 
 // Redact returns dsn with any password replaced, safe for logs and errors.
 func Redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	if u, err := url.Parse(dsn); err == nil && (u.User != nil || strings.Contains(u.RawQuery, "password")) {
+		if u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			}
+		}
+		if q := u.Query(); q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
 		}
 		return u.String()
 	}

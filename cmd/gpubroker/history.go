@@ -99,6 +99,9 @@ func runHistory(ctx context.Context, w io.Writer, st *store.Store, cat *pricing.
 			keys = append(keys, off.Key())
 		}
 	}
+	if o.since < 0 {
+		return usageErr(fmt.Errorf("--since %s: want a positive duration such as 720h", o.since))
+	}
 	var since time.Time
 	if o.since > 0 {
 		since = now.Add(-o.since)

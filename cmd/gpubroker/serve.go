@@ -4,104 +4,158 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpubroker/gpubroker/broker"
+	"github.com/gpubroker/gpubroker/daemon"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 )
 
+type serveOptions struct {
+	configPath       string
+	policy           string
+	db               string
+	listen           string
+	logFormat        string
+	logLevel         string
+	refreshSchedule  string
+	replanSchedule   string
+	clouds           []string
+	regions          []string
+	concurrency      int
+	noRefreshOnStart bool
+	leaseTTL         time.Duration
+	grace            time.Duration
+}
+
 func newServeCmd(sources refresh.Registry) *cobra.Command {
-	var (
-		configPath, db, schedule, logFormat string
-		clouds, regions                     []string
-		concurrency                         int
-		noRefreshOnStart                    bool
-	)
+	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the broker daemon: keep the price catalog fresh on a schedule",
-		Long: `Run the gpubroker daemon. It refreshes the offer catalog from the clouds on a cron
-schedule (default every six hours, and once at start), never running two refreshes
-at once, and stops cleanly on SIGTERM or Ctrl-C, letting a running refresh finish
-within the shutdown grace. Settings come from --config (YAML, see docs/providers.md)
-and flags; flags win.`,
-		Example: `  gpubroker serve
-  gpubroker serve --db postgres://gpubroker@db/gpubroker --refresh-schedule "0 */4 * * *"
-  gpubroker serve --config /etc/gpubroker/serve.yaml`,
+		Short: "Run the broker daemon: JSON API, agents, metrics, price refresh and re-planning",
+		Long: `Run the long-running broker. It serves the JSON API under /api/v1 (docs/api.md), /metrics,
+/healthz and /readyz; refreshes prices from the clouds and re-plans the policy on cron schedules.
+With a PostgreSQL --db several replicas can run; one leads the background jobs at a time.
+On first start it prints an admin token once; only its hash is stored.
+Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`,
+		Example: `  gpubroker serve -f policy.yaml
+  gpubroker serve -f policy.yaml --db postgres://broker@db/gpubroker --listen 0.0.0.0:8080 --log-format json
+  gpubroker serve --config /etc/gpubroker/serve.yaml -f policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := broker.DefaultConfig()
-			if configPath != "" {
-				data, err := os.ReadFile(configPath)
-				if err != nil {
-					return usageErr(err)
-				}
-				if cfg, err = broker.ParseConfig(configPath, data); err != nil {
-					return usageErr(err)
-				}
-			}
-			fl := cmd.Flags()
-			if fl.Changed("db") {
-				cfg.DB = db
-			}
-			if fl.Changed("refresh-schedule") {
-				if err := broker.ValidateSchedule(schedule); err != nil {
-					return usageErr(fmt.Errorf("--refresh-schedule: %w", err))
-				}
-				cfg.Refresh.Schedule = schedule
-			}
-			if fl.Changed("cloud") {
-				cfg.Refresh.Clouds = nil
-				for _, c := range clouds {
-					cl, err := pricing.ParseCloud(c)
-					if err != nil {
-						return usageErr(fmt.Errorf("--cloud: %w", err))
-					}
-					cfg.Refresh.Clouds = append(cfg.Refresh.Clouds, cl)
-				}
-			}
-			if fl.Changed("region") {
-				cfg.Refresh.Regions = regions
-			}
-			if fl.Changed("concurrency") {
-				if concurrency < 1 {
-					return usageErr(fmt.Errorf("--concurrency %d: want 1 or more", concurrency))
-				}
-				cfg.Refresh.Concurrency = concurrency
-			}
-			if noRefreshOnStart {
-				cfg.Refresh.OnStart = false
-			}
-			var h slog.Handler
-			switch logFormat {
-			case "text":
-				h = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
-			case "json":
-				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
-			default:
-				return usageErr(fmt.Errorf("--log-format %q: want text or json", logFormat))
-			}
-			b, err := broker.New(cfg, broker.Options{Sources: sources, Logger: slog.New(h), Now: time.Now})
+			cfg, err := o.brokerConfig(cmd)
 			if err != nil {
 				return usageErr(err)
 			}
-			if err := b.Run(cmd.Context()); err != nil {
+			log, err := newLogger(cmd.ErrOrStderr(), o.logFormat, o.logLevel)
+			if err != nil {
+				return usageErr(err)
+			}
+			if o.policy != "" {
+				if _, err := os.Stat(o.policy); err != nil {
+					return usageErr(fmt.Errorf("policy file: %w", err))
+				}
+			}
+			targets, err := refresh.Plan(sources, cfg.Refresh.Clouds, cfg.Refresh.Regions)
+			if err != nil {
+				return usageErr(fmt.Errorf("refresh: %w", err))
+			}
+			err = daemon.Run(cmd.Context(), daemon.Config{PolicyPath: o.policy, DSN: cfg.DB, Listen: o.listen,
+				Logger: log, Out: cmd.OutOrStdout(), LeaseTTL: o.leaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
+				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: daemon.OptimizerPlan,
+				RefreshOnLeadership: cfg.Refresh.OnStart,
+				Refresh: daemon.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
+					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
+					Progress: refresh.LogProgress{Log: log}})})
+			if err != nil {
 				return failErr(err)
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "YAML configuration file (keys: db, shutdown_grace, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout})")
-	f.StringVar(&db, "db", "", "store: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory)")
-	f.StringVar(&schedule, "refresh-schedule", broker.DefaultRefreshSchedule, "cron schedule of the catalog refresh (5 fields, or @every 6h)")
-	f.StringSliceVar(&clouds, "cloud", nil, "clouds to refresh (default all)")
-	f.StringSliceVar(&regions, "region", nil, "regions or globs to refresh (default each cloud's GPU regions)")
-	f.IntVar(&concurrency, "concurrency", 4, "regions fetched at once")
-	f.BoolVar(&noRefreshOnStart, "no-refresh-on-start", false, "wait for the schedule instead of refreshing at start")
-	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.configPath, "config", "", "YAML configuration file (keys: db, shutdown_grace, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout})")
+	f.StringVarP(&o.policy, "file", "f", "", "policy file to plan and keep placed")
+	f.StringVar(&o.db, "db", "", "store: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.refreshSchedule, "refresh-schedule", broker.DefaultRefreshSchedule, "cron schedule of the catalog refresh (5 fields, or @every 6h)")
+	f.StringVar(&o.replanSchedule, "replan-schedule", "@every 15m", "cron schedule of the re-plan of the policy")
+	f.StringSliceVar(&o.clouds, "cloud", nil, "clouds to refresh (default all)")
+	f.StringSliceVar(&o.regions, "region", nil, "regions or globs to refresh (default each cloud's GPU regions)")
+	f.IntVar(&o.concurrency, "concurrency", 4, "regions fetched at once")
+	f.BoolVar(&o.noRefreshOnStart, "no-refresh-on-start", false, "wait for the schedule instead of refreshing when this replica starts leading")
+	f.DurationVar(&o.leaseTTL, "lease-ttl", 15*time.Second, "leader lease; a dead leader is replaced within about this")
+	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long in-flight requests and jobs may finish on shutdown")
 	return cmd
+}
+
+// brokerConfig reads --config and applies the flags that were set.
+func (o *serveOptions) brokerConfig(cmd *cobra.Command) (broker.Config, error) {
+	cfg := broker.DefaultConfig()
+	if o.configPath != "" {
+		data, err := os.ReadFile(o.configPath)
+		if err != nil {
+			return cfg, err
+		}
+		if cfg, err = broker.ParseConfig(o.configPath, data); err != nil {
+			return cfg, err
+		}
+	}
+	fl := cmd.Flags()
+	if fl.Changed("db") {
+		cfg.DB = o.db
+	}
+	if fl.Changed("refresh-schedule") {
+		if err := broker.ValidateSchedule(o.refreshSchedule); err != nil {
+			return cfg, fmt.Errorf("--refresh-schedule: %w", err)
+		}
+		cfg.Refresh.Schedule = o.refreshSchedule
+	}
+	if fl.Changed("cloud") {
+		cfg.Refresh.Clouds = nil
+		for _, c := range o.clouds {
+			cl, err := pricing.ParseCloud(c)
+			if err != nil {
+				return cfg, fmt.Errorf("--cloud: %w", err)
+			}
+			cfg.Refresh.Clouds = append(cfg.Refresh.Clouds, cl)
+		}
+	}
+	if fl.Changed("region") {
+		cfg.Refresh.Regions = o.regions
+	}
+	if fl.Changed("concurrency") {
+		if o.concurrency < 1 {
+			return cfg, fmt.Errorf("--concurrency %d: want 1 or more", o.concurrency)
+		}
+		cfg.Refresh.Concurrency = o.concurrency
+	}
+	if o.noRefreshOnStart {
+		cfg.Refresh.OnStart = false
+	}
+	if fl.Changed("shutdown-grace") {
+		cfg.ShutdownGrace = o.grace
+	}
+	return cfg, nil
+}
+
+func newLogger(w interface{ Write([]byte) (int, error) }, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

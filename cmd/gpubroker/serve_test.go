@@ -44,7 +44,7 @@ func TestServeRefreshesAndStops(t *testing.T) {
 	var errb bytes.Buffer
 	root := &cobra.Command{Use: "gpubroker", SilenceErrors: true, SilenceUsage: true}
 	root.AddCommand(newServeCmd(reg))
-	root.SetArgs([]string{"serve", "--config", cfgPath, "--db", db, "--log-format", "json"})
+	root.SetArgs([]string{"serve", "--config", cfgPath, "--db", db, "--log-format", "json", "--listen", "127.0.0.1:0"})
 	root.SetErr(&errb)
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {

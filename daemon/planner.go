@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// PlanResult is what one planning run yields.
+type PlanResult struct {
+	// Plan is the optimizer's plan, encoded as JSON by the API.
+	Plan any
+	// CostUSD is the plan's expected cost (for the metric).
+	CostUSD float64
+	// Budgets is the policy's budgets with their planned spending.
+	Budgets any
+}
+
+// PlanFunc parses a policy file and plans it against the catalog. Errors
+// about the policy itself must wrap dashboard.ErrInvalidInput.
+type PlanFunc func(ctx context.Context, name string, policy []byte, cat *pricing.Catalog, now time.Time) (PlanResult, error)
+
+// policyPlanner implements dashboard.Planner for the loaded policy, caching
+// the latest plan that the re-plan job computes.
+type policyPlanner struct {
+	plan       PlanFunc
+	catalog    func() *pricing.Catalog
+	now        func() time.Time
+	policyName string
+	policy     []byte
+	metrics    *dashboard.Metrics
+
+	mu     sync.Mutex
+	latest *PlanResult
+}
+
+var _ dashboard.Planner = (*policyPlanner)(nil)
+
+func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (any, error) {
+	r, err := p.plan(ctx, name, data, p.catalog(), p.now())
+	if err != nil {
+		return nil, err
+	}
+	return r.Plan, nil
+}
+
+func (p *policyPlanner) current(ctx context.Context) (*PlanResult, error) {
+	if p.policy == nil {
+		return nil, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", dashboard.ErrNoPolicy)
+	}
+	p.mu.Lock()
+	latest := p.latest
+	p.mu.Unlock()
+	if latest != nil {
+		return latest, nil
+	}
+	if err := p.replan(ctx); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.latest, nil
+}
+
+func (p *policyPlanner) Current(ctx context.Context) (any, error) {
+	r, err := p.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Plan, nil
+}
+
+func (p *policyPlanner) Budgets(ctx context.Context) (any, error) {
+	r, err := p.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Budgets, nil
+}
+
+// replan is the re-plan job: plan the loaded policy on the current catalog.
+func (p *policyPlanner) replan(ctx context.Context) error {
+	if p.policy == nil {
+		return nil
+	}
+	r, err := p.plan(ctx, p.policyName, p.policy, p.catalog(), p.now())
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.latest = &r
+	p.mu.Unlock()
+	p.metrics.SetPlanCost(r.CostUSD)
+	return nil
+}

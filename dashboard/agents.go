@@ -1,0 +1,544 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// HeartbeatInterval is how often agents are told to send heartbeats.
+const HeartbeatInterval = 10 * time.Second
+
+func pathMatchCheck(pattern string) (bool, error) { return path.Match(pattern, "") }
+
+type registerBody struct {
+	// The agent's own fields (docs/agent.md).
+	Hostname     string          `json:"hostname"`
+	Cloud        string          `json:"cloud"`
+	InstanceID   string          `json:"instance_id"`
+	AgentVersion string          `json:"agent_version"`
+	GPUs         json.RawMessage `json:"gpus"`
+	// Optional placement details that tools (or a future agent) may send.
+	Region       string `json:"region"`
+	Zone         string `json:"zone"`
+	InstanceType string `json:"instance_type"`
+	GPU          string `json:"gpu"`
+	GPUCount     int    `json:"gpu_count"`
+	Capacity     string `json:"capacity"`
+	Workload     string `json:"workload"`
+}
+
+type registerResponse struct {
+	AgentID string `json:"agent_id"`
+	// Token is shown once; the broker keeps only its hash.
+	Token                    string               `json:"token"`
+	HeartbeatIntervalSeconds int                  `json:"heartbeat_interval_seconds"`
+	Instance                 store.InstanceRecord `json:"instance"`
+}
+
+// gpuStat is the part of an agent's per-GPU telemetry the broker reads;
+// other fields are kept as sent.
+type gpuStat struct {
+	Index          *int     `json:"index"`
+	Name           string   `json:"name"`
+	Model          string   `json:"model"`
+	MemoryTotalMiB *float64 `json:"memory_total_mib"`
+	MemoryUsedMiB  *float64 `json:"memory_used_mib"`
+	UtilGPUPct     *float64 `json:"util_gpu_pct"`
+	TempC          *float64 `json:"temperature_c"`
+	PowerW         *float64 `json:"power_w"`
+}
+
+// parseGPUs reads a telemetry array leniently (new telemetry fields must
+// not break old brokers) but checks the figures it uses.
+func parseGPUs(raw json.RawMessage) ([]gpuStat, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var gs []gpuStat
+	if err := json.Unmarshal(raw, &gs); err != nil {
+		return nil, badf("gpus must be an array of GPU objects: %v", err)
+	}
+	if len(gs) > 64 {
+		return nil, badf("gpus has %d entries; at most 64", len(gs))
+	}
+	for i, g := range gs {
+		if g.Index == nil || *g.Index < 0 || *g.Index > 63 {
+			return nil, badf("gpus[%d].index is missing or outside 0..63", i)
+		}
+		for _, f := range []struct {
+			name string
+			v    *float64
+			max  float64
+		}{{"util_gpu_pct", g.UtilGPUPct, 100}, {"memory_used_mib", g.MemoryUsedMiB, 1 << 24},
+			{"memory_total_mib", g.MemoryTotalMiB, 1 << 24}, {"temperature_c", g.TempC, 200}, {"power_w", g.PowerW, 1e5}} {
+			if f.v != nil && (math.IsNaN(*f.v) || *f.v < 0 || *f.v > f.max) {
+				return nil, badf("gpus[%d].%s is %v; it must be between 0 and %v", i, f.name, *f.v, f.max)
+			}
+		}
+	}
+	return gs, nil
+}
+
+func (b *registerBody) validate() error {
+	if b.InstanceID == "" {
+		// Without an instance id (no metadata service), the host name is the
+		// stable identity, so a re-registration maps to the same instance.
+		b.InstanceID = b.Hostname
+	}
+	if b.InstanceID == "" {
+		return badf("instance_id and hostname are both empty; send at least one")
+	}
+	if !instanceIDRE.MatchString(b.InstanceID) {
+		return badf("instance_id %q is not valid; send the cloud's instance id (1-255 letters, digits, '.', '_', ':', '@', '-')", b.InstanceID)
+	}
+	if len(b.Hostname) > 255 {
+		return badf("hostname is longer than 255 bytes")
+	}
+	if err := checkLabel("agent_version", b.AgentVersion); err != nil {
+		return err
+	}
+	c, err := pricing.ParseCloud(b.Cloud)
+	if err != nil {
+		return badf("cloud: %v", err)
+	}
+	b.Cloud = string(c)
+	for _, f := range []struct{ name, v string }{{"region", b.Region}, {"zone", b.Zone}, {"instance_type", b.InstanceType}} {
+		if err := checkLabel(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	gs, err := parseGPUs(b.GPUs)
+	if err != nil {
+		return err
+	}
+	if b.GPU == "" && len(gs) > 0 {
+		if m, ok := pricing.ParseGPUModel(gs[0].Model); ok {
+			b.GPU = string(m)
+		}
+		if b.GPUCount == 0 {
+			b.GPUCount = len(gs)
+		}
+	}
+	if b.GPU != "" {
+		m, ok := pricing.ParseGPUModel(b.GPU)
+		if !ok {
+			return badf("gpu %q is not a known GPU model", b.GPU)
+		}
+		b.GPU = string(m)
+	}
+	if b.GPUCount < 0 || b.GPUCount > 64 {
+		return badf("gpu_count %d must be between 0 and 64", b.GPUCount)
+	}
+	switch b.Capacity {
+	case "", string(pricing.OnDemand), string(pricing.Spot):
+	default:
+		return badf("capacity %q is not valid; use on-demand or spot", b.Capacity)
+	}
+	if b.Workload != "" {
+		return checkName("workload", b.Workload)
+	}
+	return nil
+}
+
+func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
+	var b registerBody
+	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := b.validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	token, hash, err := NewToken()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	inst, err := s.store.RegisterAgent(r.Context(), store.InstanceRecord{ID: b.InstanceID, Hostname: b.Hostname,
+		AgentVersion: b.AgentVersion, Cloud: b.Cloud, Region: b.Region, Zone: b.Zone, InstanceType: b.InstanceType,
+		GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity, Workload: b.Workload}, hash, s.now().UTC())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.tokens.dropSubject(inst.ID)
+	s.tokens.put(hash, principal{kind: store.TokenAgent, subject: inst.ID}, s.now())
+	s.metrics.EventRecorded("registered")
+	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion)
+	writeJSON(w, http.StatusCreated, registerResponse{AgentID: inst.ID, Token: token,
+		HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second), Instance: inst})
+}
+
+type heartbeatBody struct {
+	Time       time.Time       `json:"time"`
+	Cloud      string          `json:"cloud"`
+	GPUs       json.RawMessage `json:"gpus"`
+	GPUError   string          `json:"gpu_error"`
+	SpoolDepth int             `json:"spool_depth"`
+	Draining   bool            `json:"draining"`
+	// Load1 is the host's one-minute load average (optional).
+	Load1 float64 `json:"load1"`
+	// Utilization is the mean GPU utilisation (0..1); computed from the
+	// GPUs' util_gpu_pct when absent.
+	Utilization *float64 `json:"gpu_utilization"`
+}
+
+// heartbeatResponse is what the agent reads back.
+type heartbeatResponse struct {
+	BenchmarkRequested       bool `json:"benchmark_requested"`
+	HeartbeatIntervalSeconds int  `json:"heartbeat_interval_seconds"`
+}
+
+func (b *heartbeatBody) validate() error {
+	if err := finite("load1", b.Load1, 0, 1e4); err != nil {
+		return err
+	}
+	if b.SpoolDepth < 0 {
+		return badf("spool_depth %d must not be negative", b.SpoolDepth)
+	}
+	if len(b.GPUError) > 1024 {
+		return badf("gpu_error is %d bytes; at most 1024", len(b.GPUError))
+	}
+	gs, err := parseGPUs(b.GPUs)
+	if err != nil {
+		return err
+	}
+	if b.Utilization != nil {
+		return finite("gpu_utilization", *b.Utilization, 0, 1)
+	}
+	sum, n := 0.0, 0
+	for _, g := range gs {
+		if g.UtilGPUPct != nil {
+			sum += *g.UtilGPUPct / 100
+			n++
+		}
+	}
+	u := 0.0
+	if n > 0 {
+		u = sum / float64(n)
+	}
+	b.Utilization = &u
+	return nil
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var b heartbeatBody
+	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := b.validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var tele json.RawMessage
+	if len(b.GPUs) > 0 && string(b.GPUs) != "null" {
+		tele = b.GPUs
+	}
+	// The broker's clock, not the agent's, dates the heartbeat: VM clocks
+	// drift and staleness is judged here.
+	err := s.beats.record(r.Context(), store.HeartbeatUpdate{Instance: id, At: s.now().UTC(), Load1: b.Load1,
+		Utilization: *b.Utilization, Telemetry: tele})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, heartbeatResponse{HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second)})
+}
+
+// idemKey reads the Idempotency-Key header. Keys are scoped by endpoint
+// (the agent uses a notice's id for both its notice and its drain report),
+// so the stored key is "endpoint:key".
+func idemKey(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if len(k) > 200 {
+		return "", badf("Idempotency-Key is %d bytes; at most 200", len(k))
+	}
+	return k, nil
+}
+
+func scoped(endpoint, key string) string {
+	if key == "" {
+		return ""
+	}
+	return endpoint + ":" + key
+}
+
+type benchGPU struct {
+	Index            int             `json:"index"`
+	Name             string          `json:"name"`
+	Model            string          `json:"model"`
+	DType            string          `json:"dtype"`
+	TFLOPS           float64         `json:"tflops"`
+	BandwidthGBs     float64         `json:"bandwidth_gbs"`
+	MatrixN          int             `json:"matrix_n"`
+	Iterations       int             `json:"iterations"`
+	SpecTFLOPS       float64         `json:"spec_tflops"`
+	SpecBandwidthGBs float64         `json:"spec_bandwidth_gbs"`
+	TFLOPSRatio      float64         `json:"tflops_ratio"`
+	BandwidthRatio   float64         `json:"bandwidth_ratio"`
+	BelowSpec        bool            `json:"below_spec"`
+	Extra            json.RawMessage `json:"extra"`
+}
+
+type benchmarkBody struct {
+	Time               time.Time  `json:"time"`
+	Method             string     `json:"method"`
+	DurationS          float64    `json:"duration_s"`
+	BelowSpecThreshold float64    `json:"below_spec_threshold"`
+	InstanceType       string     `json:"instance_type"`
+	GPUs               []benchGPU `json:"gpus"`
+}
+
+// accepted is the answer to a report (202, also for a repeated delivery).
+type accepted struct {
+	Status    string            `json:"status"`
+	Duplicate bool              `json:"duplicate"`
+	Event     store.EventRecord `json:"event"`
+}
+
+func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	key, err := idemKey(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b benchmarkBody
+	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(b.GPUs) == 0 || len(b.GPUs) > 64 {
+		s.fail(w, r, badf("gpus must hold 1 to 64 results, not %d", len(b.GPUs)))
+		return
+	}
+	if err := checkLabel("instance_type", b.InstanceType); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.now().UTC()
+	var recs []store.BenchmarkRecord
+	for i, g := range b.GPUs {
+		m, ok := pricing.ParseGPUModel(g.Model)
+		if !ok {
+			m, ok = modelFromDeviceName(g.Name)
+		}
+		if !ok {
+			s.fail(w, r, badf("gpus[%d]: model %q / name %q is not a known GPU model", i, g.Model, g.Name))
+			return
+		}
+		if err := finite(fmt.Sprintf("gpus[%d].tflops", i), g.TFLOPS, 0.001, 1e5); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := finite(fmt.Sprintf("gpus[%d].bandwidth_gbs", i), g.BandwidthGBs, 0, 1e6); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		recs = append(recs, store.BenchmarkRecord{Instance: id, InstanceType: b.InstanceType, GPU: string(m),
+			TFLOPS: g.TFLOPS, MemBandwidthGB: g.BandwidthGBs, At: now})
+	}
+	data, _ := json.Marshal(b)
+	s.report(w, r, store.Report{Event: store.EventRecord{At: now, Kind: "benchmark", Instance: id,
+		Message: fmt.Sprintf("benchmark of %d GPU(s): %.1f TFLOPS on GPU %d", len(recs), b.GPUs[0].TFLOPS, b.GPUs[0].Index),
+		Data:    data, IdempotencyKey: scoped("benchmarks", key)}, Benchmarks: recs})
+}
+
+func (s *Server) report(w http.ResponseWriter, r *http.Request, rep store.Report) {
+	ev, dup, err := s.store.RecordReport(r.Context(), rep)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !dup {
+		s.metrics.EventRecorded(ev.Kind)
+		s.log.InfoContext(r.Context(), "agent report", "kind", ev.Kind, "instance", ev.Instance)
+	}
+	writeJSON(w, http.StatusAccepted, accepted{Status: "accepted", Duplicate: dup, Event: ev})
+}
+
+// noticeBody is the agent's NoticeReport.
+type noticeBody struct {
+	Kind     string          `json:"kind"`
+	ID       string          `json:"id"`
+	Cloud    string          `json:"cloud"`
+	Deadline time.Time       `json:"deadline"`
+	Observed time.Time       `json:"observed"`
+	Detail   string          `json:"detail"`
+	Raw      json.RawMessage `json:"raw"`
+	Action   string          `json:"action"`
+}
+
+// terminalNotices are the notice kinds after which the instance is gone.
+var terminalNotices = map[string]bool{"preempt": true, "terminate": true, "stop": true, "hibernate": true}
+
+var noticeKinds = map[string]bool{"preempt": true, "terminate": true, "stop": true, "hibernate": true,
+	"rebalance": true, "maintenance": true}
+
+func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	key, err := idemKey(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b noticeBody
+	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !noticeKinds[b.Kind] {
+		s.fail(w, r, badf("kind %q is not a notice kind; use preempt, terminate, stop, hibernate, rebalance or maintenance", b.Kind))
+		return
+	}
+	if len(b.ID) > 255 || len(b.Detail) > 4096 || len(b.Action) > 64 {
+		s.fail(w, r, badf("id (255), detail (4096) or action (64 bytes) is too long"))
+		return
+	}
+	if key == "" {
+		key = b.ID
+	}
+	data, _ := json.Marshal(b)
+	rep := store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: "notice", Instance: id,
+		Message: b.Kind + orPrefix(" at ", fmtTime(b.Deadline)) + orPrefix(": ", b.Detail), Data: data, IdempotencyKey: scoped("notices", key)}}
+	if terminalNotices[b.Kind] {
+		rep.Event.Kind = "preemption_notice"
+		rep.State = store.StatePreempting
+		rep.PreemptAt = b.Deadline.UTC()
+	}
+	s.report(w, r, rep)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// drainBody is the agent's DrainReport.
+type drainBody struct {
+	Info struct {
+		NoticeID string    `json:"notice_id"`
+		Kind     string    `json:"kind"`
+		Cloud    string    `json:"cloud"`
+		Deadline time.Time `json:"deadline"`
+		Early    bool      `json:"early"`
+	} `json:"info"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Deadline time.Time `json:"deadline"`
+	Steps    []struct {
+		Name       string    `json:"name"`
+		Status     string    `json:"status"`
+		Error      string    `json:"error"`
+		Started    time.Time `json:"started"`
+		DurationNS int64     `json:"duration_ns"`
+	} `json:"steps"`
+	OK    bool `json:"ok"`
+	Acked bool `json:"acked"`
+}
+
+func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	key, err := idemKey(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b drainBody
+	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(b.Steps) > 64 {
+		s.fail(w, r, badf("steps has %d entries; at most 64", len(b.Steps)))
+		return
+	}
+	for i, st := range b.Steps {
+		switch st.Status {
+		case "ok", "failed", "timed_out", "skipped":
+		default:
+			s.fail(w, r, badf("steps[%d].status %q is not valid; use ok, failed, timed_out or skipped", i, st.Status))
+			return
+		}
+	}
+	if key == "" {
+		key = b.Info.NoticeID
+	}
+	data, _ := json.Marshal(b)
+	kind, state, msg := "drained", store.StateDrained, "drain completed"
+	if !b.OK {
+		kind, state, msg = "drain_failed", store.StateDraining, "drain failed"
+	}
+	failed := 0
+	for _, st := range b.Steps {
+		if st.Status != "ok" && st.Status != "skipped" {
+			failed++
+		}
+	}
+	msg += fmt.Sprintf(" (%d step(s), %d not ok)", len(b.Steps), failed)
+	drainState := "completed"
+	if !b.OK {
+		drainState = "failed"
+	}
+	s.report(w, r, store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: kind, Instance: id, Message: msg,
+		Data: data, IdempotencyKey: scoped("drains", key)}, State: state, DrainState: drainState})
+}
+
+func orPrefix(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
+}
+
+// modelFromDeviceName maps an NVML device name ("NVIDIA A100-SXM4-80GB",
+// "Tesla T4") to a canonical model, for reports that carry no model.
+func modelFromDeviceName(name string) (pricing.GPUModel, bool) {
+	up := strings.ToUpper(name)
+	models := pricing.GPUModels()
+	// Longer names first, so A10G wins over A10 and L40S over L4.
+	sort.Slice(models, func(i, j int) bool { return len(models[i]) > len(models[j]) })
+	for _, m := range models {
+		base, mem, hasMem := strings.Cut(string(m), "-")
+		if !containsWord(up, base) {
+			continue
+		}
+		if hasMem && !strings.Contains(up, mem) {
+			continue
+		}
+		return m, true
+	}
+	return "", false
+}
+
+// containsWord reports whether tok occurs in s not followed by a letter or
+// digit ("L4" is not in "L40S").
+func containsWord(s, tok string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], tok)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(tok)
+		if end == len(s) || !isAlnum(s[end]) {
+			return true
+		}
+		i = end
+	}
+}
+
+func isAlnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' }

@@ -1,0 +1,63 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// checkInputErr fails unless err is nil or a client error (400/413).
+func checkInputErr(t *testing.T, err error) {
+	t.Helper()
+	var br *badRequest
+	var mbe *http.MaxBytesError
+	if err != nil && !errors.As(err, &br) && !errors.As(err, &mbe) {
+		t.Fatalf("input produced a non-client error %T: %v", err, err)
+	}
+}
+
+// FuzzAgentBodies feeds arbitrary bodies to the agent routes' decoders and
+// validators: never a panic, only 400/413-class errors.
+func FuzzAgentBodies(f *testing.F) {
+	for _, s := range []string{
+		`{"time":"2026-12-02T10:00:00Z","cloud":"aws","gpus":[{"index":0,"util_gpu_pct":80}],"spool_depth":0}`,
+		`{"gpus":null,"gpu_error":"no NVML"}`,
+		`{"hostname":"h","cloud":"gcp","instance_id":"123","agent_version":"v1","gpus":[{"index":0,"model":"L4"}]}`,
+		`{"gpus":[{"index":-1}]}`, `{"load1":1e309}`, `[]`, `{"gpus":{}}`, `{"a":1}`, `{}`, ``, `{"gpus":[{"index":0,"util_gpu_pct":"x"}]}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, v := range []interface{ validate() error }{&heartbeatBody{}, &registerBody{}} {
+			r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+			err := decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, v)
+			if err == nil {
+				err = v.validate()
+			}
+			checkInputErr(t, err)
+		}
+		_, err := parseGPUs([]byte(body))
+		checkInputErr(t, err)
+	})
+}
+
+// FuzzOffersQuery feeds arbitrary query strings to the offers parser.
+func FuzzOffersQuery(f *testing.F) {
+	for _, s := range []string{"gpu=H100,A100-80GB&cloud=aws&capacity=spot&min_gpus=8", "region=us-[", "max_price=NaN",
+		"limit=-1", "min_gpus=9&max_gpus=2", "gpu=", "x=1", "min_gpu_memory_gib=1e400"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		_, _, err = parseOffersQuery(v)
+		checkInputErr(t, err)
+		_, err = parseEventFilter(v)
+		checkInputErr(t, err)
+	})
+}

@@ -1,0 +1,109 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Error codes in the JSON error body.
+const (
+	codeBadRequest   = "bad_request"
+	codeUnauthorized = "unauthorized"
+	codeForbidden    = "forbidden"
+	codeNotFound     = "not_found"
+	codeConflict     = "conflict"
+	codeInfeasible   = "infeasible"
+	codeTooLarge     = "request_too_large"
+	codeMethod       = "method_not_allowed"
+	codeUnavailable  = "unavailable"
+	codeInternal     = "internal"
+)
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeJSON writes v with status. Encoding errors cannot be reported to the
+// client once the header is out, so they are only logged by the caller's
+// middleware through the status it already sent.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+}
+
+// badRequest is an input problem the client can fix; its message is shown.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func badf(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf(format, args...)} }
+
+// decodeJSON reads one JSON object of at most limit bytes into v, rejecting
+// unknown fields and trailing data.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return badf("Content-Type is %q; send application/json", ct)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badf("request body has data after the JSON object; send exactly one object")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var mbe *http.MaxBytesError
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case errors.Is(err, io.EOF):
+		return badf("request body is empty; send a JSON object")
+	case errors.As(err, &se):
+		return badf("request body is not valid JSON at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te):
+		return badf("field %q must be %s, not JSON %s", te.Field, te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badf("request body ends in the middle of the JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return badf("%s; see docs/api.md for the fields this endpoint takes", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return badf("request body: %v", err)
+}
+
+// readBody reads at most limit bytes of a non-JSON body (a policy file).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
