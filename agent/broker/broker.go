@@ -293,13 +293,27 @@ func (c *Client) post(ctx context.Context, path, token, idemKey string, body, ou
 	return nil
 }
 
-// brokerMessage extracts {"error":"..."} from an error answer.
+// brokerMessage extracts the message of an error answer: the broker's
+// {"error":{"code","message"}} or a plain {"error":"..."} from a proxy.
 func brokerMessage(b []byte) string {
+	// The broker answers {"error":{"code":"...","message":"..."}} (docs/api.md).
 	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+		if e.Error.Code != "" {
+			return e.Error.Code + ": " + e.Error.Message
+		}
+		return e.Error.Message
+	}
+	var plain struct {
 		Error string `json:"error"`
 	}
-	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		return e.Error
+	if json.Unmarshal(b, &plain) == nil && plain.Error != "" {
+		return plain.Error
 	}
 	if len(b) > 200 {
 		b = b[:200]
