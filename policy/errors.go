@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	suggestpkg "github.com/gpubroker/gpubroker/internal/suggest"
 )
 
 // String formats a position as file:line:col, leaving out the parts that are
@@ -75,24 +77,7 @@ func (l ErrorList) sort() {
 // suggest returns the candidate closest to s when it is close enough to be a
 // likely typo, or "".
 func suggest(s string, candidates []string) string {
-	best, bestD := "", 1<<30
-	ls := strings.ToLower(s)
-	for _, c := range candidates {
-		lc := strings.ToLower(c)
-		// Doubled so that a candidate the name is a prefix of wins a tie
-		// ("H10" is one edit from both A10 and H100; it is short for H100).
-		d := 2 * editDistance(ls, lc)
-		if strings.HasPrefix(lc, ls) {
-			d--
-		}
-		if d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if (bestD+1)/2 <= max(1, min(2, len(s)/3)) {
-		return best
-	}
-	return ""
+	return suggestpkg.Closest(s, candidates, max(1, min(2, len(s)/3)))
 }
 
 // didYouMean formats a suggestion as a message suffix.
@@ -101,30 +86,4 @@ func didYouMean(s string, candidates []string) string {
 		return fmt.Sprintf("; did you mean %q?", m)
 	}
 	return ""
-}
-
-func editDistance(a, b string) int {
-	// Optimal string alignment distance: edits plus adjacent swaps.
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			// A swap of two neighbours ("gpc" for "gcp") is one typo.
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }

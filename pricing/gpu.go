@@ -3,6 +3,8 @@ package pricing
 import (
 	"sort"
 	"strings"
+
+	"github.com/gpubroker/gpubroker/internal/suggest"
 )
 
 // GPUModel is a canonical GPU name such as "A100-80GB". Cloud-specific names
@@ -148,42 +150,9 @@ func ParseGPUModel(name string) (GPUModel, bool) {
 // SuggestGPU returns the canonical model closest to a misspelt name, or ""
 // when none is close. Policy and CLI errors use it for "did you mean".
 func SuggestGPU(name string) string {
-	best, bestD := "", 1<<30
-	n := strings.ToLower(name)
-	for _, s := range specs {
-		c := strings.ToLower(string(s.Model))
-		// Distances are doubled so that a prefix match ("A100-80" of
-		// "A100-80GB") wins a tie against an equally distant other name.
-		d := 2 * editDistance(n, c)
-		if strings.HasPrefix(c, n) && len(n) >= 2 {
-			d = min(d, 2) - 1
-		}
-		if d < bestD {
-			best, bestD = string(s.Model), d
-		}
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = string(s.Model)
 	}
-	if bestD <= 2*max(2, len(name)/3) {
-		return best
-	}
-	return ""
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return suggest.Closest(name, names, max(2, len(name)/3))
 }
