@@ -182,7 +182,7 @@ func TestCatalogRefreshFromPolicy(t *testing.T) {
 	aws.SetOffers("us-east-2")
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "p.yaml")
-	_ = os.WriteFile(pol, []byte("clouds: [aws]\nregions: [\"us-east-*\"]\nworkloads: []\n"), 0o600)
+	_ = os.WriteFile(pol, []byte("clouds: [aws]\nregions: [\"us-east-*\"]\nworkloads:\n  - {name: svc, kind: inference, replicas: {min: 1}}\n"), 0o600)
 	out, errOut, code := execute(t, newCatalogCmd(reg), "catalog", "refresh", "--db", filepath.Join(dir, "g.db"), "-f", pol)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

@@ -70,20 +70,9 @@ func runHistory(ctx context.Context, w io.Writer, st *store.Store, cat *pricing.
 		return failErr(errors.New("no price history: no store yet; run 'gpubroker catalog refresh' first (or give --db)"))
 	}
 	if len(keys) == 0 {
-		q := pricing.Query{MinGPUCount: o.minCount, MinGPUMemoryGiB: o.minMemory, Regions: o.regions, MaxPricePerHour: o.maxPrice}
-		for _, g := range o.gpus {
-			m, ok := pricing.ParseGPUModel(g)
-			if !ok {
-				return usageErr(fmt.Errorf("--gpu: unknown GPU %q%s", g, suggestGPU(g)))
-			}
-			q.GPUs = append(q.GPUs, m)
-		}
-		for _, c := range o.clouds {
-			cl, err := pricing.ParseCloud(c)
-			if err != nil {
-				return usageErr(fmt.Errorf("--cloud: %w", err))
-			}
-			q.Clouds = append(q.Clouds, cl)
+		q, err := o.query()
+		if err != nil {
+			return err
 		}
 		if len(q.GPUs) == 0 && len(q.Clouds) == 0 && len(q.Regions) == 0 {
 			return usageErr(errors.New("--history needs offer keys (cloud/region/zone/instance-type) or filters such as --gpu, --cloud, --region"))

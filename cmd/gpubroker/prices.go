@@ -114,20 +114,9 @@ type pricesOutput struct {
 }
 
 func runPrices(w io.Writer, cat *pricing.Catalog, o pricesOptions, now time.Time) error {
-	q := pricing.Query{MinGPUCount: o.minCount, MinGPUMemoryGiB: o.minMemory, Regions: o.regions, MaxPricePerHour: o.maxPrice}
-	for _, g := range o.gpus {
-		m, ok := pricing.ParseGPUModel(g)
-		if !ok {
-			return usageErr(fmt.Errorf("--gpu: unknown GPU %q%s", g, suggestGPU(g)))
-		}
-		q.GPUs = append(q.GPUs, m)
-	}
-	for _, c := range o.clouds {
-		cl, err := pricing.ParseCloud(c)
-		if err != nil {
-			return usageErr(fmt.Errorf("--cloud: %w", err))
-		}
-		q.Clouds = append(q.Clouds, cl)
+	q, err := o.query()
+	if err != nil {
+		return err
 	}
 	if o.spot && o.onDemand {
 		return usageErr(fmt.Errorf("--spot and --on-demand exclude each other; give one"))
@@ -193,6 +182,27 @@ func runPrices(w io.Writer, cat *pricing.Catalog, o pricesOptions, now time.Time
 		return writePricesTable(w, out, now)
 	}
 	return usageErr(fmt.Errorf("--output %q: want table, json or csv", o.output))
+}
+
+// query turns the filter flags into a catalog query; bad names are usage
+// errors with a suggestion.
+func (o pricesOptions) query() (pricing.Query, error) {
+	q := pricing.Query{MinGPUCount: o.minCount, MinGPUMemoryGiB: o.minMemory, Regions: o.regions, MaxPricePerHour: o.maxPrice}
+	for _, g := range o.gpus {
+		m, ok := pricing.ParseGPUModel(g)
+		if !ok {
+			return q, usageErr(fmt.Errorf("--gpu: unknown GPU %q%s", g, suggestGPU(g)))
+		}
+		q.GPUs = append(q.GPUs, m)
+	}
+	for _, c := range o.clouds {
+		cl, err := pricing.ParseCloud(c)
+		if err != nil {
+			return q, usageErr(fmt.Errorf("--cloud: %w", err))
+		}
+		q.Clouds = append(q.Clouds, cl)
+	}
+	return q, nil
 }
 
 func writePricesCSV(w io.Writer, rows []priceRow) error {
