@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpubroker/gpubroker/broker"
+	"github.com/gpubroker/gpubroker/brokerconfig"
 	"github.com/gpubroker/gpubroker/daemon"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
@@ -84,7 +84,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.StringVar(&o.refreshSchedule, "refresh-schedule", broker.DefaultRefreshSchedule, "cron schedule of the catalog refresh (5 fields, or @every 6h)")
+	f.StringVar(&o.refreshSchedule, "refresh-schedule", brokerconfig.DefaultRefreshSchedule, "cron schedule of the catalog refresh (5 fields, or @every 6h)")
 	f.StringVar(&o.replanSchedule, "replan-schedule", "@every 15m", "cron schedule of the re-plan of the policy")
 	f.StringSliceVar(&o.clouds, "cloud", nil, "clouds to refresh (default all)")
 	f.StringSliceVar(&o.regions, "region", nil, "regions or globs to refresh (default each cloud's GPU regions)")
@@ -96,14 +96,14 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 }
 
 // brokerConfig reads --config and applies the flags that were set.
-func (o *serveOptions) brokerConfig(cmd *cobra.Command) (broker.Config, error) {
-	cfg := broker.DefaultConfig()
+func (o *serveOptions) brokerConfig(cmd *cobra.Command) (brokerconfig.Config, error) {
+	cfg := brokerconfig.DefaultConfig()
 	if o.configPath != "" {
 		data, err := os.ReadFile(o.configPath)
 		if err != nil {
 			return cfg, err
 		}
-		if cfg, err = broker.ParseConfig(o.configPath, data); err != nil {
+		if cfg, err = brokerconfig.ParseConfig(o.configPath, data); err != nil {
 			return cfg, err
 		}
 	}
@@ -112,7 +112,7 @@ func (o *serveOptions) brokerConfig(cmd *cobra.Command) (broker.Config, error) {
 		cfg.DB = o.db
 	}
 	if fl.Changed("refresh-schedule") {
-		if err := broker.ValidateSchedule(o.refreshSchedule); err != nil {
+		if err := brokerconfig.ValidateSchedule(o.refreshSchedule); err != nil {
 			return cfg, fmt.Errorf("--refresh-schedule: %w", err)
 		}
 		cfg.Refresh.Schedule = o.refreshSchedule

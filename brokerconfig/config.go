@@ -1,4 +1,8 @@
-package broker
+// Package brokerconfig reads the configuration file of the broker daemon
+// (`gpubroker serve --config FILE`): store DSN, refresh schedule, clouds,
+// regions and concurrency, with file:line:col errors. The daemon itself
+// lives in package daemon.
+package brokerconfig
 
 import (
 	"errors"
