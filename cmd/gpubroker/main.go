@@ -71,14 +71,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(
-		newPricesCmd(),
-		newPolicyCmd(),
-		newSimulateCmd(),
-		newCatalogCmd(cloudSources()),
-		newServeCmd(cloudSources()),
-		newAgentCmd(),
-		newPlanCmd(),
-	)
+	addCommands(root)
 	return root
 }
