@@ -308,16 +308,26 @@ type accepted struct {
 	Event     store.EventRecord `json:"event"`
 }
 
-func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+// readReport reads what every agent report shares: the instance id from the
+// path, the Idempotency-Key header and the size-limited JSON body. On a bad
+// request it has already answered, and ok is false.
+func (s *Server) readReport(w http.ResponseWriter, r *http.Request, body any) (id, key string, ok bool) {
 	key, err := idemKey(r)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return "", "", false
 	}
-	var b benchmarkBody
-	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
+	if err := decodeJSON(w, r, agentBodyLimit, body); err != nil {
 		s.fail(w, r, err)
+		return "", "", false
+	}
+	return r.PathValue("id"), key, true
+}
+
+func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
+	var b benchmarkBody
+	id, key, ok := s.readReport(w, r, &b)
+	if !ok {
 		return
 	}
 	if len(b.GPUs) == 0 || len(b.GPUs) > 64 {
@@ -388,15 +398,9 @@ var noticeKinds = map[string]bool{"preempt": true, "terminate": true, "stop": tr
 	"rebalance": true, "maintenance": true}
 
 func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	key, err := idemKey(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	var b noticeBody
-	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
-		s.fail(w, r, err)
+	id, key, ok := s.readReport(w, r, &b)
+	if !ok {
 		return
 	}
 	if !noticeKinds[b.Kind] {
@@ -452,15 +456,9 @@ type drainBody struct {
 }
 
 func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	key, err := idemKey(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	var b drainBody
-	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
-		s.fail(w, r, err)
+	id, key, ok := s.readReport(w, r, &b)
+	if !ok {
 		return
 	}
 	if len(b.Steps) > 64 {
