@@ -6,41 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
-	"time"
-)
 
-// peakHeap samples the heap while f runs and returns the highest value seen
-// above the heap before it (the benchmark's own fixtures), in bytes.
-func peakHeap(f func()) uint64 {
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	go func() {
-		var ms runtime.MemStats
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	f()
-	close(done)
-	return peak.Load() - min(peak.Load(), base.HeapAlloc)
-}
+	"github.com/gpubroker/gpubroker/internal/heapprobe"
+)
 
 // BenchmarkRetailPrices normalises 50,000 Retail Prices rows (50 pages of
 // 1,000, as the API pages them) for one region, through the azcore
@@ -88,7 +58,7 @@ func benchRetail(b *testing.B, pages int) {
 	b.ReportAllocs()
 	var peak uint64
 	for b.Loop() {
-		peak = max(peak, peakHeap(func() {
+		peak = max(peak, heapprobe.Peak(func() {
 			got, err := s.retailPrices(context.Background(), "eastus")
 			if err != nil || len(got) != perPage/2 {
 				b.Fatalf("%d sizes, %v", len(got), err)

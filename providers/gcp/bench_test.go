@@ -6,41 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
-	"time"
-)
 
-// peakHeap samples the heap while f runs and returns the highest value seen
-// above the heap before it (the benchmark's own fixtures), in bytes.
-func peakHeap(f func()) uint64 {
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	go func() {
-		var ms runtime.MemStats
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	f()
-	close(done)
-	return peak.Load() - min(peak.Load(), base.HeapAlloc)
-}
+	"github.com/gpubroker/gpubroker/internal/heapprobe"
+)
 
 // BenchmarkListPrices normalises 50,000 Compute Engine SKUs (10 pages of
 // 5,000, the catalog's page size) through the billing REST client and a
@@ -98,7 +68,7 @@ func benchListPrices(b *testing.B, pages int) {
 	b.ReportAllocs()
 	var peak uint64
 	for b.Loop() {
-		peak = max(peak, peakHeap(func() {
+		peak = max(peak, heapprobe.Peak(func() {
 			got, err := s.listPrices(context.Background())
 			if err != nil || len(got) == 0 {
 				b.Fatalf("%d prices, %v", len(got), err)
