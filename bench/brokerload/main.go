@@ -27,7 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -66,7 +66,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	admin, hash, err := dashboard.NewToken()
+	admin, hash, err := httpapi.NewToken()
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	api := dashboard.New(dashboard.Config{Store: b, Catalog: func() *pricing.Catalog { return cat },
+	api := httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat },
 		Logger: slog.New(slog.DiscardHandler)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

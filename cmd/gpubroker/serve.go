@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpubroker/gpubroker/brokerconfig"
-	"github.com/gpubroker/gpubroker/daemon"
+	"github.com/gpubroker/gpubroker/broker"
+	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 )
@@ -66,11 +66,11 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 			if err != nil {
 				return usageErr(fmt.Errorf("refresh: %w", err))
 			}
-			err = daemon.Run(cmd.Context(), daemon.Config{PolicyPath: o.policy, DSN: cfg.DB, Listen: o.listen,
+			err = broker.Run(cmd.Context(), broker.Config{PolicyPath: o.policy, DSN: cfg.DB, Listen: o.listen,
 				Logger: log, Out: cmd.OutOrStdout(), LeaseTTL: o.leaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
-				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: daemon.OptimizerPlan,
+				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
 				RefreshOnLeadership: cfg.Refresh.OnStart,
-				Refresh: daemon.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
+				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
 					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
 					Progress: refresh.LogProgress{Log: log}})})
 			if err != nil {
@@ -86,7 +86,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.StringVar(&o.refreshSchedule, "refresh-schedule", brokerconfig.DefaultRefreshSchedule, "cron schedule of the catalog refresh (5 fields, or @every 6h)")
+	f.StringVar(&o.refreshSchedule, "refresh-schedule", config.DefaultRefreshSchedule, "cron schedule of the catalog refresh (5 fields, or @every 6h)")
 	f.StringVar(&o.replanSchedule, "replan-schedule", "@every 15m", "cron schedule of the re-plan of the policy")
 	f.StringSliceVar(&o.clouds, "cloud", nil, "clouds to refresh (default all)")
 	f.StringSliceVar(&o.regions, "region", nil, "regions or globs to refresh (default each cloud's GPU regions)")
@@ -98,14 +98,14 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 }
 
 // brokerConfig reads --config and applies the flags that were set.
-func (o *serveOptions) brokerConfig(cmd *cobra.Command) (brokerconfig.Config, error) {
-	cfg := brokerconfig.DefaultConfig()
+func (o *serveOptions) brokerConfig(cmd *cobra.Command) (config.Config, error) {
+	cfg := config.DefaultConfig()
 	if o.configPath != "" {
 		data, err := os.ReadFile(o.configPath)
 		if err != nil {
 			return cfg, err
 		}
-		if cfg, err = brokerconfig.ParseConfig(o.configPath, data); err != nil {
+		if cfg, err = config.ParseConfig(o.configPath, data); err != nil {
 			return cfg, err
 		}
 	}
@@ -114,7 +114,7 @@ func (o *serveOptions) brokerConfig(cmd *cobra.Command) (brokerconfig.Config, er
 		cfg.DB = o.db
 	}
 	if fl.Changed("refresh-schedule") {
-		if err := brokerconfig.ValidateSchedule(o.refreshSchedule); err != nil {
+		if err := config.ValidateSchedule(o.refreshSchedule); err != nil {
 			return cfg, fmt.Errorf("--refresh-schedule: %w", err)
 		}
 		cfg.Refresh.Schedule = o.refreshSchedule

@@ -1,4 +1,4 @@
-package dashboard_test
+package httpapi_test
 
 import (
 	"context"

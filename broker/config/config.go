@@ -1,8 +1,8 @@
 // Package brokerconfig reads the configuration file of the broker daemon
 // (`gpubroker serve --config FILE`): store DSN, refresh schedule, clouds,
 // regions and concurrency, with file:line:col errors. The daemon itself
-// lives in package daemon.
-package brokerconfig
+// lives in package broker.
+package config
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package brokerconfig
+package config
 
 import (
 	"errors"

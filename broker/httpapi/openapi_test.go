@@ -1,4 +1,4 @@
-package dashboard_test
+package httpapi_test
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/broker/httpapi"
 )
 
 // TestOpenAPICoversRoutes keeps docs/openapi.yaml in step with the router:
@@ -36,7 +36,7 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		}
 	}
 	served := map[string]bool{"GET /metrics": true}
-	for _, r := range dashboard.New(dashboard.Config{}).Routes() {
+	for _, r := range httpapi.New(httpapi.Config{}).Routes() {
 		served[r] = true
 	}
 	for r := range served {

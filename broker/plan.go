@@ -1,4 +1,4 @@
-package daemon
+package broker
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -41,14 +41,14 @@ func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Cat
 	if err != nil {
 		var el policy.ErrorList
 		if errors.As(err, &el) {
-			return PlanResult{}, fmt.Errorf("%w: %s", dashboard.ErrInvalidInput, el.Error())
+			return PlanResult{}, fmt.Errorf("%w: %s", httpapi.ErrInvalidInput, el.Error())
 		}
-		return PlanResult{}, fmt.Errorf("%w: %v", dashboard.ErrInvalidInput, err)
+		return PlanResult{}, fmt.Errorf("%w: %v", httpapi.ErrInvalidInput, err)
 	}
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now})
 	if err != nil {
 		if errors.Is(err, optimizer.ErrInfeasible) {
-			return PlanResult{}, fmt.Errorf("%w: %s", dashboard.ErrInfeasible, err.Error())
+			return PlanResult{}, fmt.Errorf("%w: %s", httpapi.ErrInfeasible, err.Error())
 		}
 		return PlanResult{}, fmt.Errorf("planning %s: %w", name, err)
 	}

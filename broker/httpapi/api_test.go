@@ -1,4 +1,4 @@
-package dashboard_test
+package httpapi_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/internal/testpg"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
@@ -56,7 +56,7 @@ func (f *fakePlanner) Budgets(context.Context) (any, error) {
 type env struct {
 	t       *testing.T
 	srv     *httptest.Server
-	api     *dashboard.Server
+	api     *httpapi.Server
 	broker  *store.Broker
 	admin   string
 	planner *fakePlanner
@@ -74,7 +74,7 @@ func newEnv(t *testing.T, dsn string) *env {
 	if err != nil {
 		t.Fatalf("broker tables: %v", err)
 	}
-	tok, hash, err := dashboard.NewToken()
+	tok, hash, err := httpapi.NewToken()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +86,8 @@ func newEnv(t *testing.T, dsn string) *env {
 		t.Fatal(err)
 	}
 	fp := &fakePlanner{}
-	api := dashboard.New(dashboard.Config{Store: b, Catalog: func() *pricing.Catalog { return cat }, Planner: fp,
-		Metrics: dashboard.NewMetrics(nil), MaxBodyBytes: 256 << 10})
+	api := httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat }, Planner: fp,
+		Metrics: httpapi.NewMetrics(nil), MaxBodyBytes: 256 << 10})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, api: api, broker: b, admin: tok, planner: fp}
@@ -584,14 +584,14 @@ func TestOffersQuery(t *testing.T) {
 func TestPlanRoutes(t *testing.T) {
 	e := newEnv(t, filepath.Join(t.TempDir(), "b.db"))
 	e.want("POST", "/api/v1/plan?name=mine.yaml", e.admin, "workloads: []\n", http.StatusOK)
-	e.planner.planErr = fmt.Errorf("%w: mine.yaml:3:5: unknown field", dashboard.ErrInvalidInput)
+	e.planner.planErr = fmt.Errorf("%w: mine.yaml:3:5: unknown field", httpapi.ErrInvalidInput)
 	out := e.want("POST", "/api/v1/plan", e.admin, "x: 1", http.StatusBadRequest)
 	if !strings.Contains(decode[errBody](t, out).Error.Message, "mine.yaml:3:5") {
 		t.Fatalf("policy position lost: %s", out)
 	}
-	e.planner.planErr = fmt.Errorf("%w: no offer fits", dashboard.ErrInfeasible)
+	e.planner.planErr = fmt.Errorf("%w: no offer fits", httpapi.ErrInfeasible)
 	e.want("POST", "/api/v1/plan", e.admin, "x: 1", http.StatusUnprocessableEntity)
-	e.planner.currentErr = dashboard.ErrNoPolicy
+	e.planner.currentErr = httpapi.ErrNoPolicy
 	e.want("GET", "/api/v1/plan", e.admin, nil, http.StatusNotFound)
 	e.planner.currentErr = fmt.Errorf("disk on fire: secret=hunter2")
 	out = e.want("GET", "/api/v1/plan", e.admin, nil, http.StatusInternalServerError)

@@ -1,7 +1,7 @@
 // Package daemon wires the long-running broker (`gpubroker serve`): the
 // store, the catalog, the HTTP API, leader election and the background jobs,
 // all members of one group with a shared context and an orderly shutdown.
-package daemon
+package broker
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
@@ -160,7 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cat.Store(snap)
 
-	metrics := dashboard.NewMetrics(&dashboard.Gauges{
+	metrics := httpapi.NewMetrics(&httpapi.Gauges{
 		CatalogAge: func() time.Duration { return cfg.Now().Sub(cat.Load().GeneratedAt) },
 		Agents: func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -174,14 +174,14 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 
 	var planner *policyPlanner
-	var dplanner dashboard.Planner
+	var dplanner httpapi.Planner
 	if cfg.Plan != nil {
 		planner = &policyPlanner{plan: cfg.Plan, catalog: cat.Load, now: cfg.Now, policyName: cfg.PolicyPath,
 			policy: policyData, metrics: metrics}
 		dplanner = planner
 		// Validate the loaded policy now: a broken file is a startup error,
 		// not a surprise at the first re-plan.
-		if _, err := planner.Current(ctx); err != nil && !errors.Is(err, dashboard.ErrNoPolicy) {
+		if _, err := planner.Current(ctx); err != nil && !errors.Is(err, httpapi.ErrNoPolicy) {
 			return fmt.Errorf("planning %s: %w", cfg.PolicyPath, err)
 		}
 	}
@@ -214,7 +214,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	api := dashboard.New(dashboard.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
+	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
 		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -287,7 +287,7 @@ func readPolicy(path string) ([]byte, error) {
 // The token is printed once, to out only: never logged, never stored in
 // clear.
 func firstAdminToken(ctx context.Context, b *store.Broker, out io.Writer, now time.Time) error {
-	tok, hash, err := dashboard.NewToken()
+	tok, hash, err := httpapi.NewToken()
 	if err != nil {
 		return fmt.Errorf("generating the admin token: %w", err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package broker
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/internal/testpg"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -61,7 +61,7 @@ func startReplica(t *testing.T, dsn, name string, ttl time.Duration, log *execLo
 	lg := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	el := &Elector{Store: b, Name: LeaseName, Holder: name, TTL: ttl, Renew: ttl / 5, Now: time.Now, Log: lg}
 	sched := &Scheduler{Elector: el, Store: b, LeaseName: LeaseName, Now: time.Now, Log: lg,
-		Metrics: dashboard.NewMetrics(nil), Grace: time.Second,
+		Metrics: httpapi.NewMetrics(nil), Grace: time.Second,
 		Jobs: []Job{{Name: "tick", Schedule: "@every 200ms", Run: func(ctx context.Context) error {
 			slot, _ := JobSlot(ctx)
 			log.add(slot, name)
@@ -213,7 +213,7 @@ func TestSchedulerNoOverlap(t *testing.T) {
 	lg := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	el := &Elector{Store: b, Name: LeaseName, Holder: "solo", TTL: 2 * time.Second, Renew: 400 * time.Millisecond, Now: time.Now, Log: lg}
 	var running, maxRunning, runs atomic.Int32
-	sched := &Scheduler{Elector: el, Store: b, LeaseName: LeaseName, Now: time.Now, Log: lg, Metrics: dashboard.NewMetrics(nil),
+	sched := &Scheduler{Elector: el, Store: b, LeaseName: LeaseName, Now: time.Now, Log: lg, Metrics: httpapi.NewMetrics(nil),
 		Grace: 2 * time.Second, Jobs: []Job{{Name: "slow", Schedule: "@every 100ms", Run: func(ctx context.Context) error {
 			n := running.Add(1)
 			defer running.Add(-1)

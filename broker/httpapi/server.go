@@ -2,7 +2,7 @@
 // /api/v1 for users, tools and in-VM agents, bearer-token auth, /metrics,
 // /healthz and /readyz. It holds no business rules: it validates input,
 // calls the store, the catalog and the planner, and encodes the answers.
-package dashboard
+package httpapi
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package daemon
+package broker
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -21,10 +21,10 @@ type PlanResult struct {
 }
 
 // PlanFunc parses a policy file and plans it against the catalog. Errors
-// about the policy itself must wrap dashboard.ErrInvalidInput.
+// about the policy itself must wrap httpapi.ErrInvalidInput.
 type PlanFunc func(ctx context.Context, name string, policy []byte, cat *pricing.Catalog, now time.Time) (PlanResult, error)
 
-// policyPlanner implements dashboard.Planner for the loaded policy, caching
+// policyPlanner implements httpapi.Planner for the loaded policy, caching
 // the latest plan that the re-plan job computes.
 type policyPlanner struct {
 	plan       PlanFunc
@@ -32,13 +32,13 @@ type policyPlanner struct {
 	now        func() time.Time
 	policyName string
 	policy     []byte
-	metrics    *dashboard.Metrics
+	metrics    *httpapi.Metrics
 
 	mu     sync.Mutex
 	latest *PlanResult
 }
 
-var _ dashboard.Planner = (*policyPlanner)(nil)
+var _ httpapi.Planner = (*policyPlanner)(nil)
 
 func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (any, error) {
 	r, err := p.plan(ctx, name, data, p.catalog(), p.now())
@@ -50,7 +50,7 @@ func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (any
 
 func (p *policyPlanner) current(ctx context.Context) (*PlanResult, error) {
 	if p.policy == nil {
-		return nil, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", dashboard.ErrNoPolicy)
+		return nil, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", httpapi.ErrNoPolicy)
 	}
 	p.mu.Lock()
 	latest := p.latest
