@@ -57,7 +57,7 @@ const brokerPGConns = 16
 
 func newBroker(ctx context.Context, db *gorm.DB) (*Broker, error) {
 	err := db.WithContext(ctx).AutoMigrate(&workloadRow{}, &instanceRow{}, &eventRow{},
-		&benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{})
+		&benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{}, &alertRow{})
 	if err != nil {
 		return nil, fmt.Errorf("migrating broker tables: %w", err)
 	}
