@@ -33,6 +33,8 @@ type Config struct {
 	// ShutdownGrace is how long a running job may finish after a stop
 	// signal before it is cancelled.
 	ShutdownGrace time.Duration
+	// Reports configures Slack reports and alerts (reports.go).
+	Reports ReportsConfig
 }
 
 // RefreshConfig configures the scheduled catalog refresh.
@@ -98,6 +100,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	err := p.mapping(root, "", map[string]func(*yaml.Node) error{
 		"db":             func(n *yaml.Node) error { return p.str(n, "db", &cfg.DB) },
 		"shutdown_grace": func(n *yaml.Node) error { return p.duration(n, "shutdown_grace", &cfg.ShutdownGrace) },
+		"reports":        func(n *yaml.Node) error { return p.reports(n, &cfg.Reports) },
 		"refresh": func(n *yaml.Node) error {
 			r := &cfg.Refresh
 			return p.mapping(n, "refresh", map[string]func(*yaml.Node) error{

@@ -43,7 +43,7 @@ func TestParseConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: db, refresh, shutdown_grace`},
+		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: db, refresh, reports, shutdown_grace`},
 		{"refresh:\n  schedul: x\n", `c.yaml:2:3: unknown key "schedul" in refresh; known keys: clouds, concurrency, fetch_timeout, on_start, regions, schedule`},
 		{"refresh:\n  schedule: \"0 */6 * *\"\n", `c.yaml:2:13: refresh.schedule: "0 */6 * *" is not a cron schedule (expected exactly 5 fields, found 4: [0 */6 * *]); want 5 fields such as "0 */6 * * *"`},
 		{"refresh:\n  schedule: \"0 25 * * *\"\n", `c.yaml:2:13: refresh.schedule: "0 25 * * *" is not a cron schedule`},
@@ -83,6 +83,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add("refresh: {schedule: \"0 */6 * * *\", clouds: [aws]}\n")
 	f.Add("db: &a x\nrefresh: *a\n")
 	f.Add("refresh:\n  schedule: \"TZ=Europe/Berlin 0 3 * * *\"\n")
+	reports, _ := os.ReadFile("testdata/reports.good.yaml")
+	f.Add(string(reports))
+	f.Add("reports:\n  time_zone: \"Europe/Berlin 0\"\n  schedules: [{period: day, cron: \"0 9 * * *\"}]\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		cfg, err := ParseConfig("f.yaml", []byte(s))
 		if err != nil {
@@ -93,6 +96,11 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if err := ValidateSchedule(cfg.Refresh.Schedule); err != nil {
 			t.Fatalf("accepted a schedule it cannot run: %v", err)
+		}
+		for _, sc := range cfg.Reports.Schedules {
+			if err := ValidateSchedule(cfg.Reports.CronSpec(sc.Cron)); err != nil {
+				t.Fatalf("accepted a report schedule it cannot run: %v", err)
+			}
 		}
 		if cfg.Refresh.Concurrency < 1 {
 			t.Fatalf("accepted concurrency %d", cfg.Refresh.Concurrency)
