@@ -1,7 +1,9 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -211,4 +213,13 @@ func Blocks(r Report) Message {
 	}
 	text := fmt.Sprintf("%s: spent %s, saved %s (%s)", r.Title(), Money(sp.Total), Money(sp.Savings), Pct(sp.SavingsPercent))
 	return Message{Text: text, Blocks: bl, ImageAlt: "Spend per day, " + r.Window()}
+}
+
+// WriteBlocks writes the message as the JSON payload Slack receives
+// ({"text": ..., "blocks": [...]}), indented.
+func WriteBlocks(w io.Writer, m Message) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"text": m.Text, "blocks": m.Blocks})
 }

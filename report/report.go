@@ -735,3 +735,50 @@ func silentAgents(insts []Instance, now time.Time, th Thresholds) []string {
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// ForTeam narrows inputs to one team: its placements, instances, events,
+// spend and budgets. Prices and the catalog stay as they are.
+func ForTeam(in Inputs, team string) Inputs {
+	out := in
+	wl := map[string]bool{}
+	out.Placements = nil
+	for _, p := range in.Placements {
+		if p.Team == team {
+			out.Placements = append(out.Placements, p)
+			wl[p.Workload] = true
+		}
+	}
+	out.Instances = nil
+	for _, i := range in.Instances {
+		if i.Team == team {
+			out.Instances = append(out.Instances, i)
+			wl[i.Workload] = true
+		}
+	}
+	if in.Spend != nil {
+		out.Spend = []SpendRow{}
+		for _, r := range in.Spend {
+			if r.Team == team {
+				out.Spend = append(out.Spend, r)
+			}
+		}
+	}
+	out.Events = nil
+	for _, e := range in.Events {
+		if wl[e.Workload] {
+			out.Events = append(out.Events, e)
+		}
+	}
+	out.Budgets = nil
+	for _, b := range in.Budgets {
+		if b.Team == team {
+			out.Budgets = append(out.Budgets, b)
+		}
+	}
+	out.PlanExpected, out.PlanOnDemand = 0, 0
+	for _, p := range out.Placements {
+		out.PlanExpected += p.ExpectedCost
+		out.PlanOnDemand += p.OnDemand
+	}
+	return out
+}

@@ -69,7 +69,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 			err = broker.Run(cmd.Context(), broker.Config{PolicyPath: o.policy, DSN: cfg.DB, Listen: o.listen,
 				Logger: log, Out: cmd.OutOrStdout(), LeaseTTL: o.leaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
-				RefreshOnLeadership: cfg.Refresh.OnStart,
+				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports,
 				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
 					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
 					Progress: refresh.LogProgress{Log: log}})})
