@@ -453,6 +453,14 @@ func spendOf(in Inputs, from, to time.Time) Spend {
 		sp.SavingsPercent = round1(100 * sp.Savings / sp.OnDemand)
 	}
 	sp.ByCloud, sp.ByTeam, sp.ByWorkload = sortedLines(byCloud, true), sortedLines(byTeam, true), sortedLines(byWL, true)
+	if len(rows) > 0 {
+		// Every day of the window gets a bar, zero or not, so gaps show.
+		for d := from.UTC().Truncate(24 * time.Hour); d.Before(to); d = d.Add(24 * time.Hour) {
+			if k := d.Format("2006-01-02"); byDay[k] == nil {
+				byDay[k] = &Line{Name: k}
+			}
+		}
+	}
 	sp.ByDay = sortedLines(byDay, false)
 	return sp
 }

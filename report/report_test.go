@@ -367,3 +367,18 @@ func TestSpendChartPNG(t *testing.T) {
 		t.Error("no spend bar drawn")
 	}
 }
+
+func TestPreviewHTMLEscapesHostileNames(t *testing.T) {
+	in := seeded()
+	in.Placements[0].Workload = `<script>alert(1)</script>"><img src=x onerror=alert(1)> <https://evil.example|x>`
+	m := Blocks(Build(in))
+	page := PreviewHTML(m)
+	for _, bad := range []string{"<script>", "<img src=x", `href="https://evil.example"`} {
+		if strings.Contains(page, bad) {
+			t.Errorf("preview contains %q", bad)
+		}
+	}
+	if !strings.Contains(page, `<a href="https://gpubroker.example.com/plan">plan</a>`) {
+		t.Error("the report's own link is not an anchor")
+	}
+}

@@ -49,9 +49,9 @@ docs/reports.md).`,
 				return usageErr(fmt.Errorf("--period: %w", err))
 			}
 			switch output {
-			case "text", "json", "blocks":
+			case "text", "json", "blocks", "html":
 			default:
-				return usageErr(fmt.Errorf("--output %q: want text, json or blocks", output))
+				return usageErr(fmt.Errorf("--output %q: want text, json, blocks or html", output))
 			}
 			if team != "" {
 				if err := checkName("--team", team); err != nil {
@@ -126,7 +126,7 @@ docs/reports.md).`,
 	f.StringVarP(&file, "file", "f", "", "policy file: placements, budgets and teams come from its plan")
 	f.StringVar(&db, "db", "", "store to read instances, events and price history from (default: the user data directory's, if it exists)")
 	f.StringVar(&period, "period", "day", "period: day (last 24h), week (last 7 days) or month (calendar month to date)")
-	f.StringVarP(&output, "output", "o", "text", "output: text, json, or blocks (the Slack Block Kit payload)")
+	f.StringVarP(&output, "output", "o", "text", "output: text, json, blocks (the Slack Block Kit payload) or html (a preview of the Slack message)")
 	f.BoolVar(&send, "send", false, "send the report to Slack (needs --config with a reports.slack section)")
 	f.StringVar(&configPath, "config", "", "broker configuration file (reports section: Slack secrets, dashboard URL, thresholds)")
 	f.StringVar(&channel, "channel", "", "Slack channel for --send with a bot token (default: the first scheduled report's channel)")
@@ -167,6 +167,15 @@ func printReport(w io.Writer, r report.Report, output string) error {
 		return report.JSON(w, r)
 	case "blocks":
 		return report.WriteBlocks(w, report.Blocks(r))
+	case "html":
+		m := report.Blocks(r)
+		img, err := report.SpendChart(r)
+		if err != nil {
+			return failErr(err)
+		}
+		m.Image = img
+		_, err = io.WriteString(w, report.PreviewHTML(m))
+		return err
 	}
 	return report.Text(w, r)
 }
