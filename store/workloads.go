@@ -39,6 +39,9 @@ func (r workloadRow) record() WorkloadRecord {
 
 // CreateWorkload stores a new workload; ErrConflict when the name is taken.
 func (b *Broker) CreateWorkload(ctx context.Context, w WorkloadRecord, now time.Time) (WorkloadRecord, error) {
+	if err := checkText("workload", w.Name, w.Team, w.Kind, string(w.Spec)); err != nil {
+		return WorkloadRecord{}, err
+	}
 	row := workloadRow{Name: w.Name, Team: w.Team, Kind: w.Kind, Spec: string(w.Spec), CreatedAt: now, UpdatedAt: now}
 	if err := b.db.WithContext(ctx).Create(&row).Error; err != nil {
 		if isUniqueViolation(err) {
@@ -51,6 +54,9 @@ func (b *Broker) CreateWorkload(ctx context.Context, w WorkloadRecord, now time.
 
 // UpdateWorkload replaces a workload's fields; ErrNotFound when absent.
 func (b *Broker) UpdateWorkload(ctx context.Context, w WorkloadRecord, now time.Time) (WorkloadRecord, error) {
+	if err := checkText("workload", w.Name, w.Team, w.Kind, string(w.Spec)); err != nil {
+		return WorkloadRecord{}, err
+	}
 	var out WorkloadRecord
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&workloadRow{}).Where("name = ?", w.Name).
