@@ -36,7 +36,12 @@ type BudgetsView struct {
 // OptimizerPlan is the PlanFunc of the real broker: policy.Parse then
 // optimizer.Solve. Policy errors (file:line:col) and infeasible plans are
 // reported to the API caller; nothing here decides placements.
-func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Catalog, now time.Time) (PlanResult, error) {
+//
+// extra are workloads registered through the API; they are planned with
+// the file's (a name the file already uses is left out and reported in
+// PlanResult.Skipped), under the file's clouds, regions, quotas and
+// budgets.
+func OptimizerPlan(_ context.Context, name string, data []byte, extra []policy.Workload, cat *pricing.Catalog, now time.Time) (PlanResult, error) {
 	pol, err := policy.Parse(name, data)
 	if err != nil {
 		var el policy.ErrorList
@@ -44,6 +49,10 @@ func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Cat
 			return PlanResult{}, fmt.Errorf("%w: %s", httpapi.ErrInvalidInput, el.Error())
 		}
 		return PlanResult{}, fmt.Errorf("%w: %v", httpapi.ErrInvalidInput, err)
+	}
+	var skipped []string
+	if len(extra) > 0 {
+		pol, skipped = pol.WithWorkloads(extra)
 	}
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now})
 	if err != nil {
@@ -67,5 +76,5 @@ func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Cat
 		}
 		view.Budgets = append(view.Budgets, st)
 	}
-	return PlanResult{Plan: plan, CostUSD: plan.Totals.ExpectedCost, Budgets: view}, nil
+	return PlanResult{Plan: plan, CostUSD: plan.Totals.ExpectedCost, Budgets: view, Skipped: skipped}, nil
 }

@@ -2,12 +2,18 @@ package broker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"sync"
+	"log/slog"
 	"time"
 
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/store"
 )
 
 // PlanResult is what one planning run yields.
@@ -18,14 +24,27 @@ type PlanResult struct {
 	CostUSD float64
 	// Budgets is the policy's budgets with their planned spending.
 	Budgets any
+	// Skipped names API workloads left out because the policy file has a
+	// workload of the same name.
+	Skipped []string
 }
 
-// PlanFunc parses a policy file and plans it against the catalog. Errors
-// about the policy itself must wrap httpapi.ErrInvalidInput.
-type PlanFunc func(ctx context.Context, name string, policy []byte, cat *pricing.Catalog, now time.Time) (PlanResult, error)
+// PlanFunc parses a policy file, adds extra (workloads registered through
+// the API) and plans them against the catalog. Errors about the policy
+// itself must wrap httpapi.ErrInvalidInput.
+type PlanFunc func(ctx context.Context, name string, policy []byte, extra []policy.Workload, cat *pricing.Catalog, now time.Time) (PlanResult, error)
 
-// policyPlanner implements httpapi.Planner for the loaded policy, caching
-// the latest plan that the re-plan job computes.
+// planStore is where plans are kept and API workloads are read.
+type planStore interface {
+	LoadPlan(ctx context.Context, name string) (store.PlanRecord, error)
+	SavePlan(ctx context.Context, leaseName string, p store.PlanRecord, now time.Time) error
+	ListWorkloads(ctx context.Context) ([]store.WorkloadRecord, error)
+}
+
+// policyPlanner implements httpapi.Planner for the loaded policy. The
+// leader's re-plan job computes the plan of the policy file plus the API's
+// workloads and stores it; every replica serves the stored plan, so all of
+// them answer GET /api/v1/plan with the same placements and costs.
 type policyPlanner struct {
 	plan       PlanFunc
 	catalog    func() *pricing.Catalog
@@ -33,37 +52,47 @@ type policyPlanner struct {
 	policyName string
 	policy     []byte
 	metrics    *httpapi.Metrics
-
-	mu     sync.Mutex
-	latest *PlanResult
+	store      planStore
+	// leading says whether this replica leads, as which holder and epoch.
+	leading   func() (holder string, epoch int64, ok bool)
+	leaseName string
+	log       *slog.Logger
 }
 
 var _ httpapi.Planner = (*policyPlanner)(nil)
 
+// policyID names the policy file and its content, so a stored plan shows
+// which file (and which version of it) it was made from.
+func (p *policyPlanner) policyID() string {
+	sum := sha256.Sum256(p.policy)
+	return p.policyName + " sha256:" + hex.EncodeToString(sum[:8])
+}
+
+// Plan plans a posted policy on its own (POST /api/v1/plan); nothing is
+// stored.
 func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (any, error) {
-	r, err := p.plan(ctx, name, data, p.catalog(), p.now())
+	r, err := p.plan(ctx, name, data, nil, p.catalog(), p.now())
 	if err != nil {
 		return nil, err
 	}
 	return r.Plan, nil
 }
 
-func (p *policyPlanner) current(ctx context.Context) (*PlanResult, error) {
+// current returns the stored plan. Before the leader has stored one (the
+// first seconds of a new database) it computes one here without storing
+// it, so the API answers at once.
+func (p *policyPlanner) current(ctx context.Context) (store.PlanRecord, error) {
 	if p.policy == nil {
-		return nil, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", httpapi.ErrNoPolicy)
+		return store.PlanRecord{}, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", httpapi.ErrNoPolicy)
 	}
-	p.mu.Lock()
-	latest := p.latest
-	p.mu.Unlock()
-	if latest != nil {
-		return latest, nil
+	rec, err := p.store.LoadPlan(ctx, store.CurrentPlan)
+	if err == nil {
+		return rec, nil
 	}
-	if err := p.replan(ctx); err != nil {
-		return nil, err
+	if !errors.Is(err, store.ErrNotFound) {
+		return store.PlanRecord{}, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.latest, nil
+	return p.compute(ctx)
 }
 
 func (p *policyPlanner) Current(ctx context.Context) (any, error) {
@@ -82,18 +111,82 @@ func (p *policyPlanner) Budgets(ctx context.Context) (any, error) {
 	return r.Budgets, nil
 }
 
-// replan is the re-plan job: plan the loaded policy on the current catalog.
+// apiWorkloads turns the workloads stored through the API into policy
+// workloads. The API checked each spec when it was written; one that no
+// longer parses (written by an older broker) is left out and logged rather
+// than blocking every other workload's plan.
+func (p *policyPlanner) apiWorkloads(ctx context.Context) ([]policy.Workload, error) {
+	recs, err := p.store.ListWorkloads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]policy.Workload, 0, len(recs))
+	for _, r := range recs {
+		w, err := policy.WorkloadFromJSON("workload "+r.Name, r.Name, r.Team, r.Kind, r.Spec)
+		if err != nil {
+			p.log.Warn("leaving an API workload out of the plan: its spec does not parse", "workload", r.Name, "err", err)
+			continue
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// compute plans the policy file plus the API's workloads on the current
+// catalog.
+func (p *policyPlanner) compute(ctx context.Context) (store.PlanRecord, error) {
+	extra, err := p.apiWorkloads(ctx)
+	if err != nil {
+		return store.PlanRecord{}, err
+	}
+	cat, now := p.catalog(), p.now().UTC()
+	r, err := p.plan(ctx, p.policyName, p.policy, extra, cat, now)
+	if err != nil {
+		return store.PlanRecord{}, err
+	}
+	if len(r.Skipped) > 0 {
+		p.log.Warn("API workloads left out of the plan: the policy file has workloads of the same names", "workloads", r.Skipped)
+	}
+	planJSON, err := json.Marshal(r.Plan)
+	if err != nil {
+		return store.PlanRecord{}, fmt.Errorf("encoding the plan: %w", err)
+	}
+	budgets, err := json.Marshal(r.Budgets)
+	if err != nil {
+		return store.PlanRecord{}, fmt.Errorf("encoding the budgets: %w", err)
+	}
+	return store.PlanRecord{Name: store.CurrentPlan, Policy: p.policyID(), Plan: planJSON, Budgets: budgets,
+		CostUSD: r.CostUSD, CatalogAt: cat.GeneratedAt, PlannedAt: now}, nil
+}
+
+// replan is the leader's re-plan job: plan and store, fenced by the lease
+// epoch so a deposed leader cannot overwrite its successor's plan.
 func (p *policyPlanner) replan(ctx context.Context) error {
 	if p.policy == nil {
 		return nil
 	}
-	r, err := p.plan(ctx, p.policyName, p.policy, p.catalog(), p.now())
+	holder, epoch, ok := p.leading()
+	if !ok {
+		return nil
+	}
+	rec, err := p.compute(ctx)
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	p.latest = &r
-	p.mu.Unlock()
-	p.metrics.SetPlanCost(r.CostUSD)
+	rec.Holder, rec.Epoch = holder, epoch
+	if err := p.store.SavePlan(ctx, p.leaseName, rec, p.now()); err != nil {
+		return err
+	}
+	p.metrics.SetPlanCost(rec.CostUSD)
 	return nil
+}
+
+// observe sets the plan-cost metric from the stored plan (followers).
+func (p *policyPlanner) observe(ctx context.Context) {
+	if p.policy == nil {
+		return
+	}
+	if rec, err := p.store.LoadPlan(ctx, store.CurrentPlan); err == nil {
+		p.metrics.SetPlanCost(rec.CostUSD)
+	}
 }

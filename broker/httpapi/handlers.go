@@ -251,6 +251,15 @@ func (b workloadBody) record() store.WorkloadRecord {
 	return store.WorkloadRecord{Name: b.Name, Team: b.Team, Kind: b.Kind, Spec: b.Spec}
 }
 
+// checkWorkload runs the configured workload check (the planner's view of
+// the spec); without one every valid body is accepted.
+func (s *Server) checkWorkload(rec store.WorkloadRecord) error {
+	if s.checkWL == nil {
+		return nil
+	}
+	return s.checkWL(rec)
+}
+
 type listResponse[T any] struct {
 	Items []T `json:"items"`
 }
@@ -278,6 +287,10 @@ func (s *Server) createWorkload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := b.validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.checkWorkload(b.record()); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -319,6 +332,10 @@ func (s *Server) putWorkload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := b.validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.checkWorkload(b.record()); err != nil {
 		s.fail(w, r, err)
 		return
 	}
