@@ -80,7 +80,9 @@ func TestLoadWithoutStore(t *testing.T) {
 
 type failing struct{}
 
-func (failing) Catalog(context.Context) (*pricing.Catalog, error) { return nil, errors.New("disk on fire") }
+func (failing) Catalog(context.Context) (*pricing.Catalog, error) {
+	return nil, errors.New("disk on fire")
+}
 
 func TestLoadStoreError(t *testing.T) {
 	if _, err := Load(t.Context(), failing{}); err == nil {

@@ -419,7 +419,10 @@ func TestDatabaseOutage(t *testing.T) {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 // FuzzRequestText sends arbitrary paths, queries, Idempotency-Keys and
 // bodies through the real router and handlers (SQLite store) for a
