@@ -6,18 +6,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
 // PlanResult is what one planning run yields.
 type PlanResult struct {
-	// Plan is the optimizer's plan, encoded as JSON by the API.
-	Plan any
+	// Plan is the optimizer's plan in its wire form.
+	Plan apiv1.Plan
 	// CostUSD is the plan's expected cost (for the metric).
 	CostUSD float64
 	// Budgets is the policy's budgets with their planned spending.
-	Budgets any
+	Budgets apiv1.Budgets
 }
 
 // PlanFunc parses a policy file and plans it against the catalog. Errors
@@ -40,10 +41,10 @@ type policyPlanner struct {
 
 var _ httpapi.Planner = (*policyPlanner)(nil)
 
-func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (any, error) {
+func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (apiv1.Plan, error) {
 	r, err := p.plan(ctx, name, data, p.catalog(), p.now())
 	if err != nil {
-		return nil, err
+		return apiv1.Plan{}, err
 	}
 	return r.Plan, nil
 }
@@ -66,18 +67,18 @@ func (p *policyPlanner) current(ctx context.Context) (*PlanResult, error) {
 	return p.latest, nil
 }
 
-func (p *policyPlanner) Current(ctx context.Context) (any, error) {
+func (p *policyPlanner) Current(ctx context.Context) (apiv1.Plan, error) {
 	r, err := p.current(ctx)
 	if err != nil {
-		return nil, err
+		return apiv1.Plan{}, err
 	}
 	return r.Plan, nil
 }
 
-func (p *policyPlanner) Budgets(ctx context.Context) (any, error) {
+func (p *policyPlanner) Budgets(ctx context.Context) (apiv1.Budgets, error) {
 	r, err := p.current(ctx)
 	if err != nil {
-		return nil, err
+		return apiv1.Budgets{}, err
 	}
 	return r.Budgets, nil
 }

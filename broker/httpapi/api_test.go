@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/internal/testpg"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -35,22 +36,22 @@ type fakePlanner struct {
 	currentErr error
 }
 
-func (f *fakePlanner) Plan(_ context.Context, name string, data []byte) (any, error) {
+func (f *fakePlanner) Plan(_ context.Context, name string, data []byte) (apiv1.Plan, error) {
 	if f.planErr != nil {
-		return nil, f.planErr
+		return apiv1.Plan{}, f.planErr
 	}
-	return map[string]any{"policy": name, "bytes": len(data)}, nil
+	return apiv1.Plan{Policy: name, Warnings: []string{fmt.Sprintf("%d bytes", len(data))}}, nil
 }
 
-func (f *fakePlanner) Current(context.Context) (any, error) {
+func (f *fakePlanner) Current(context.Context) (apiv1.Plan, error) {
 	if f.currentErr != nil {
-		return nil, f.currentErr
+		return apiv1.Plan{}, f.currentErr
 	}
-	return map[string]any{"policy": "loaded"}, nil
+	return apiv1.Plan{Policy: "loaded"}, nil
 }
 
-func (f *fakePlanner) Budgets(context.Context) (any, error) {
-	return map[string]any{"budgets": []any{}}, nil
+func (f *fakePlanner) Budgets(context.Context) (apiv1.Budgets, error) {
+	return apiv1.Budgets{Budgets: []apiv1.BudgetStatus{}}, nil
 }
 
 type env struct {
@@ -483,14 +484,14 @@ func TestBadInput(t *testing.T) {
 		{"empty body", "POST", "/api/v1/workloads", "", 400, "empty"},
 		{"unknown field", "POST", "/api/v1/workloads", `{"name":"a","kind":"batch","colour":"red"}`, 400, `unknown field "colour"`},
 		{"trailing data", "POST", "/api/v1/workloads", `{"name":"a","kind":"batch"} {}`, 400, "after the JSON object"},
-		{"wrong type", "POST", "/api/v1/workloads", `{"name":5,"kind":"batch"}`, 400, `field "name" must be string`},
+		{"wrong type", "POST", "/api/v1/workloads", `{"name":5,"kind":"batch"}`, 400, `field "name" must be a string`},
 		{"bad name", "POST", "/api/v1/workloads", `{"name":"Bad Name","kind":"batch"}`, 400, "is not valid"},
 		{"bad kind", "POST", "/api/v1/workloads", `{"name":"a","kind":"serving"}`, 400, "training, inference or batch"},
 		{"spec not object", "POST", "/api/v1/workloads", `{"name":"a","kind":"batch","spec":[1]}`, 400, "spec must be a JSON object"},
 		{"too large", "POST", "/api/v1/workloads", big, 413, "larger than"},
 		{"agent body too large", "POST", "/api/v1/agents/i-x/heartbeat", bigHB, 413, "larger than"},
 		{"utilization over 100", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":[{"index":0,"util_gpu_pct":700}]}`, 400, "gpus[0].util_gpu_pct"},
-		{"gpu without index", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":[{"name":"T4"}]}`, 400, "gpus[0].index"},
+		{"gpu without index", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":[{"name":"T4"}]}`, 400, "lacks its index"},
 		{"gpus not array", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":{"index":0}}`, 400, "array"},
 		{"negative load", "POST", "/api/v1/agents/i-x/heartbeat", `{"load1":-1}`, 400, "load1"},
 		{"unknown gpu", "POST", "/api/v1/agents/i-x/benchmarks", `{"gpus":[{"index":0,"name":"Voodoo 2","tflops":1}]}`, 400, "not a known GPU"},

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/store"
 )
 
@@ -36,6 +37,15 @@ func NewToken() (token, hash string, err error) {
 func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
+}
+
+// TokenID is a token's public identifier: the first 16 hex digits of its
+// hash. It names the token in lists and revocations without revealing it.
+func TokenID(hash string) string {
+	if len(hash) < 16 {
+		return hash
+	}
+	return hash[:16]
 }
 
 // principal is who a request authenticated as.
@@ -177,16 +187,11 @@ func (s *Server) authorize(a access, next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-type tokenBody struct {
-	Kind string `json:"kind"`
-	Name string `json:"name"`
-}
-
 // createToken issues an admin token (for a user or tool) or a bootstrap
 // token (for agents' cloud-init, good only for registering). The token is
 // in this answer only.
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	var b tokenBody
+	var b apiv1.TokenInput
 	if err := decodeJSON(w, r, 4<<10, &b); err != nil {
 		s.fail(w, r, err)
 		return
@@ -209,5 +214,6 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "token created", "kind", b.Kind, "name", b.Name, "by", principalFrom(r.Context()).subject)
-	writeJSON(w, http.StatusCreated, map[string]string{"kind": b.Kind, "name": b.Name, "token": tok})
+	writeJSON(w, http.StatusCreated, apiv1.TokenCreated{Token: apiv1.Token{ID: TokenID(hash), Kind: b.Kind, Subject: b.Name,
+		CreatedAt: s.now().UTC()}, Secret: tok})
 }

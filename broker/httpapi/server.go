@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -44,11 +45,11 @@ var _ Store = (*store.Broker)(nil)
 type Planner interface {
 	// Plan parses the policy file data (name is used in error positions)
 	// and plans it against the current catalog.
-	Plan(ctx context.Context, name string, data []byte) (any, error)
+	Plan(ctx context.Context, name string, data []byte) (apiv1.Plan, error)
 	// Current returns the latest plan of the loaded policy.
-	Current(ctx context.Context) (any, error)
+	Current(ctx context.Context) (apiv1.Plan, error)
 	// Budgets returns the loaded policy's budgets with their spending.
-	Budgets(ctx context.Context) (any, error)
+	Budgets(ctx context.Context) (apiv1.Budgets, error)
 }
 
 // Sentinel errors a Planner returns.
@@ -217,7 +218,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, apiv1.Status{Status: "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +228,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, apiv1.Status{Status: "ready"})
 }
 
 // rawJSONObject checks that m is absent or a JSON object.
