@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
@@ -181,7 +182,7 @@ func Run(ctx context.Context, cfg Config) error {
 		dplanner = planner
 		// Validate the loaded policy now: a broken file is a startup error,
 		// not a surprise at the first re-plan.
-		if _, err := planner.Current(ctx); err != nil && !errors.Is(err, httpapi.ErrNoPolicy) {
+		if _, err := planner.Current(ctx); err != nil && !errors.Is(err, policy.ErrNoPolicy) {
 			return fmt.Errorf("planning %s: %w", cfg.PolicyPath, err)
 		}
 	}

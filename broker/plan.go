@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
-	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -41,15 +40,13 @@ func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Cat
 	if err != nil {
 		var el policy.ErrorList
 		if errors.As(err, &el) {
-			return PlanResult{}, fmt.Errorf("%w: %s", httpapi.ErrInvalidInput, el.Error())
+			return PlanResult{}, fmt.Errorf("%w: %s", policy.ErrInvalid, el.Error())
 		}
-		return PlanResult{}, fmt.Errorf("%w: %v", httpapi.ErrInvalidInput, err)
+		return PlanResult{}, fmt.Errorf("%w: %v", policy.ErrInvalid, err)
 	}
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now})
 	if err != nil {
-		if errors.Is(err, optimizer.ErrInfeasible) {
-			return PlanResult{}, fmt.Errorf("%w: %s", httpapi.ErrInfeasible, err.Error())
-		}
+		// optimizer.ErrInfeasible stays in the chain: the API answers 422.
 		return PlanResult{}, fmt.Errorf("planning %s: %w", name, err)
 	}
 	view := apiv1.Budgets{Policy: name, HorizonHours: plan.HorizonHours, GeneratedAt: plan.GeneratedAt, Budgets: []apiv1.BudgetStatus{}}

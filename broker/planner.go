@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -22,7 +23,8 @@ type PlanResult struct {
 }
 
 // PlanFunc parses a policy file and plans it against the catalog. Errors
-// about the policy itself must wrap httpapi.ErrInvalidInput.
+// about the policy itself must wrap policy.ErrInvalid; infeasible plans
+// optimizer.ErrInfeasible.
 type PlanFunc func(ctx context.Context, name string, policy []byte, cat *pricing.Catalog, now time.Time) (PlanResult, error)
 
 // policyPlanner implements httpapi.Planner for the loaded policy, caching
@@ -51,7 +53,7 @@ func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (api
 
 func (p *policyPlanner) current(ctx context.Context) (*PlanResult, error) {
 	if p.policy == nil {
-		return nil, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", httpapi.ErrNoPolicy)
+		return nil, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", policy.ErrNoPolicy)
 	}
 	p.mu.Lock()
 	latest := p.latest

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/fleet/instance"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -97,7 +96,7 @@ func validateRegister(b *apiv1.RegisterRequest) error {
 	if b.GPU == "" && len(gs) > 0 {
 		m, ok := pricing.ParseGPUModel(gs[0].Model)
 		if !ok {
-			m, ok = modelFromDeviceName(gs[0].Name)
+			m, ok = pricing.ModelFromDeviceName(gs[0].Name, gs[0].MemoryTotalMiB)
 		}
 		if ok {
 			b.GPU = string(m)
@@ -151,7 +150,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	s.tokens.dropSubject(inst.ID)
 	s.tokens.put(hash, principal{kind: store.TokenAgent, subject: inst.ID}, s.now())
-	s.metrics.EventRecorded("registered")
+	s.metrics.EventRecorded(string(instance.EventRegistered))
 	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion)
 	writeJSON(w, http.StatusCreated, apiv1.RegisterResponse{AgentID: inst.ID, Token: token,
 		HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second), Instance: apiInstance(inst)})
@@ -268,7 +267,7 @@ func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
 	for i, g := range b.GPUs {
 		m, ok := pricing.ParseGPUModel(g.Model)
 		if !ok {
-			m, ok = modelFromDeviceName(g.Name)
+			m, ok = pricing.ModelFromDeviceName(g.Name, 0)
 		}
 		if !ok {
 			s.fail(w, r, badf("gpus[%d]: model %q / name %q is not a known GPU model", i, g.Model, g.Name))
@@ -286,7 +285,7 @@ func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
 			TFLOPS: g.TFLOPS, MemBandwidthGB: g.BandwidthGBs, At: now})
 	}
 	data, _ := json.Marshal(b)
-	s.report(w, r, store.Report{Event: store.EventRecord{At: now, Kind: "benchmark", Instance: id,
+	s.report(w, r, store.Report{Event: store.EventRecord{At: now, Kind: string(instance.EventBenchmark), Instance: id,
 		Message: fmt.Sprintf("benchmark of %d GPU(s): %.1f TFLOPS on GPU %d", len(recs), b.GPUs[0].TFLOPS, b.GPUs[0].Index),
 		Data:    data, IdempotencyKey: scoped("benchmarks", key)}, Benchmarks: recs})
 }
@@ -304,20 +303,15 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, rep store.Report
 	writeJSON(w, http.StatusAccepted, apiv1.Accepted{Status: "accepted", Duplicate: dup, Event: apiEvent(ev)})
 }
 
-// terminalNotices are the notice kinds after which the instance is gone.
-var terminalNotices = map[string]bool{"preempt": true, "terminate": true, "stop": true, "hibernate": true}
-
-var noticeKinds = map[string]bool{"preempt": true, "terminate": true, "stop": true, "hibernate": true,
-	"rebalance": true, "maintenance": true}
-
 func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
 	var b apiv1.NoticeReport
 	id, key, ok := s.readReport(w, r, &b)
 	if !ok {
 		return
 	}
-	if !noticeKinds[b.Kind] {
-		s.fail(w, r, badf("kind %q is not a notice kind; use preempt, terminate, stop, hibernate, rebalance or maintenance", b.Kind))
+	kind, err := instance.ParseNoticeKind(b.Kind)
+	if err != nil {
+		s.fail(w, r, badf("%v", err))
 		return
 	}
 	if len(b.ID) > 255 || len(b.Detail) > 4096 || len(b.Action) > 64 {
@@ -328,11 +322,11 @@ func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
 		key = b.ID
 	}
 	data, _ := json.Marshal(b)
-	rep := store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: "notice", Instance: id,
-		Message: b.Kind + orPrefix(" at ", fmtTime(b.Deadline)) + orPrefix(": ", b.Detail), Data: data, IdempotencyKey: scoped("notices", key)}}
-	if terminalNotices[b.Kind] {
-		rep.Event.Kind = "preemption_notice"
-		rep.State = store.StatePreempting
+	ch := instance.OnNotice(kind)
+	rep := store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: string(ch.Event), Instance: id,
+		Message: b.Kind + orPrefix(" at ", fmtTime(b.Deadline)) + orPrefix(": ", b.Detail), Data: data, IdempotencyKey: scoped("notices", key)},
+		State: string(ch.State)}
+	if ch.SetsPreemptAt {
 		rep.PreemptAt = b.Deadline.UTC()
 	}
 	s.report(w, r, rep)
@@ -355,9 +349,13 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badf("steps has %d entries; at most 64", len(b.Steps)))
 		return
 	}
+	if len(b.Error) > 4096 {
+		s.fail(w, r, badf("error is %d bytes; at most 4096", len(b.Error)))
+		return
+	}
 	for i, st := range b.Steps {
 		switch st.Status {
-		case "ok", "failed", "timed_out", "skipped":
+		case apiv1.StepOK, apiv1.StepFailed, apiv1.StepTimedOut, apiv1.StepSkipped:
 		default:
 			s.fail(w, r, badf("steps[%d].status %q is not valid; use ok, failed, timed_out or skipped", i, st.Status))
 			return
@@ -367,9 +365,10 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
 		key = b.Info.NoticeID
 	}
 	data, _ := json.Marshal(b)
-	kind, state, msg := "drained", store.StateDrained, "drain completed"
+	ch := instance.OnDrain(b.OK)
+	msg := "drain completed"
 	if !b.OK {
-		kind, state, msg = "drain_failed", store.StateDraining, "drain failed"
+		msg = "drain failed"
 	}
 	failed := 0
 	for _, st := range b.Steps {
@@ -377,13 +376,9 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
 			failed++
 		}
 	}
-	msg += fmt.Sprintf(" (%d step(s), %d not ok)", len(b.Steps), failed)
-	drainState := "completed"
-	if !b.OK {
-		drainState = "failed"
-	}
-	s.report(w, r, store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: kind, Instance: id, Message: msg,
-		Data: data, IdempotencyKey: scoped("drains", key)}, State: state, DrainState: drainState})
+	msg += fmt.Sprintf(" (%d step(s), %d not ok)", len(b.Steps), failed) + orPrefix(": ", b.Error)
+	s.report(w, r, store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: string(ch.Event), Instance: id, Message: msg,
+		Data: data, IdempotencyKey: scoped("drains", key)}, State: string(ch.State), DrainState: ch.DrainState})
 }
 
 func orPrefix(p, s string) string {
@@ -392,41 +387,3 @@ func orPrefix(p, s string) string {
 	}
 	return p + s
 }
-
-// modelFromDeviceName maps an NVML device name ("NVIDIA A100-SXM4-80GB",
-// "Tesla T4") to a canonical model, for reports that carry no model.
-func modelFromDeviceName(name string) (pricing.GPUModel, bool) {
-	up := strings.ToUpper(name)
-	models := pricing.GPUModels()
-	// Longer names first, so A10G wins over A10 and L40S over L4.
-	sort.Slice(models, func(i, j int) bool { return len(models[i]) > len(models[j]) })
-	for _, m := range models {
-		base, mem, hasMem := strings.Cut(string(m), "-")
-		if !containsWord(up, base) {
-			continue
-		}
-		if hasMem && !strings.Contains(up, mem) {
-			continue
-		}
-		return m, true
-	}
-	return "", false
-}
-
-// containsWord reports whether tok occurs in s not followed by a letter or
-// digit ("L4" is not in "L40S").
-func containsWord(s, tok string) bool {
-	for i := 0; ; {
-		j := strings.Index(s[i:], tok)
-		if j < 0 {
-			return false
-		}
-		end := i + j + len(tok)
-		if end == len(s) || !isAlnum(s[end]) {
-			return true
-		}
-		i = end
-	}
-}
-
-func isAlnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' }

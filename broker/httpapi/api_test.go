@@ -17,6 +17,8 @@ import (
 	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/internal/testpg"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -585,14 +587,14 @@ func TestOffersQuery(t *testing.T) {
 func TestPlanRoutes(t *testing.T) {
 	e := newEnv(t, filepath.Join(t.TempDir(), "b.db"))
 	e.want("POST", "/api/v1/plan?name=mine.yaml", e.admin, "workloads: []\n", http.StatusOK)
-	e.planner.planErr = fmt.Errorf("%w: mine.yaml:3:5: unknown field", httpapi.ErrInvalidInput)
+	e.planner.planErr = fmt.Errorf("%w: mine.yaml:3:5: unknown field", policy.ErrInvalid)
 	out := e.want("POST", "/api/v1/plan", e.admin, "x: 1", http.StatusBadRequest)
 	if !strings.Contains(decode[errBody](t, out).Error.Message, "mine.yaml:3:5") {
 		t.Fatalf("policy position lost: %s", out)
 	}
-	e.planner.planErr = fmt.Errorf("%w: no offer fits", httpapi.ErrInfeasible)
+	e.planner.planErr = fmt.Errorf("%w: no offer fits", optimizer.ErrInfeasible)
 	e.want("POST", "/api/v1/plan", e.admin, "x: 1", http.StatusUnprocessableEntity)
-	e.planner.currentErr = httpapi.ErrNoPolicy
+	e.planner.currentErr = policy.ErrNoPolicy
 	e.want("GET", "/api/v1/plan", e.admin, nil, http.StatusNotFound)
 	e.planner.currentErr = fmt.Errorf("disk on fire: secret=hunter2")
 	out = e.want("GET", "/api/v1/plan", e.admin, nil, http.StatusInternalServerError)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/fleet/instance"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -336,11 +337,11 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	switch state {
-	case "", store.StateRunning, store.StatePreempting, store.StateDraining, store.StateDrained:
-	default:
-		s.fail(w, r, badf("state %q is not valid; use running, preempting, draining or drained", state))
-		return
+	if state != "" {
+		if _, err := instance.ParseState(state); err != nil {
+			s.fail(w, r, badf("%v", err))
+			return
+		}
 	}
 	is, err := s.store.ListInstances(r.Context(), wl, state)
 	if err != nil {
@@ -364,9 +365,6 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiInstance(rec))
 }
 
-var eventKinds = map[string]bool{"registered": true, "launched": true, "preemption_notice": true, "notice": true,
-	"drained": true, "drain_failed": true, "terminated": true, "price_change": true, "budget_alert": true, "benchmark": true}
-
 func parseEventFilter(v url.Values) (store.EventFilter, error) {
 	var f store.EventFilter
 	for k := range v {
@@ -377,8 +375,10 @@ func parseEventFilter(v url.Values) (store.EventFilter, error) {
 		}
 	}
 	f.Kind, f.Instance, f.Workload = v.Get("kind"), v.Get("instance"), v.Get("workload")
-	if f.Kind != "" && !eventKinds[f.Kind] {
-		return f, badf("kind %q is not an event kind; see docs/api.md for the list", f.Kind)
+	if f.Kind != "" {
+		if _, err := instance.ParseEventKind(f.Kind); err != nil {
+			return f, badf("%v", err)
+		}
 	}
 	if f.Instance != "" && !instanceIDRE.MatchString(f.Instance) {
 		return f, badf("instance %q is not a valid instance id", f.Instance)

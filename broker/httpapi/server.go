@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/fleet/instance"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -40,8 +43,9 @@ type Store interface {
 var _ Store = (*store.Broker)(nil)
 
 // Planner computes plans; the daemon implements it with the policy parser
-// and the optimizer. Errors wrapping ErrInvalidInput are the caller's fault
-// (400, message shown); ErrNoPolicy means nothing is loaded (404).
+// and the optimizer. Errors wrapping policy.ErrInvalid are the caller's
+// fault (400, message shown), optimizer.ErrInfeasible a valid policy that
+// cannot be placed (422), policy.ErrNoPolicy nothing loaded (404).
 type Planner interface {
 	// Plan parses the policy file data (name is used in error positions)
 	// and plans it against the current catalog.
@@ -51,14 +55,6 @@ type Planner interface {
 	// Budgets returns the loaded policy's budgets with their spending.
 	Budgets(ctx context.Context) (apiv1.Budgets, error)
 }
-
-// Sentinel errors a Planner returns.
-var (
-	ErrInvalidInput = errors.New("invalid input")
-	// ErrInfeasible: the policy is valid but cannot be placed (422).
-	ErrInfeasible = errors.New("infeasible")
-	ErrNoPolicy   = errors.New("no policy loaded")
-)
 
 // Config wires a Server.
 type Config struct {
@@ -200,11 +196,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			"request body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
 	case errors.As(err, &br):
 		writeError(w, http.StatusBadRequest, codeBadRequest, br.msg)
-	case errors.Is(err, ErrInvalidInput):
+	case errors.Is(err, policy.ErrInvalid), errors.Is(err, instance.ErrUnknown):
 		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error())
-	case errors.Is(err, ErrInfeasible):
+	case errors.Is(err, optimizer.ErrInfeasible):
 		writeError(w, http.StatusUnprocessableEntity, codeInfeasible, err.Error())
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, ErrNoPolicy):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, policy.ErrNoPolicy):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, codeConflict, err.Error())
