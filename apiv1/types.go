@@ -369,8 +369,6 @@ type Token struct {
 	Subject   string    `json:"subject"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
-	// UsedAt is when a registration token was used.
-	UsedAt time.Time `json:"used_at,omitzero"`
 }
 
 // TokenCreated is the answer of POST /api/v1/tokens: the only time the

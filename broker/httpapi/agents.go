@@ -141,9 +141,17 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	inst, err := s.store.RegisterAgent(r.Context(), store.InstanceRecord{ID: b.InstanceID, Hostname: b.Hostname,
+	by := principalFrom(r.Context())
+	if by.kind == store.TokenRegistration && b.InstanceID != by.subject {
+		s.fail(w, r, fmt.Errorf("%w: this registration token is bound to instance %q, not %q", store.ErrTakeover, by.subject, b.InstanceID))
+		return
+	}
+	inst, err := s.store.RegisterAgentAs(r.Context(), store.InstanceRecord{ID: b.InstanceID, Hostname: b.Hostname,
 		AgentVersion: b.AgentVersion, Cloud: b.Cloud, Region: b.Region, Zone: b.Zone, InstanceType: b.InstanceType,
-		GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity, Workload: b.Workload}, hash, s.now().UTC())
+		GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity, Workload: b.Workload}, hash, s.now().UTC(), by.record())
+	if by.kind == store.TokenRegistration {
+		s.tokens.drop(by.hash) // used (or spent) either way
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -151,7 +159,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 	s.tokens.dropSubject(inst.ID)
 	s.tokens.put(hash, principal{kind: store.TokenAgent, subject: inst.ID}, s.now())
 	s.metrics.EventRecorded(string(instance.EventRegistered))
-	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion)
+	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion, "with", by.kind)
 	writeJSON(w, http.StatusCreated, apiv1.RegisterResponse{AgentID: inst.ID, Token: token,
 		HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second), Instance: apiInstance(inst)})
 }

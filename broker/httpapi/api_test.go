@@ -206,6 +206,8 @@ func TestAuthEveryRoute(t *testing.T) {
 		"GET /api/v1/events":                  {"GET", "/api/v1/events", nil, false},
 		"GET /api/v1/benchmarks":              {"GET", "/api/v1/benchmarks", nil, false},
 		"POST /api/v1/tokens":                 {"POST", "/api/v1/tokens", map[string]any{"kind": "bootstrap", "name": "cloud-init"}, false},
+		"GET /api/v1/tokens":                  {"GET", "/api/v1/tokens?kind=bootstrap", nil, false},
+		"DELETE /api/v1/tokens/{id}":          {"DELETE", "/api/v1/tokens/" + store.TokenID(store.HashToken("revoke-me")), nil, false},
 		"POST /api/v1/agents/register":        {"POST", "/api/v1/agents/register", map[string]any{"instance_id": "i-c", "hostname": "vm-c", "cloud": "gcp", "agent_version": "v0.1.0"}, false},
 		"POST /api/v1/agents/{id}/heartbeat":  {"POST", "/api/v1/agents/%s/heartbeat", hb, true},
 		"POST /api/v1/agents/{id}/benchmarks": {"POST", "/api/v1/agents/%s/benchmarks", map[string]any{"method": "command", "gpus": []map[string]any{{"index": 0, "name": "NVIDIA A10G", "dtype": "bf16", "tflops": 60, "bandwidth_gbs": 550}}}, true},
@@ -221,6 +223,10 @@ func TestAuthEveryRoute(t *testing.T) {
 		}
 		tokA := e.register("i-a", "")
 		e.register("i-b", "")
+		if err := e.broker.AddToken(t.Context(), store.TokenRecord{Hash: store.HashToken("revoke-me"), Kind: store.TokenBootstrap,
+			Subject: "old", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
 		// Creating w1 first lets GET/PUT/DELETE reach their handlers.
 		order := []string{"POST /api/v1/workloads", "GET /api/v1/workloads/{name}", "PUT /api/v1/workloads/{name}", "DELETE /api/v1/workloads/{name}"}
 		for p := range routes {
@@ -505,7 +511,7 @@ func TestBadInput(t *testing.T) {
 		{"register bad cloud", "POST", "/api/v1/agents/register", `{"instance_id":"i-1","cloud":"ibm"}`, 400, "unknown cloud"},
 		{"register bad id", "POST", "/api/v1/agents/register", `{"instance_id":"../etc","cloud":"aws"}`, 400, "instance_id"},
 		{"register no identity", "POST", "/api/v1/agents/register", `{"cloud":"aws","agent_version":"v1"}`, 400, "both empty"},
-		{"token bad kind", "POST", "/api/v1/tokens", `{"kind":"agent","name":"x"}`, 400, "admin or bootstrap"},
+		{"token bad kind", "POST", "/api/v1/tokens", `{"kind":"agent","name":"x"}`, 400, "admin, bootstrap or registration"},
 		{"offers bad gpu", "GET", "/api/v1/offers?gpu=A100-80", nil, 400, "did you mean"},
 		{"offers bad cloud", "GET", "/api/v1/offers?cloud=ibm", nil, 400, "unknown cloud"},
 		{"offers bad count", "GET", "/api/v1/offers?min_gpus=abc", nil, 400, "min_gpus"},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
@@ -28,7 +29,7 @@ type Store interface {
 	GetWorkload(ctx context.Context, name string) (store.WorkloadRecord, error)
 	ListWorkloads(ctx context.Context) ([]store.WorkloadRecord, error)
 	DeleteWorkload(ctx context.Context, name string) error
-	RegisterAgent(ctx context.Context, inst store.InstanceRecord, tokenHash string, now time.Time) (store.InstanceRecord, error)
+	RegisterAgentAs(ctx context.Context, inst store.InstanceRecord, tokenHash string, now time.Time, by store.TokenRecord) (store.InstanceRecord, error)
 	Heartbeats(ctx context.Context, ups []store.HeartbeatUpdate) ([]error, error)
 	GetInstance(ctx context.Context, id string) (store.InstanceRecord, error)
 	ListInstances(ctx context.Context, workload, state string) ([]store.InstanceRecord, error)
@@ -38,6 +39,8 @@ type Store interface {
 	ListBenchmarks(ctx context.Context, instanceType string) ([]store.BenchmarkRecord, error)
 	LookupToken(ctx context.Context, hash string) (store.TokenRecord, error)
 	AddToken(ctx context.Context, t store.TokenRecord) error
+	ListTokens(ctx context.Context, kind, subject string) ([]store.TokenRecord, error)
+	RevokeToken(ctx context.Context, id string) (store.TokenRecord, error)
 }
 
 var _ Store = (*store.Broker)(nil)
@@ -69,6 +72,10 @@ type Config struct {
 	// Ready reports whether the daemon can serve (store reachable, catalog
 	// loaded); nil means always ready.
 	Ready func(ctx context.Context) error
+	// TokenCacheTTL is how long a verified token is trusted without
+	// asking the store: a token revoked on another replica stops working
+	// here within it (default DefaultTokenCacheTTL).
+	TokenCacheTTL time.Duration
 	// MaxBodyBytes bounds request bodies (default 1 MiB; agent reports are
 	// bounded at 64 KiB regardless).
 	MaxBodyBytes int64
@@ -109,6 +116,10 @@ func New(cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
 	}
+	s.tokens.ttl = cfg.TokenCacheTTL
+	if s.tokens.ttl <= 0 {
+		s.tokens.ttl = DefaultTokenCacheTTL
+	}
 	s.beats = newHeartbeatBatcher(cfg.Store)
 	s.routes()
 	s.handlers = http.HandlerFunc(s.serve)
@@ -141,7 +152,9 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/events", adminOnly, s.listEvents)
 	s.handle("GET /api/v1/benchmarks", adminOnly, s.listBenchmarks)
 
+	s.handle("GET /api/v1/tokens", adminOnly, s.listTokens)
 	s.handle("POST /api/v1/tokens", adminOnly, s.createToken)
+	s.handle("DELETE /api/v1/tokens/{id}", adminOnly, s.revokeToken)
 
 	s.handle("POST /api/v1/agents/register", bootstrap, s.registerAgent)
 	s.handle("POST /api/v1/agents/{id}/heartbeat", agentOwner, s.heartbeat)
@@ -202,6 +215,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusUnprocessableEntity, codeInfeasible, err.Error())
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, policy.ErrNoPolicy):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
+	case errors.Is(err, store.ErrTakeover):
+		writeError(w, http.StatusForbidden, codeForbidden, errText(err, store.ErrTakeover)+
+			"; re-registering an existing instance needs a registration token bound to it (gpubroker token create --kind registration --instance ID) or an admin token")
+	case errors.Is(err, store.ErrTokenSpent):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gpubroker", error="invalid_token"`)
+		writeError(w, http.StatusUnauthorized, codeUnauthorized, store.ErrTokenSpent.Error())
+	case errors.Is(err, store.ErrLastAdmin):
+		writeError(w, http.StatusConflict, codeConflict, store.ErrLastAdmin.Error()+"; create another admin token first")
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, codeConflict, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -237,4 +258,14 @@ func rawJSONObject(field string, m json.RawMessage) error {
 		return badf("%s must be a JSON object", field)
 	}
 	return nil
+}
+
+// errText is the part of err's message from the sentinel on: the store's
+// wrapping context ("registering agent for ...") stays out of answers.
+func errText(err, sentinel error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, sentinel.Error()); i >= 0 {
+		return msg[i:]
+	}
+	return sentinel.Error()
 }
