@@ -31,6 +31,7 @@ import (
 	"github.com/gpubroker/gpubroker/agent/notice/aws"
 	"github.com/gpubroker/gpubroker/agent/notice/azure"
 	"github.com/gpubroker/gpubroker/agent/notice/gcp"
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // Defaults for zero config values.
@@ -138,7 +139,7 @@ func New(o Options) (*Agent, error) {
 		host, _ := os.Hostname()
 		client := &broker.Client{BaseURL: c.Broker, HTTP: o.BrokerClient, TokenFile: c.TokenFile,
 			StateFile: filepath.Join(c.StateDir, "agent.json"),
-			Register:  broker.RegisterRequest{Hostname: host, AgentVersion: o.Version}}
+			Register:  apiv1.RegisterRequest{Hostname: host, AgentVersion: o.Version}}
 		a.spool = sp
 		a.reporter = &broker.Reporter{Client: client, Spool: sp, Logger: a.log.With("part", "broker")}
 	} else {
@@ -301,7 +302,7 @@ func (a *Agent) handle(ctx context.Context, n notice.Notice) {
 	}
 	// Queued before the drain starts, so the broker hears of the notice
 	// before the drain result (Enqueue does not block).
-	a.report(broker.KindNotice, n.ID, noticeReport{Notice: n, Action: act})
+	a.report(broker.KindNotice, n.ID, NoticeReport(n, act))
 	switch {
 	case full && !already:
 		a.wg.Go(func() { a.drain(context.WithoutCancel(ctx), n, a.o.Config.Drain, false) })
@@ -328,16 +329,27 @@ func action(full, early, already bool) string {
 	return "none"
 }
 
-type noticeReport struct {
-	notice.Notice
-	Action string `json:"action"`
+// NoticeReport is the apiv1 message for notice n and what the agent does
+// about it.
+func NoticeReport(n notice.Notice, action string) apiv1.NoticeReport {
+	return apiv1.NoticeReport{Kind: string(n.Kind), ID: n.ID, Cloud: n.Cloud, Deadline: n.Deadline,
+		Observed: n.Observed, Detail: n.Detail, Raw: n.Raw, Action: action}
 }
 
-type drainReport struct {
-	drain.Result
-	OK    bool   `json:"ok"`
-	Acked bool   `json:"acked"`
-	Error string `json:"error,omitempty"`
+// DrainReport is the apiv1 message for a drain's result; runErr is the
+// runner's own error (e.g. no steps configured).
+func DrainReport(res drain.Result, runErr error, acked bool) apiv1.DrainReport {
+	out := apiv1.DrainReport{Info: apiv1.DrainInfo{NoticeID: res.Info.NoticeID, Kind: res.Info.Kind, Cloud: res.Info.Cloud,
+		Deadline: res.Info.Deadline, Early: res.Info.Early}, Started: res.Started, Finished: res.Finished,
+		Deadline: res.Deadline, Steps: []apiv1.DrainStep{}, OK: runErr == nil && res.OK(), Acked: acked}
+	for _, st := range res.Steps {
+		out.Steps = append(out.Steps, apiv1.DrainStep{Name: st.Name, Status: string(st.Status), Error: st.Error,
+			Started: st.Started, DurationNS: int64(st.Duration)})
+	}
+	if runErr != nil {
+		out.Error = runErr.Error()
+	}
+	return out
 }
 
 // drain runs steps for n; a full drain is not cancelled by the agent
@@ -350,11 +362,8 @@ func (a *Agent) drain(ctx context.Context, n notice.Notice, list []config.Step, 
 		r.OnStepStart = func(i int, name string, at time.Time) { a.o.OnDrainStep(n, i, name, at) }
 	}
 	info := drain.Info{NoticeID: n.ID, Kind: string(n.Kind), Cloud: n.Cloud, Deadline: n.Deadline, Early: early}
-	res, err := r.Run(ctx, info, deadline)
-	rep := drainReport{Result: res, OK: err == nil && res.OK()}
-	if err != nil {
-		rep.Error = err.Error()
-	}
+	res, runErr := r.Run(ctx, info, deadline)
+	acked := false
 	for _, s := range res.Steps {
 		a.log.Info("drain step", "step", s.Name, "status", s.Status, "took", s.Duration, "err", s.Error)
 	}
@@ -368,10 +377,11 @@ func (a *Agent) drain(ctx context.Context, n notice.Notice, list []config.Step, 
 		if err := acker.Ack(actx, n); err != nil {
 			a.log.Warn("acknowledging event failed", "id", n.ID, "err", err)
 		} else {
-			rep.Acked = true
+			acked = true
 		}
 		cancel()
 	}
+	rep := DrainReport(res, runErr, acked)
 	a.log.Warn("drain finished", "id", n.ID, "early", early, "ok", rep.OK, "took", res.Finished.Sub(res.Started))
 	a.report(broker.KindDrain, n.ID, rep)
 }

@@ -431,7 +431,7 @@ func CloudRefresher(targets []refresh.Target, opt refresh.Options) Refresher {
 // name must not be one the policy file already uses.
 func checkAPIWorkload(policyName string, policyData []byte, w store.WorkloadRecord) error {
 	if _, err := policy.WorkloadFromJSON("workload "+w.Name, w.Name, w.Team, w.Kind, w.Spec); err != nil {
-		return fmt.Errorf("%w: %v", httpapi.ErrInvalidInput, err)
+		return fmt.Errorf("%w: %v", policy.ErrInvalid, err)
 	}
 	if policyData == nil {
 		return nil

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -18,12 +19,12 @@ import (
 
 // PlanResult is what one planning run yields.
 type PlanResult struct {
-	// Plan is the optimizer's plan, encoded as JSON by the API.
-	Plan any
+	// Plan is the optimizer's plan in its wire form.
+	Plan apiv1.Plan
 	// CostUSD is the plan's expected cost (for the metric).
 	CostUSD float64
 	// Budgets is the policy's budgets with their planned spending.
-	Budgets any
+	Budgets apiv1.Budgets
 	// Skipped names API workloads left out because the policy file has a
 	// workload of the same name.
 	Skipped []string
@@ -31,7 +32,8 @@ type PlanResult struct {
 
 // PlanFunc parses a policy file, adds extra (workloads registered through
 // the API) and plans them against the catalog. Errors about the policy
-// itself must wrap httpapi.ErrInvalidInput.
+// itself must wrap policy.ErrInvalid; infeasible plans
+// optimizer.ErrInfeasible.
 type PlanFunc func(ctx context.Context, name string, policy []byte, extra []policy.Workload, cat *pricing.Catalog, now time.Time) (PlanResult, error)
 
 // planStore is where plans are kept and API workloads are read.
@@ -70,10 +72,10 @@ func (p *policyPlanner) policyID() string {
 
 // Plan plans a posted policy on its own (POST /api/v1/plan); nothing is
 // stored.
-func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (any, error) {
+func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (apiv1.Plan, error) {
 	r, err := p.plan(ctx, name, data, nil, p.catalog(), p.now())
 	if err != nil {
-		return nil, err
+		return apiv1.Plan{}, err
 	}
 	return r.Plan, nil
 }
@@ -83,7 +85,7 @@ func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (any
 // it, so the API answers at once.
 func (p *policyPlanner) current(ctx context.Context) (store.PlanRecord, error) {
 	if p.policy == nil {
-		return store.PlanRecord{}, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", httpapi.ErrNoPolicy)
+		return store.PlanRecord{}, fmt.Errorf("%w: start the broker with -f policy.yaml or POST a policy to /api/v1/plan", policy.ErrNoPolicy)
 	}
 	rec, err := p.store.LoadPlan(ctx, store.CurrentPlan)
 	if err == nil {
@@ -95,20 +97,31 @@ func (p *policyPlanner) current(ctx context.Context) (store.PlanRecord, error) {
 	return p.compute(ctx)
 }
 
-func (p *policyPlanner) Current(ctx context.Context) (any, error) {
+// Current returns the stored plan as the API serves it. Every replica
+// decodes the same stored JSON, so all of them answer with the same bytes.
+func (p *policyPlanner) Current(ctx context.Context) (apiv1.Plan, error) {
 	r, err := p.current(ctx)
 	if err != nil {
-		return nil, err
+		return apiv1.Plan{}, err
 	}
-	return r.Plan, nil
+	var out apiv1.Plan
+	if err := json.Unmarshal(r.Plan, &out); err != nil {
+		return apiv1.Plan{}, fmt.Errorf("decoding the stored plan: %w", err)
+	}
+	return out, nil
 }
 
-func (p *policyPlanner) Budgets(ctx context.Context) (any, error) {
+// Budgets returns the stored plan's budgets.
+func (p *policyPlanner) Budgets(ctx context.Context) (apiv1.Budgets, error) {
 	r, err := p.current(ctx)
 	if err != nil {
-		return nil, err
+		return apiv1.Budgets{}, err
 	}
-	return r.Budgets, nil
+	var out apiv1.Budgets
+	if err := json.Unmarshal(r.Budgets, &out); err != nil {
+		return apiv1.Budgets{}, fmt.Errorf("decoding the stored budgets: %w", err)
+	}
+	return out, nil
 }
 
 // apiWorkloads turns the workloads stored through the API into policy

@@ -99,8 +99,22 @@ func (r instanceRow) record() InstanceRecord {
 
 // RegisterAgent upserts the instance and replaces any previous token of
 // that instance with tokenHash, in one transaction: after a re-register the
-// old token no longer works.
+// old token no longer works. It is the admin's registration; agents
+// register through RegisterAgentAs.
 func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHash string, now time.Time) (InstanceRecord, error) {
+	return b.RegisterAgentAs(ctx, inst, tokenHash, now, TokenRecord{Kind: TokenAdmin})
+}
+
+// RegisterAgentAs registers inst for the caller authenticated by token by:
+//   - admin: any instance, new or existing (re-registration);
+//   - registration: only the instance the token is bound to, once: the
+//     token is deleted in the same transaction, so it can never be used
+//     again (ErrTokenSpent when it was used or has expired, ErrTakeover
+//     when it is bound to another instance);
+//   - bootstrap: only an instance that is not registered yet
+//     (ErrTakeover otherwise), so a fleet-wide token cannot become another
+//     instance and report for it.
+func (b *Broker) RegisterAgentAs(ctx context.Context, inst InstanceRecord, tokenHash string, now time.Time, by TokenRecord) (InstanceRecord, error) {
 	if err := checkText("instance", inst.ID, inst.Hostname, inst.AgentVersion, inst.Cloud, inst.Region, inst.Zone,
 		inst.InstanceType, inst.GPU, inst.Capacity, inst.Workload, tokenHash); err != nil {
 		return InstanceRecord{}, err
@@ -109,13 +123,48 @@ func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHa
 		InstanceType: inst.InstanceType, GPU: inst.GPU, GPUCount: inst.GPUCount, Capacity: inst.Capacity,
 		Workload: inst.Workload, State: StateRunning, RegisteredAt: now}
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		err := tx.Clauses(clause.OnConflict{
-			Columns: []clause.Column{{Name: "id"}},
-			DoUpdates: clause.AssignmentColumns([]string{"hostname", "agent_version", "cloud", "region", "zone", "instance_type", "gpu",
-				"gpu_count", "capacity", "workload", "state", "registered_at"}),
-		}).Create(&row).Error
-		if err != nil {
-			return err
+		switch by.Kind {
+		case TokenAdmin:
+		case TokenRegistration:
+			if by.Subject != inst.ID {
+				return fmt.Errorf("%w: this registration token is bound to instance %q", ErrTakeover, by.Subject)
+			}
+			res := tx.Where("hash = ? AND kind = ? AND subject = ? AND (expires_at IS NULL OR expires_at > ?)",
+				by.Hash, TokenRegistration, inst.ID, now.UTC()).Delete(&tokenRow{})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != 1 {
+				return ErrTokenSpent
+			}
+		case TokenBootstrap:
+			// A plain insert: the instance must be new. The unique key
+			// also settles two bootstrap registrations racing for one id.
+			var n int64
+			if err := tx.Model(&instanceRow{}).Where("id = ?", inst.ID).Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("%w: instance %q is already registered; a bootstrap token only registers new instances", ErrTakeover, inst.ID)
+			}
+			if err := tx.Create(&row).Error; err != nil {
+				if isUniqueViolation(err) {
+					return fmt.Errorf("%w: instance %q is already registered", ErrTakeover, inst.ID)
+				}
+				return err
+			}
+		default:
+			return fmt.Errorf("%w: a %q token cannot register", ErrTakeover, by.Kind)
+		}
+		if by.Kind != TokenBootstrap {
+			err := tx.Clauses(clause.OnConflict{
+				Columns: []clause.Column{{Name: "id"}},
+				DoUpdates: clause.AssignmentColumns([]string{"hostname", "agent_version", "cloud", "region", "zone", "instance_type", "gpu",
+					"gpu_count", "capacity", "workload", "state", "registered_at"}),
+			}).Create(&row).Error
+			if err != nil {
+				return err
+			}
 		}
 		if err := tx.Where("kind = ? AND subject = ?", TokenAgent, inst.ID).Delete(&tokenRow{}).Error; err != nil {
 			return err
@@ -124,7 +173,7 @@ func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHa
 			return err
 		}
 		return tx.Create(&eventRow{At: now, Kind: "registered", Instance: inst.ID, Workload: inst.Workload,
-			Message: "agent registered"}).Error
+			Message: "agent registered (" + by.Kind + " token)"}).Error
 	})
 	if err != nil {
 		return InstanceRecord{}, fmt.Errorf("registering agent for %q: %w", inst.ID, err)

@@ -16,7 +16,8 @@ import (
 //	1: offers, price_points
 //	2: the broker's tables (workloads, instances, events, benchmarks,
 //	   tokens, leases, job runs) under the same version, and plans
-const SchemaVersion = 2
+//	3: tokens expire (expires_at): one-time registration tokens
+const SchemaVersion = 3
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.

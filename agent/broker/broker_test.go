@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/agent/broker"
 	"github.com/gpubroker/gpubroker/agent/internal/fakebroker"
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 func setup(t *testing.T) (*fakebroker.Broker, *broker.Client, string) {
@@ -28,7 +29,7 @@ func setup(t *testing.T) (*fakebroker.Broker, *broker.Client, string) {
 		t.Fatal(err)
 	}
 	c := &broker.Client{BaseURL: srv.URL, HTTP: srv.Client(), TokenFile: tf, StateFile: filepath.Join(dir, "state", "agent.json"),
-		Register: broker.RegisterRequest{Hostname: "vm0", Cloud: "aws", AgentVersion: "test"}}
+		Register: apiv1.RegisterRequest{Hostname: "vm0", Cloud: "aws", AgentVersion: "test"}}
 	return fb, c, dir
 }
 
@@ -42,7 +43,7 @@ func report(t *testing.T, kind, id string) broker.Report {
 
 func TestRegisterHeartbeatAndPersistedCredentials(t *testing.T) {
 	fb, c, _ := setup(t)
-	resp, err := c.Heartbeat(context.Background(), broker.Heartbeat{Time: time.Now(), Cloud: "aws"})
+	resp, err := c.Heartbeat(context.Background(), apiv1.Heartbeat{Time: time.Now(), Cloud: "aws"})
 	if err != nil {
 		t.Fatal(err)
 	}

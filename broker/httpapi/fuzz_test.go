@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // checkInputErr fails unless err is nil or a client error (400/413).
@@ -33,16 +35,23 @@ func FuzzAgentBodies(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, v := range []interface{ validate() error }{&heartbeatBody{}, &registerBody{}} {
-			r := httptest.NewRequest("POST", "/", strings.NewReader(body))
-			err := decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, v)
-			if err == nil {
-				err = v.validate()
-			}
-			checkInputErr(t, err)
+		var hb apiv1.Heartbeat
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err := decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, &hb)
+		if err == nil {
+			err = validateHeartbeat(&hb)
 		}
-		_, err := parseGPUs([]byte(body))
 		checkInputErr(t, err)
+		var reg apiv1.RegisterRequest
+		r = httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err = decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, &reg)
+		if err == nil {
+			err = validateRegister(&reg)
+		}
+		checkInputErr(t, err)
+		var dr apiv1.DrainReport
+		r = httptest.NewRequest("POST", "/", strings.NewReader(body))
+		checkInputErr(t, decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, &dr))
 	})
 }
 

@@ -11,8 +11,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/fleet/instance"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -24,7 +29,7 @@ type Store interface {
 	GetWorkload(ctx context.Context, name string) (store.WorkloadRecord, error)
 	ListWorkloads(ctx context.Context) ([]store.WorkloadRecord, error)
 	DeleteWorkload(ctx context.Context, name string) error
-	RegisterAgent(ctx context.Context, inst store.InstanceRecord, tokenHash string, now time.Time) (store.InstanceRecord, error)
+	RegisterAgentAs(ctx context.Context, inst store.InstanceRecord, tokenHash string, now time.Time, by store.TokenRecord) (store.InstanceRecord, error)
 	Heartbeats(ctx context.Context, ups []store.HeartbeatUpdate) ([]error, error)
 	GetInstance(ctx context.Context, id string) (store.InstanceRecord, error)
 	ListInstances(ctx context.Context, workload, state string) ([]store.InstanceRecord, error)
@@ -34,30 +39,25 @@ type Store interface {
 	ListBenchmarks(ctx context.Context, instanceType string) ([]store.BenchmarkRecord, error)
 	LookupToken(ctx context.Context, hash string) (store.TokenRecord, error)
 	AddToken(ctx context.Context, t store.TokenRecord) error
+	ListTokens(ctx context.Context, kind, subject string) ([]store.TokenRecord, error)
+	RevokeToken(ctx context.Context, id string) (store.TokenRecord, error)
 }
 
 var _ Store = (*store.Broker)(nil)
 
 // Planner computes plans; the daemon implements it with the policy parser
-// and the optimizer. Errors wrapping ErrInvalidInput are the caller's fault
-// (400, message shown); ErrNoPolicy means nothing is loaded (404).
+// and the optimizer. Errors wrapping policy.ErrInvalid are the caller's
+// fault (400, message shown), optimizer.ErrInfeasible a valid policy that
+// cannot be placed (422), policy.ErrNoPolicy nothing loaded (404).
 type Planner interface {
 	// Plan parses the policy file data (name is used in error positions)
 	// and plans it against the current catalog.
-	Plan(ctx context.Context, name string, data []byte) (any, error)
+	Plan(ctx context.Context, name string, data []byte) (apiv1.Plan, error)
 	// Current returns the latest plan of the loaded policy.
-	Current(ctx context.Context) (any, error)
+	Current(ctx context.Context) (apiv1.Plan, error)
 	// Budgets returns the loaded policy's budgets with their spending.
-	Budgets(ctx context.Context) (any, error)
+	Budgets(ctx context.Context) (apiv1.Budgets, error)
 }
-
-// Sentinel errors a Planner returns.
-var (
-	ErrInvalidInput = errors.New("invalid input")
-	// ErrInfeasible: the policy is valid but cannot be placed (422).
-	ErrInfeasible = errors.New("infeasible")
-	ErrNoPolicy   = errors.New("no policy loaded")
-)
 
 // Config wires a Server.
 type Config struct {
@@ -72,6 +72,10 @@ type Config struct {
 	// Ready reports whether the daemon can serve (store reachable, catalog
 	// loaded); nil means always ready.
 	Ready func(ctx context.Context) error
+	// TokenCacheTTL is how long a verified token is trusted without
+	// asking the store: a token revoked on another replica stops working
+	// here within it (default DefaultTokenCacheTTL).
+	TokenCacheTTL time.Duration
 	// MaxBodyBytes bounds request bodies (default 1 MiB; agent reports are
 	// bounded at 64 KiB regardless).
 	MaxBodyBytes int64
@@ -117,6 +121,10 @@ func New(cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
 	}
+	s.tokens.ttl = cfg.TokenCacheTTL
+	if s.tokens.ttl <= 0 {
+		s.tokens.ttl = DefaultTokenCacheTTL
+	}
 	s.beats = newHeartbeatBatcher(cfg.Store)
 	s.routes()
 	s.handlers = http.HandlerFunc(s.serve)
@@ -150,7 +158,9 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/events", adminOnly, s.listEvents, "kind", "instance", "workload", "since", "after_id", "limit")
 	s.handle("GET /api/v1/benchmarks", adminOnly, s.listBenchmarks, "instance_type")
 
+	s.handle("GET /api/v1/tokens", adminOnly, s.listTokens, "kind", "subject")
 	s.handle("POST /api/v1/tokens", adminOnly, s.createToken)
+	s.handle("DELETE /api/v1/tokens/{id}", adminOnly, s.revokeToken)
 
 	s.handle("POST /api/v1/agents/register", bootstrap, s.registerAgent)
 	s.handle("POST /api/v1/agents/{id}/heartbeat", agentOwner, s.heartbeat)
@@ -221,17 +231,25 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			"request body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
 	case errors.As(err, &br):
 		writeError(w, http.StatusBadRequest, codeBadRequest, br.msg)
-	case errors.Is(err, ErrInvalidInput):
+	case errors.Is(err, policy.ErrInvalid), errors.Is(err, instance.ErrUnknown):
 		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error())
-	case errors.Is(err, ErrInfeasible):
+	case errors.Is(err, optimizer.ErrInfeasible):
 		writeError(w, http.StatusUnprocessableEntity, codeInfeasible, err.Error())
 	case errors.Is(err, store.ErrKeyReused):
 		writeError(w, http.StatusUnprocessableEntity, codeKeyReused,
 			"this Idempotency-Key was already used for a different report; send a new key for a new report, or the same body to repeat one")
 	case errors.Is(err, store.ErrInvalidText):
 		writeError(w, http.StatusBadRequest, codeBadRequest, "a value is not valid UTF-8 or holds a NUL byte; send valid UTF-8 without control characters")
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, ErrNoPolicy):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, policy.ErrNoPolicy):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
+	case errors.Is(err, store.ErrTakeover):
+		writeError(w, http.StatusForbidden, codeForbidden, errText(err, store.ErrTakeover)+
+			"; re-registering an existing instance needs a registration token bound to it (gpubroker token create --kind registration --instance ID) or an admin token")
+	case errors.Is(err, store.ErrTokenSpent):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gpubroker", error="invalid_token"`)
+		writeError(w, http.StatusUnauthorized, codeUnauthorized, store.ErrTokenSpent.Error())
+	case errors.Is(err, store.ErrLastAdmin):
+		writeError(w, http.StatusConflict, codeConflict, store.ErrLastAdmin.Error()+"; create another admin token first")
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, codeConflict, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -249,7 +267,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, apiv1.Status{Status: "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -266,7 +284,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, apiv1.Status{Status: "ready"})
 }
 
 // rawJSONObject checks that m is absent or a JSON object.
@@ -279,4 +297,14 @@ func rawJSONObject(field string, m json.RawMessage) error {
 		return badf("%s must be a JSON object", field)
 	}
 	return nil
+}
+
+// errText is the part of err's message from the sentinel on: the store's
+// wrapping context ("registering agent for ...") stays out of answers.
+func errText(err, sentinel error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, sentinel.Error()); i >= 0 {
+		return msg[i:]
+	}
+	return sentinel.Error()
 }
