@@ -19,11 +19,11 @@ const (
 	CodeInfeasible   = "infeasible"
 	// CodeKeyReused: an Idempotency-Key already recorded a different
 	// report (422).
-	CodeKeyReused = "idempotency_key_reused"
-	CodeTooLarge     = "request_too_large"
-	CodeMethod       = "method_not_allowed"
-	CodeUnavailable  = "unavailable"
-	CodeInternal     = "internal"
+	CodeKeyReused   = "idempotency_key_reused"
+	CodeTooLarge    = "request_too_large"
+	CodeMethod      = "method_not_allowed"
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
 )
 
 // ErrorBody is every error answer: {"error":{"code":"...","message":"..."}}.
