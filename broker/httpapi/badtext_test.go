@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/internal/testpg"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -143,7 +144,7 @@ func TestBadTextOnEveryStore(t *testing.T) {
 			}
 		}
 		ws := decode[struct {
-			Items []store.WorkloadRecord `json:"items"`
+			Items []apiv1.Workload `json:"items"`
 		}](t, e.want("GET", "/api/v1/workloads", e.admin, nil, http.StatusOK))
 		if len(ws.Items) != 1 {
 			t.Errorf("workloads %v; only the good one may be stored", ws.Items)
@@ -173,7 +174,7 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 			t.Fatalf("error %+v", eb.Error)
 		}
 		evs := decode[struct {
-			Items []store.EventRecord `json:"items"`
+			Items []apiv1.Event `json:"items"`
 		}](t, e.want("GET", "/api/v1/events?instance=i-1&kind=notice", e.admin, nil, http.StatusOK))
 		if len(evs.Items) != 1 || !strings.Contains(evs.Items[0].Message, "first") {
 			t.Fatalf("events %+v; want only the first report", evs.Items)
