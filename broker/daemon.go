@@ -363,6 +363,9 @@ func Run(ctx context.Context, cfg Config) error {
 				log.Warn("reloading the catalog from the store failed; serving the last good one", "err", err)
 			}
 			if planner != nil {
+				if err := planner.replanIfWorkloadsChanged(ctx); err != nil && ctx.Err() == nil {
+					log.Warn("re-planning after a workload change failed", "err", err)
+				}
 				planner.observe(ctx)
 			}
 		}

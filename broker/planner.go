@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
@@ -59,6 +60,13 @@ type policyPlanner struct {
 	leading   func() (holder string, epoch int64, ok bool)
 	leaseName string
 	log       *slog.Logger
+
+	// planned is the fingerprint of the API workloads the last stored plan
+	// of this replica covers, lastFP that of the last computed plan (see
+	// replanIfWorkloadsChanged).
+	mu      sync.Mutex
+	planned string
+	lastFP  string
 }
 
 var _ httpapi.Planner = (*policyPlanner)(nil)
@@ -128,10 +136,10 @@ func (p *policyPlanner) Budgets(ctx context.Context) (apiv1.Budgets, error) {
 // workloads. The API checked each spec when it was written; one that no
 // longer parses (written by an older broker) is left out and logged rather
 // than blocking every other workload's plan.
-func (p *policyPlanner) apiWorkloads(ctx context.Context) ([]policy.Workload, error) {
+func (p *policyPlanner) apiWorkloads(ctx context.Context) ([]policy.Workload, string, error) {
 	recs, err := p.store.ListWorkloads(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]policy.Workload, 0, len(recs))
 	for _, r := range recs {
@@ -142,16 +150,30 @@ func (p *policyPlanner) apiWorkloads(ctx context.Context) ([]policy.Workload, er
 		}
 		out = append(out, w)
 	}
-	return out, nil
+	return out, fingerprint(recs), nil
+}
+
+// fingerprint identifies a set of API workloads and their versions.
+func fingerprint(recs []store.WorkloadRecord) string {
+	h := sha256.New()
+	for _, r := range recs {
+		fmt.Fprintf(h, "%s\x00%d\x00", r.Name, r.UpdatedAt.UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // compute plans the policy file plus the API's workloads on the current
 // catalog.
 func (p *policyPlanner) compute(ctx context.Context) (store.PlanRecord, error) {
-	extra, err := p.apiWorkloads(ctx)
+	extra, fp, err := p.apiWorkloads(ctx)
 	if err != nil {
 		return store.PlanRecord{}, err
 	}
+	defer func() {
+		p.mu.Lock()
+		p.lastFP = fp
+		p.mu.Unlock()
+	}()
 	cat, now := p.catalog(), p.now().UTC()
 	r, err := p.plan(ctx, p.policyName, p.policy, extra, cat, now)
 	if err != nil {
@@ -187,9 +209,15 @@ func (p *policyPlanner) replan(ctx context.Context) error {
 		return err
 	}
 	rec.Holder, rec.Epoch = holder, epoch
+	p.mu.Lock()
+	fp := p.lastFP
+	p.mu.Unlock()
 	if err := p.store.SavePlan(ctx, p.leaseName, rec, p.now()); err != nil {
 		return err
 	}
+	p.mu.Lock()
+	p.planned = fp
+	p.mu.Unlock()
 	p.metrics.SetPlanCost(rec.CostUSD)
 	return nil
 }
@@ -202,4 +230,28 @@ func (p *policyPlanner) observe(ctx context.Context) {
 	if rec, err := p.store.LoadPlan(ctx, store.CurrentPlan); err == nil {
 		p.metrics.SetPlanCost(rec.CostUSD)
 	}
+}
+
+// replanIfWorkloadsChanged re-plans on the leader when workloads were
+// created, changed or deleted through the API (on any replica) since its
+// last stored plan, so an API workload is planned within one catalog
+// reload interval instead of waiting for the re-plan schedule.
+func (p *policyPlanner) replanIfWorkloadsChanged(ctx context.Context) error {
+	if p.policy == nil {
+		return nil
+	}
+	if _, _, ok := p.leading(); !ok {
+		return nil
+	}
+	recs, err := p.store.ListWorkloads(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	same := p.planned == fingerprint(recs)
+	p.mu.Unlock()
+	if same {
+		return nil
+	}
+	return p.replan(ctx)
 }

@@ -174,3 +174,55 @@ func TestLeadershipRunEveryEpochOnPostgres(t *testing.T) {
 		prev = next
 	}
 }
+
+// TestAPIWorkloadPlannedWithinReload: with no refresh and an hourly re-plan,
+// a workload created, changed or deleted through the API shows in the
+// served plan within about one catalog reload interval.
+func TestAPIWorkloadPlannedWithinReload(t *testing.T) {
+	db := t.TempDir() + "/b.db"
+	r := startDaemon(t, Config{DSN: db, PolicyPath: "testdata/h100-us-east-1.yaml", Plan: OptimizerPlan,
+		NoRefresh: true, ReplanSchedule: "@every 1h", CatalogReload: time.Second})
+	token := tokenRE.FindString(r.out.String())
+	// Until the leader stores its first plan, replicas compute one per
+	// request; wait for the stored one so what follows tests re-planning.
+	st, err := store.Open(t.Context(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, _ := st.Broker(t.Context())
+	waitFor(t, 10*time.Second, "the leader's stored plan", func() bool {
+		_, err := b.LoadPlan(t.Context(), store.CurrentPlan)
+		return err == nil
+	})
+	placements := func() map[string]float64 {
+		var p struct {
+			Placements []struct {
+				Workload     string  `json:"workload"`
+				ExpectedCost float64 `json:"expected_cost"`
+			} `json:"placements"`
+		}
+		getJSON(t, r.url+"/api/v1/plan", token, &p)
+		out := map[string]float64{}
+		for _, pl := range p.Placements {
+			out[pl.Workload] = pl.ExpectedCost
+		}
+		return out
+	}
+	waitFor(t, 10*time.Second, "the first stored plan", func() bool { return len(placements()) == 1 })
+	body := `{"name":"api-job","kind":"training","spec":{"gpu":{"models":["H100"],"count":8},"work":{"gpu_hours":16},"spot":"never"}}`
+	if code, out := request(t, http.MethodPost, r.url+"/api/v1/workloads", token, body); code != http.StatusCreated {
+		t.Fatalf("POST: %d %s", code, out)
+	}
+	waitFor(t, 5*time.Second, "the new workload in the plan", func() bool { _, ok := placements()["api-job"]; return ok })
+	small := placements()["api-job"]
+	body = strings.Replace(body, `"gpu_hours":16`, `"gpu_hours":160`, 1)
+	if code, out := request(t, http.MethodPut, r.url+"/api/v1/workloads/api-job", token, body); code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, out)
+	}
+	waitFor(t, 5*time.Second, "the changed workload re-planned", func() bool { return placements()["api-job"] > 5*small })
+	if code, out := request(t, http.MethodDelete, r.url+"/api/v1/workloads/api-job", token, ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", code, out)
+	}
+	waitFor(t, 5*time.Second, "the deleted workload gone from the plan", func() bool { _, ok := placements()["api-job"]; return !ok })
+}
