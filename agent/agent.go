@@ -80,6 +80,10 @@ type Agent struct {
 	// azureClient has a longer timeout (see New).
 	azureClient *http.Client
 
+	// identified is closed once the cloud and the instance's identity are
+	// known (or could not be), so the first registration carries them.
+	identified chan struct{}
+
 	mu        sync.Mutex
 	draining  bool // a full drain has started: the VM is going
 	earlyStop context.CancelFunc
@@ -123,7 +127,7 @@ func New(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	a := &Agent{o: o, log: o.Logger, azureClient: azureClient}
+	a := &Agent{o: o, log: o.Logger, azureClient: azureClient, identified: make(chan struct{})}
 	if len(c.Drain) == 0 {
 		a.log.Warn("no drain steps configured: notices are reported but the workload is not told")
 	}
@@ -135,6 +139,10 @@ func New(o Options) (*Agent, error) {
 		if err != nil {
 			a.log.Warn("spool directory unusable; keeping undelivered reports in memory", "err", err)
 			sp, _ = broker.NewSpool("", 256)
+		}
+		spoolLog := a.log.With("part", "spool")
+		sp.OnFallback = func(err error) {
+			spoolLog.Warn("spool directory cannot take a report; keeping it in memory until delivered (lost if the agent stops first)", "err", err)
 		}
 		host, _ := os.Hostname()
 		client := &broker.Client{BaseURL: c.Broker, HTTP: o.BrokerClient, TokenFile: c.TokenFile,
@@ -181,14 +189,27 @@ func (a *Agent) Run(ctx context.Context) error {
 	// is stopped (the VM shutting down) must get its result out.
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	var rwg sync.WaitGroup
-	if a.reporter != nil {
-		rwg.Go(func() { a.reporter.Run(rctx) })
-	}
-	defer func() { rcancel(); rwg.Wait() }()
 	coll := a.openGPU()
 	if coll != nil {
 		defer coll.Close()
+		if a.reporter != nil {
+			if stats, err := coll.Collect(); err == nil {
+				a.reporter.Client.SetRegistration(func(r *apiv1.RegisterRequest) { r.GPUs = APIStats(stats) })
+			}
+		}
 	}
+	if a.reporter != nil {
+		rwg.Go(func() {
+			// Reports wait for the identity so that the registration
+			// they trigger is complete; Enqueue never blocks meanwhile.
+			select {
+			case <-a.identified:
+			case <-ctx.Done():
+			}
+			a.reporter.Run(rctx)
+		})
+	}
+	defer func() { rcancel(); rwg.Wait() }()
 	benchReq := make(chan struct{}, 1)
 	a.wg.Go(func() { a.heartbeats(ctx, coll, benchReq) })
 	a.wg.Go(func() { a.benchmarks(ctx, coll, benchReq) })
@@ -251,14 +272,14 @@ func (a *Agent) resolveWatcher(ctx context.Context) (notice.Watcher, string, boo
 func (a *Agent) notices(ctx context.Context) {
 	w, cloud, ok := a.resolveWatcher(ctx)
 	if !ok {
+		close(a.identified)
 		return
 	}
 	a.mu.Lock()
 	a.watcher, a.cloud = w, cloud
 	a.mu.Unlock()
-	if a.reporter != nil {
-		a.reporter.Client.SetCloud(cloud)
-	}
+	a.identify(ctx, cloud)
+	close(a.identified)
 	ch, err := w.Watch(ctx)
 	if err != nil {
 		a.log.Error("cannot watch for notices", "err", err)
@@ -268,6 +289,35 @@ func (a *Agent) notices(ctx context.Context) {
 	for n := range ch {
 		a.handle(ctx, n)
 	}
+}
+
+// identify reads the instance's identity from the metadata service for
+// the registration. A failure is logged and the agent registers with what
+// it knows (the host name stands in for the instance id).
+func (a *Agent) identify(ctx context.Context, cloud string) {
+	if a.reporter == nil {
+		return
+	}
+	var id Identity
+	if a.o.Watcher == nil || a.o.Config.MetadataURL != "" {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		id, err = Identify(ictx, cloud, a.o.Config.MetadataURL, a.o.MetadataClient)
+		cancel()
+		if err != nil {
+			a.log.Warn("instance identity unavailable; registering without region, zone and instance type", "err", err)
+		} else {
+			a.log.Info("instance identity", "instance", id.InstanceID, "region", id.Region, "zone", id.Zone,
+				"type", id.InstanceType, "capacity", id.Capacity)
+		}
+	}
+	a.reporter.Client.SetRegistration(func(r *apiv1.RegisterRequest) {
+		r.Cloud = cloud
+		if id.InstanceID != "" {
+			r.InstanceID = id.InstanceID
+		}
+		r.Region, r.Zone, r.InstanceType, r.Capacity = id.Region, id.Zone, id.InstanceType, id.Capacity
+	})
 }
 
 // handle reacts to one notice: report it, and drain (fully for terminal

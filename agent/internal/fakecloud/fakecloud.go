@@ -129,6 +129,13 @@ func (f *AWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = f.maintenance
 	case "/latest/meta-data/instance-id":
 		body = "i-0123456789abcdef0"
+	case "/latest/meta-data/instance-life-cycle":
+		body = "spot"
+	case "/latest/dynamic/instance-identity/document":
+		// The shape of the real document (trimmed of fields nobody reads).
+		body = `{"accountId":"123456789012","architecture":"x86_64","availabilityZone":"us-east-1b","imageId":"ami-0abcdef1234567890",` +
+			`"instanceId":"i-0123456789abcdef0","instanceType":"g5.xlarge","pendingTime":"2026-12-02T09:00:00Z",` +
+			`"privateIp":"10.0.0.12","region":"us-east-1","version":"2017-09-30"}`
 	}
 	if body == "" {
 		http.NotFound(w, r)
@@ -151,7 +158,9 @@ type GCP struct {
 // NewGCP returns a fake with preempted=FALSE and maintenance-event=NONE.
 func NewGCP() *GCP {
 	return &GCP{
-		values: map[string]string{"instance/preempted": "FALSE", "instance/maintenance-event": "NONE", "instance/id": "1234567890"},
+		values: map[string]string{"instance/preempted": "FALSE", "instance/maintenance-event": "NONE", "instance/id": "1234567890",
+			"instance/zone": "projects/123456789012/zones/us-central1-a", "instance/machine-type": "projects/123456789012/machineTypes/g2-standard-8",
+			"instance/scheduling/provisioning-model": "SPOT", "instance/scheduling/preemptible": "TRUE"},
 		etags:  map[string]int{},
 		change: make(chan struct{}),
 	}
@@ -307,6 +316,10 @@ func (f *Azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/metadata/instance":
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"compute":{"name":%q,"azEnvironment":"AzurePublicCloud"}}`, f.VMName)
+	case "/metadata/instance/compute":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"azEnvironment":"AzurePublicCloud","location":"eastus","name":%q,"priority":"Spot",`+
+			`"vmId":"02aab8a4-74ef-476e-8182-f6d2ba4166a6","vmSize":"Standard_NC24ads_A100_v4","zone":"2"}`, f.VMName)
 	case "/metadata/scheduledevents":
 		switch r.Method {
 		case http.MethodGet:
