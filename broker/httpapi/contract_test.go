@@ -82,7 +82,7 @@ func TestAgentContract(t *testing.T) {
 				var reps []agentbroker.Report
 				for _, r := range []struct {
 					kind, id string
-					body any
+					body     any
 				}{
 					{agentbroker.KindNotice, n.ID, agent.NoticeReport(n, "drain")},
 					// A drain that could not run as configured reports why.
