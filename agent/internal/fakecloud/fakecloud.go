@@ -30,6 +30,7 @@ type AWS struct {
 	maintenance    string
 	down           bool
 	failNext       int
+	failPaths      map[string]bool
 	// counters
 	TokenPuts, Unauthorized, Gets int
 }
@@ -56,6 +57,16 @@ func (f *AWS) SetRebalance(body string) { f.mu.Lock(); f.rebalance = body; f.mu.
 
 // SetMaintenance sets the scheduled-maintenance body ("" = 404).
 func (f *AWS) SetMaintenance(body string) { f.mu.Lock(); f.maintenance = body; f.mu.Unlock() }
+
+// FailPath makes GETs of one path fail with 500 (fail=false heals it).
+func (f *AWS) FailPath(path string, fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failPaths == nil {
+		f.failPaths = map[string]bool{}
+	}
+	f.failPaths[path] = fail
+}
 
 // SetDown makes every request fail with 503 while down.
 func (f *AWS) SetDown(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
@@ -119,6 +130,10 @@ func (f *AWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Gets++
+	if f.failPaths[r.URL.Path] {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	var body string
 	switch r.URL.Path {
 	case "/latest/meta-data/spot/instance-action":
