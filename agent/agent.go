@@ -417,23 +417,49 @@ func (a *Agent) drain(ctx context.Context, n notice.Notice, list []config.Step, 
 	for _, s := range res.Steps {
 		a.log.Info("drain step", "step", s.Name, "status", s.Status, "took", s.Duration, "err", s.Error)
 	}
-	// Azure waits for approval; give it once the workload is told, even if
-	// a step failed: the platform will act at NotBefore anyway.
+	// Azure waits for approval. Approve only a drain that completed: the
+	// platform may then act at once instead of at NotBefore. A failed or
+	// unconfigured drain is not approved, so the workload keeps every
+	// second until NotBefore.
 	a.mu.Lock()
 	acker, _ := a.watcher.(notice.Acker)
 	a.mu.Unlock()
 	if acker != nil && ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := acker.Ack(actx, n); err != nil {
-			a.log.Warn("acknowledging event failed", "id", n.ID, "err", err)
+		if runErr == nil && res.OK() {
+			acked = a.ack(ctx, acker, n)
 		} else {
-			acked = true
+			a.log.Warn("drain did not complete; not acknowledging the event, the platform acts at its NotBefore", "id", n.ID, "not_before", n.Deadline)
 		}
-		cancel()
 	}
 	rep := DrainReport(res, runErr, acked)
 	a.log.Warn("drain finished", "id", n.ID, "early", early, "ok", rep.OK, "took", res.Finished.Sub(res.Started))
 	a.report(broker.KindDrain, n.ID, rep)
+}
+
+// ack approves n, retrying with back-off until it succeeds, the event's
+// deadline passes (the platform acts then anyway) or ctx ends.
+func (a *Agent) ack(ctx context.Context, acker notice.Acker, n notice.Notice) bool {
+	bo := notice.Backoff{Min: 500 * time.Millisecond, Max: 5 * time.Second}
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := acker.Ack(actx, n)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				a.log.Info("event acknowledged", "id", n.ID, "attempts", attempt)
+			}
+			return true
+		}
+		wait := bo.Next()
+		if attempt >= 20 || (!n.Deadline.IsZero() && a.o.Now().Add(wait).After(n.Deadline)) {
+			a.log.Warn("acknowledging event failed; giving up, the platform acts at its NotBefore", "id", n.ID, "attempts", attempt, "err", err)
+			return false
+		}
+		a.log.Warn("acknowledging event failed; retrying", "id", n.ID, "attempt", attempt, "err", err)
+		if !notice.Sleep(ctx, wait) {
+			return false
+		}
+	}
 }
 
 // MinDrainTime is the least time a drain is given, even when the notice's

@@ -277,7 +277,12 @@ type Azure struct {
 	Acked []string
 	// Polls counts scheduled-events GETs.
 	Polls int
+	// failAcks makes the next acknowledgements fail with 500.
+	failAcks int
 }
+
+// FailAcks makes the next n StartRequests POSTs fail with 500.
+func (f *Azure) FailAcks(n int) { f.mu.Lock(); f.failAcks = n; f.mu.Unlock() }
 
 // NewAzure returns a fake with no events for VM vmName.
 func NewAzure(vmName string) *Azure { return &Azure{VMName: vmName, incarnation: 1} }
@@ -294,6 +299,19 @@ func (f *Azure) AddEvent(id, typ string, resources []string, notBefore time.Time
 		"EventId": id, "EventStatus": "Scheduled", "EventType": typ, "ResourceType": "VirtualMachine",
 		"Resources": resources, "NotBefore": nb, "Description": "", "EventSource": "Platform", "DurationInSeconds": -1,
 	})
+	f.incarnation++
+}
+
+// SetNotBefore overwrites an event's NotBefore with raw text (to serve a
+// malformed event).
+func (f *Azure) SetNotBefore(id, raw string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.events {
+		if e["EventId"] == id {
+			e["NotBefore"] = raw
+		}
+	}
 	f.incarnation++
 }
 
@@ -346,6 +364,11 @@ func (f *Azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			_ = json.NewEncoder(w).Encode(map[string]any{"DocumentIncarnation": f.incarnation, "Events": evs})
 		case http.MethodPost:
+			if f.failAcks > 0 {
+				f.failAcks--
+				http.Error(w, "internal error", http.StatusInternalServerError)
+				return
+			}
 			var req struct {
 				StartRequests []struct{ EventId string } //nolint:revive // wire name
 			}
