@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpubroker/gpubroker/apiv1"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/gpubroker/gpubroker/broker/config"
-	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/report"
@@ -25,7 +25,7 @@ type ReportSources struct {
 	Catalog func() *pricing.Catalog
 	// Plan returns the current plan; nil plan (and nil error) when there is
 	// none.
-	Plan   func(ctx context.Context) (*optimizer.Plan, error)
+	Plan   func(ctx context.Context) (*apiv1.Plan, error)
 	Policy *policy.Policy
 	// RefreshExpected says a scheduled price refresh is configured.
 	RefreshExpected bool
@@ -66,7 +66,7 @@ func GatherReport(ctx context.Context, src ReportSources, p report.Period, now t
 			for _, pl := range plan.Placements {
 				rp := report.Placement{Workload: pl.Workload, Team: pl.Team, Kind: pl.Kind,
 					Where:    strings.TrimSpace(fmt.Sprintf("%s %s %s", pl.Cloud, placeName(pl.Zone, pl.Region), pl.InstanceType)),
-					Capacity: string(pl.Capacity), GPU: string(pl.GPU), GPUs: pl.GPUs, PricePerHour: pl.PricePerHour,
+					Capacity: pl.Capacity, GPU: pl.GPU, GPUs: pl.GPUs, PricePerHour: pl.PricePerHour,
 					ExpectedHours: pl.ExpectedHours, DeadlineHours: pl.DeadlineHours, ExpectedCost: pl.ExpectedCost, OnDemand: pl.OnDemandBaseline}
 				if rp.Team == "" {
 					rp.Team = teamOf[pl.Workload]
@@ -337,13 +337,12 @@ func reportJobs(cfg Config, st *store.Store, b *store.Broker, cat func() *pricin
 		}
 	}
 	if planner != nil && policyData != nil {
-		src.Plan = func(ctx context.Context) (*optimizer.Plan, error) {
-			r, err := planner.current(ctx)
+		src.Plan = func(ctx context.Context) (*apiv1.Plan, error) {
+			plan, err := planner.Current(ctx)
 			if err != nil {
 				return nil, err
 			}
-			plan, _ := r.Plan.(*optimizer.Plan)
-			return plan, nil
+			return &plan, nil
 		}
 	}
 	return ReportJobs(cfg.Reports, src, sender, cfg.Now, cfg.Logger), nil

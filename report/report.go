@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"fmt"
+	"github.com/gpubroker/gpubroker/fleet/instance"
 	"math"
 	"sort"
 	"strings"
@@ -98,15 +99,16 @@ type Event struct {
 	Message string
 }
 
-// Event kinds the report counts. Other kinds are listed under "other".
+// Event kinds the report counts (fleet/instance names them; the fleet
+// controller's own are prefixed "fleet."). Other kinds are counted under
+// "other".
 const (
-	KindPreemption    = "preemption_notice"
-	KindDrained       = "drained"
-	KindDrainFailed   = "drain_failed"
-	KindLaunched      = "launched"
-	KindReplaced      = "replaced"
-	KindLaunchFailed  = "launch_failed"
-	KindRefreshFailed = "refresh_failed"
+	KindPreemption   = string(instance.EventPreemptionNotice)
+	KindDrained      = string(instance.EventDrained)
+	KindDrainFailed  = string(instance.EventDrainFailed)
+	KindLaunched     = string(instance.EventLaunched)
+	KindReplaced     = "replaced"
+	KindLaunchFailed = "fleet.launch_failed"
 )
 
 // PricePoint is one observed price of a pool.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpubroker/gpubroker/apiv1"
 	"io"
 	"log/slog"
 	"os"
@@ -98,13 +99,17 @@ docs/reports.md).`,
 			}
 			now := time.Now().UTC().Truncate(time.Second)
 			if pol != nil {
-				src.Plan = func(context.Context) (*optimizer.Plan, error) {
+				src.Plan = func(context.Context) (*apiv1.Plan, error) {
 					plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Speeds: optimizer.DefaultSpeeds(), Now: now})
 					if errors.Is(err, optimizer.ErrInfeasible) {
 						fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v; the report has no placements\n", err)
 						return nil, nil
 					}
-					return plan, err
+					if err != nil {
+						return nil, err
+					}
+					ap, err := broker.APIPlan(plan)
+					return &ap, err
 				}
 			}
 			in, err := broker.GatherReport(ctx, src, p, now)
