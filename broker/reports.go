@@ -29,6 +29,9 @@ type ReportSources struct {
 	Policy *policy.Policy
 	// RefreshExpected says a scheduled price refresh is configured.
 	RefreshExpected bool
+	// api, when set, reads instances and events from a broker's API
+	// instead of Broker (APIReportSources).
+	api *apiv1.Client
 }
 
 // maxReportEvents bounds the events one report reads (pages of 1,000).
@@ -87,8 +90,16 @@ func GatherReport(ctx context.Context, src ReportSources, p report.Period, now t
 	if ms := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, now.Location()); ms.Before(since) {
 		since = ms
 	}
-	if src.Broker != nil {
-		insts, err := src.Broker.ListInstances(ctx, "", "")
+	if src.Broker != nil || src.api != nil {
+		listInstances := func() ([]store.InstanceRecord, error) { return src.Broker.ListInstances(ctx, "", "") }
+		listEvents := func(afterID int64) ([]store.EventRecord, error) {
+			return src.Broker.ListEvents(ctx, store.EventFilter{Since: since, AfterID: afterID, Limit: 1000})
+		}
+		if src.api != nil {
+			listInstances = func() ([]store.InstanceRecord, error) { return apiInstances(ctx, src.api) }
+			listEvents = func(afterID int64) ([]store.EventRecord, error) { return apiEvents(ctx, src.api, since, afterID) }
+		}
+		insts, err := listInstances()
 		if err != nil {
 			return in, fmt.Errorf("report: instances: %w", err)
 		}
@@ -110,7 +121,7 @@ func GatherReport(ctx context.Context, src ReportSources, p report.Period, now t
 		}
 		var afterID int64
 		for len(in.Events) < maxReportEvents {
-			evs, err := src.Broker.ListEvents(ctx, store.EventFilter{Since: since, AfterID: afterID, Limit: 1000})
+			evs, err := listEvents(afterID)
 			if err != nil {
 				return in, fmt.Errorf("report: events: %w", err)
 			}
@@ -123,9 +134,11 @@ func GatherReport(ctx context.Context, src ReportSources, p report.Period, now t
 				break
 			}
 		}
-		runs, err := src.Broker.ListJobRuns(ctx, "refresh")
-		if err != nil {
-			return in, fmt.Errorf("report: refresh runs: %w", err)
+		var runs []store.JobRun
+		if src.Broker != nil {
+			if runs, err = src.Broker.ListJobRuns(ctx, "refresh"); err != nil {
+				return in, fmt.Errorf("report: refresh runs: %w", err)
+			}
 		}
 		for _, r := range runs {
 			if r.FinishedAt.IsZero() {
@@ -346,4 +359,73 @@ func reportJobs(cfg Config, st *store.Store, b *store.Broker, cat func() *pricin
 		}
 	}
 	return ReportJobs(cfg.Reports, src, sender, cfg.Now, cfg.Logger), nil
+}
+
+// APIReportSources reads a report's inputs from a running broker through its
+// API (gpubroker report --endpoint): the stored plan, budgets, instances,
+// events and the broker's offers. The API has no price history or job runs,
+// so a report read this way has no price moves and no refresh status.
+func APIReportSources(ctx context.Context, c *apiv1.Client) (ReportSources, error) {
+	offers, err := c.Offers(ctx, apiv1.OffersQuery{})
+	if err != nil {
+		return ReportSources{}, fmt.Errorf("report: offers from the broker: %w", err)
+	}
+	var po []pricing.Offer
+	for _, o := range offers.Offers {
+		po = append(po, pricing.Offer{Cloud: pricing.Cloud(o.Cloud), Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+			GPU: pricing.GPUModel(o.GPU), GPUCount: o.GPUCount, GPUMemoryGiB: o.GPUMemoryGiB, VCPUs: o.VCPUs, MemoryGiB: o.MemoryGiB,
+			OnDemandPrice: o.OnDemandPrice, SpotPrice: o.SpotPrice, ObservedAt: o.ObservedAt, Source: o.Source})
+	}
+	cat := pricing.NewCatalog(po, offers.GeneratedAt, offers.Source)
+	src := ReportSources{Catalog: func() *pricing.Catalog { return cat }, api: c}
+	src.Plan = func(ctx context.Context) (*apiv1.Plan, error) {
+		p, err := c.Plan(ctx)
+		var ae *apiv1.Error
+		if errors.As(err, &ae) && ae.Status == 404 {
+			return nil, nil // the broker has no policy: no placements
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &p, nil
+	}
+	b, err := c.Budgets(ctx)
+	var ae *apiv1.Error
+	if err != nil && !(errors.As(err, &ae) && ae.Status == 404) {
+		return ReportSources{}, fmt.Errorf("report: budgets from the broker: %w", err)
+	}
+	pol := &policy.Policy{File: b.Policy}
+	for _, bs := range b.Budgets {
+		pol.Budgets = append(pol.Budgets, policy.Budget{Name: bs.Name, Team: bs.Team, Workload: bs.Workload, MonthlyUSD: bs.MonthlyUSD})
+	}
+	src.Policy = pol
+	return src, nil
+}
+
+// apiInstances and apiEvents read the broker's records through its API as
+// the store's record types, so GatherReport treats both sources alike.
+func apiInstances(ctx context.Context, c *apiv1.Client) ([]store.InstanceRecord, error) {
+	insts, err := c.ListInstances(ctx, apiv1.InstancesQuery{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.InstanceRecord, len(insts))
+	for i, r := range insts {
+		out[i] = store.InstanceRecord{ID: r.ID, Cloud: r.Cloud, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType,
+			GPU: r.GPU, GPUCount: r.GPUCount, Capacity: r.Capacity, Workload: r.Workload, State: r.State,
+			RegisteredAt: r.RegisteredAt, LastHeartbeat: r.LastHeartbeat}
+	}
+	return out, nil
+}
+
+func apiEvents(ctx context.Context, c *apiv1.Client, since time.Time, afterID int64) ([]store.EventRecord, error) {
+	evs, err := c.ListEvents(ctx, apiv1.EventsQuery{Since: since, AfterID: afterID, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.EventRecord, len(evs))
+	for i, e := range evs {
+		out[i] = store.EventRecord{ID: e.ID, At: e.At, Kind: e.Kind, Instance: e.Instance, Workload: e.Workload, Message: e.Message}
+	}
+	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gpubroker/gpubroker/apiv1"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"time"
 
@@ -24,8 +25,8 @@ import (
 
 func newReportCmd() *cobra.Command {
 	var (
-		file, db, output, period, configPath, channel, team string
-		send                                                bool
+		file, db, output, period, configPath, channel, team, endpoint, token string
+		send                                                                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "report",
@@ -70,12 +71,22 @@ docs/reports.md).`,
 					return usageErr(err)
 				}
 				rcfg = cfg.Reports
-				if db == "" {
+				if db == "" && endpoint == "" {
 					db = cfg.DB
 				}
 			}
 			if send && channel == "" && len(rcfg.Schedules) > 0 {
 				channel = rcfg.Schedules[0].Channel
+			}
+			if endpoint != "" && (file != "" || db != "") {
+				return usageErr(errors.New("--endpoint reads the broker's own plan and store; leave out -f and --db"))
+			}
+			if endpoint == "" && file == "" && db == "" {
+				// The environment names a broker only when nothing local was asked for.
+				endpoint = os.Getenv("GPUBROKER_ENDPOINT")
+			}
+			if token == "" {
+				token = os.Getenv("GPUBROKER_TOKEN")
 			}
 			var pol *policy.Policy
 			if file != "" {
@@ -84,6 +95,18 @@ docs/reports.md).`,
 				}
 			}
 			ctx := cmd.Context()
+			now := time.Now().UTC().Truncate(time.Second)
+			if endpoint != "" {
+				u, perr := url.Parse(endpoint)
+				if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return usageErr(fmt.Errorf("--endpoint %q: want the broker's URL, e.g. http://127.0.0.1:8080", endpoint))
+				}
+				src, err := broker.APIReportSources(ctx, apiv1.NewClient(endpoint, token, nil))
+				if err != nil {
+					return failErr(err)
+				}
+				return finishReport(ctx, cmd, src, p, now, rcfg, team, send, channel, output)
+			}
 			cat, st, err := pricesCatalog(ctx, db)
 			if err != nil {
 				return failErr(err)
@@ -97,7 +120,6 @@ docs/reports.md).`,
 				}
 				src.Broker, src.Store = b, st
 			}
-			now := time.Now().UTC().Truncate(time.Second)
 			if pol != nil {
 				src.Plan = func(context.Context) (*apiv1.Plan, error) {
 					plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Speeds: optimizer.DefaultSpeeds(), Now: now})
@@ -112,19 +134,7 @@ docs/reports.md).`,
 					return &ap, err
 				}
 			}
-			in, err := broker.GatherReport(ctx, src, p, now)
-			if err != nil {
-				return failErr(err)
-			}
-			in.Thresholds, in.DashboardURL = broker.ReportThresholds(rcfg.Alerts), rcfg.DashboardURL
-			if team != "" {
-				in = report.ForTeam(in, team)
-			}
-			r := report.Build(in)
-			if send {
-				return sendReport(ctx, cmd.ErrOrStderr(), rcfg, channel, r)
-			}
-			return printReport(cmd.OutOrStdout(), r, output)
+			return finishReport(ctx, cmd, src, p, now, rcfg, team, send, channel, output)
 		},
 	}
 	f := cmd.Flags()
@@ -136,7 +146,26 @@ docs/reports.md).`,
 	f.StringVar(&configPath, "config", "", "broker configuration file (reports section: Slack secrets, dashboard URL, thresholds)")
 	f.StringVar(&channel, "channel", "", "Slack channel for --send with a bot token (default: the first scheduled report's channel)")
 	f.StringVar(&team, "team", "", "limit the report to one team's workloads")
+	f.StringVar(&endpoint, "endpoint", "", "read from a running broker's API instead of a store (env GPUBROKER_ENDPOINT); no price moves or refresh status that way")
+	f.StringVar(&token, "token", "", "the broker's admin token for --endpoint (env GPUBROKER_TOKEN)")
 	return cmd
+}
+
+func finishReport(ctx context.Context, cmd *cobra.Command, src broker.ReportSources, p report.Period, now time.Time,
+	rcfg config.ReportsConfig, team string, send bool, channel, output string) error {
+	in, err := broker.GatherReport(ctx, src, p, now)
+	if err != nil {
+		return failErr(err)
+	}
+	in.Thresholds, in.DashboardURL = broker.ReportThresholds(rcfg.Alerts), rcfg.DashboardURL
+	if team != "" {
+		in = report.ForTeam(in, team)
+	}
+	r := report.Build(in)
+	if send {
+		return sendReport(ctx, cmd.ErrOrStderr(), rcfg, channel, r)
+	}
+	return printReport(cmd.OutOrStdout(), r, output)
 }
 
 func loadPolicyForCmd(stderr io.Writer, file string) (*policy.Policy, error) {
