@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/catalog"
@@ -294,6 +295,19 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}})
 	}
+	var pol *policy.Policy
+	if policyData != nil {
+		pol, _ = policy.Parse(cfg.PolicyPath, policyData) // checked by the first plan above
+	}
+	ledgerMetrics := NewLedgerMetrics(metrics.Registry())
+	jobs = append(jobs, Job{Name: "ledger", Schedule: LedgerSchedule, OnLeadership: true, Run: func(ctx context.Context) error {
+		return RunLedger(ctx, LedgerSources{Broker: broker, Catalog: cat.Load, Policy: pol, Metrics: ledgerMetrics}, cfg.Now())
+	}})
+	if planner != nil {
+		planner.spend = func(ctx context.Context, bs apiv1.Budgets) (apiv1.Budgets, error) {
+			return withSpend(ctx, broker, cat.Load(), pol, bs, cfg.Now())
+		}
+	}
 	if cfg.Reports.Enabled() {
 		rjobs, err := reportJobs(cfg, st, broker, cat.Load, planner, policyData)
 		if err != nil {
@@ -309,7 +323,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
 		CheckWorkload: checkWorkload,
-		Now:           cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
+		Spend: func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
+			return SpendView(ctx, broker, q)
+		},
+		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			return broker.Ping(ctx)

@@ -695,5 +695,6 @@ func (d *decoder) budget(n *yaml.Node, b *Budget) {
 		{"team", func(v *yaml.Node) { d.str(v, "team", &b.Team) }},
 		{"workload", func(v *yaml.Node) { d.str(v, "workload", &b.Workload) }},
 		{"monthly_usd", func(v *yaml.Node) { d.number(v, "monthly_usd", &b.MonthlyUSD) }},
+		{"action", func(v *yaml.Node) { d.enum(v, "action", "alert, stop-scaling or spot-only", &b.Action) }},
 	})
 }

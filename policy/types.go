@@ -166,5 +166,20 @@ type Budget struct {
 	Team       string
 	Workload   string
 	MonthlyUSD float64
-	Pos        Pos
+	// Action is what happens when spending reaches 100%: BudgetAlert
+	// (default), BudgetStopScaling or BudgetSpotOnly.
+	Action string
+	Pos    Pos
 }
+
+// Budget actions at 100% (docs/policy.md).
+const (
+	// BudgetAlert records and reports the crossing; nothing else changes.
+	BudgetAlert = "alert"
+	// BudgetStopScaling keeps inference services at their minimum replicas
+	// until the month ends.
+	BudgetStopScaling = "stop-scaling"
+	// BudgetSpotOnly moves the budget's workloads to spot capacity where
+	// their spot policy allows it.
+	BudgetSpotOnly = "spot-only"
+)

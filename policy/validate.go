@@ -375,6 +375,12 @@ func (r *reporter) checkBudget(i int, workloads map[string]int, teams map[string
 	if b.Team != "" && b.Workload != "" {
 		e("workload", "a budget covers a team or a workload, not both; split it in two")
 	}
+	switch b.Action {
+	case "", BudgetAlert, BudgetStopScaling, BudgetSpotOnly:
+	default:
+		e("action", "budget action %q: want alert, stop-scaling or spot-only%s", b.Action,
+			didYouMean(b.Action, []string{BudgetAlert, BudgetStopScaling, BudgetSpotOnly}))
+	}
 	if b.Workload != "" {
 		if _, ok := workloads[b.Workload]; !ok {
 			e("workload", "budget names unknown workload %q%s", b.Workload, didYouMean(b.Workload, keys(workloads)))
