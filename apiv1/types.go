@@ -329,6 +329,7 @@ const (
 	EventTerminated       = "terminated"
 	EventPriceChange      = "price_change"
 	EventBudgetAlert      = "budget_alert"
+	EventSlowHost         = "slow_host"
 	EventBenchmark        = "benchmark"
 )
 

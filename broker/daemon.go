@@ -21,6 +21,7 @@ import (
 	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/catalog"
+	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
@@ -301,9 +302,19 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ledgerMetrics := NewLedgerMetrics(metrics.Registry())
 	jobs = append(jobs, Job{Name: "ledger", Schedule: LedgerSchedule, OnLeadership: true, Run: func(ctx context.Context) error {
-		return RunLedger(ctx, LedgerSources{Broker: broker, Catalog: cat.Load, Policy: pol, Metrics: ledgerMetrics}, cfg.Now())
+		if err := RunLedger(ctx, LedgerSources{Broker: broker, Catalog: cat.Load, Policy: pol, Metrics: ledgerMetrics}, cfg.Now()); err != nil {
+			return err
+		}
+		return flagSlowHosts(ctx, broker, cfg.Now())
 	}})
 	if planner != nil {
+		planner.speeds = func(ctx context.Context) optimizer.SpeedTable {
+			t, err := MeasuredSpeeds(ctx, broker, cfg.Now())
+			if err != nil {
+				log.Warn("measured speeds unavailable; planning on spec sheets", "err", err)
+			}
+			return t
+		}
 		planner.spend = func(ctx context.Context, bs apiv1.Budgets) (apiv1.Budgets, error) {
 			return withSpend(ctx, broker, cat.Load(), pol, bs, cfg.Now())
 		}
