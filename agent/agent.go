@@ -80,6 +80,10 @@ type Agent struct {
 	// azureClient has a longer timeout (see New).
 	azureClient *http.Client
 
+	// identified is closed once the cloud and the instance's identity are
+	// known (or could not be), so the first registration carries them.
+	identified chan struct{}
+
 	mu        sync.Mutex
 	draining  bool // a full drain has started: the VM is going
 	earlyStop context.CancelFunc
@@ -123,7 +127,7 @@ func New(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	a := &Agent{o: o, log: o.Logger, azureClient: azureClient}
+	a := &Agent{o: o, log: o.Logger, azureClient: azureClient, identified: make(chan struct{})}
 	if len(c.Drain) == 0 {
 		a.log.Warn("no drain steps configured: notices are reported but the workload is not told")
 	}
@@ -135,6 +139,10 @@ func New(o Options) (*Agent, error) {
 		if err != nil {
 			a.log.Warn("spool directory unusable; keeping undelivered reports in memory", "err", err)
 			sp, _ = broker.NewSpool("", 256)
+		}
+		spoolLog := a.log.With("part", "spool")
+		sp.OnFallback = func(err error) {
+			spoolLog.Warn("spool directory cannot take a report; keeping it in memory until delivered (lost if the agent stops first)", "err", err)
 		}
 		host, _ := os.Hostname()
 		client := &broker.Client{BaseURL: c.Broker, HTTP: o.BrokerClient, TokenFile: c.TokenFile,
@@ -181,14 +189,27 @@ func (a *Agent) Run(ctx context.Context) error {
 	// is stopped (the VM shutting down) must get its result out.
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	var rwg sync.WaitGroup
-	if a.reporter != nil {
-		rwg.Go(func() { a.reporter.Run(rctx) })
-	}
-	defer func() { rcancel(); rwg.Wait() }()
 	coll := a.openGPU()
 	if coll != nil {
 		defer coll.Close()
+		if a.reporter != nil {
+			if stats, err := coll.Collect(); err == nil {
+				a.reporter.Client.SetRegistration(func(r *apiv1.RegisterRequest) { r.GPUs = APIStats(stats) })
+			}
+		}
 	}
+	if a.reporter != nil {
+		rwg.Go(func() {
+			// Reports wait for the identity so that the registration
+			// they trigger is complete; Enqueue never blocks meanwhile.
+			select {
+			case <-a.identified:
+			case <-ctx.Done():
+			}
+			a.reporter.Run(rctx)
+		})
+	}
+	defer func() { rcancel(); rwg.Wait() }()
 	benchReq := make(chan struct{}, 1)
 	a.wg.Go(func() { a.heartbeats(ctx, coll, benchReq) })
 	a.wg.Go(func() { a.benchmarks(ctx, coll, benchReq) })
@@ -251,14 +272,14 @@ func (a *Agent) resolveWatcher(ctx context.Context) (notice.Watcher, string, boo
 func (a *Agent) notices(ctx context.Context) {
 	w, cloud, ok := a.resolveWatcher(ctx)
 	if !ok {
+		close(a.identified)
 		return
 	}
 	a.mu.Lock()
 	a.watcher, a.cloud = w, cloud
 	a.mu.Unlock()
-	if a.reporter != nil {
-		a.reporter.Client.SetCloud(cloud)
-	}
+	a.identify(ctx, cloud)
+	close(a.identified)
 	ch, err := w.Watch(ctx)
 	if err != nil {
 		a.log.Error("cannot watch for notices", "err", err)
@@ -268,6 +289,35 @@ func (a *Agent) notices(ctx context.Context) {
 	for n := range ch {
 		a.handle(ctx, n)
 	}
+}
+
+// identify reads the instance's identity from the metadata service for
+// the registration. A failure is logged and the agent registers with what
+// it knows (the host name stands in for the instance id).
+func (a *Agent) identify(ctx context.Context, cloud string) {
+	if a.reporter == nil {
+		return
+	}
+	var id Identity
+	if a.o.Watcher == nil || a.o.Config.MetadataURL != "" {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		id, err = Identify(ictx, cloud, a.o.Config.MetadataURL, a.o.MetadataClient)
+		cancel()
+		if err != nil {
+			a.log.Warn("instance identity unavailable; registering without region, zone and instance type", "err", err)
+		} else {
+			a.log.Info("instance identity", "instance", id.InstanceID, "region", id.Region, "zone", id.Zone,
+				"type", id.InstanceType, "capacity", id.Capacity)
+		}
+	}
+	a.reporter.Client.SetRegistration(func(r *apiv1.RegisterRequest) {
+		r.Cloud = cloud
+		if id.InstanceID != "" {
+			r.InstanceID = id.InstanceID
+		}
+		r.Region, r.Zone, r.InstanceType, r.Capacity = id.Region, id.Zone, id.InstanceType, id.Capacity
+	})
 }
 
 // handle reacts to one notice: report it, and drain (fully for terminal
@@ -367,23 +417,49 @@ func (a *Agent) drain(ctx context.Context, n notice.Notice, list []config.Step, 
 	for _, s := range res.Steps {
 		a.log.Info("drain step", "step", s.Name, "status", s.Status, "took", s.Duration, "err", s.Error)
 	}
-	// Azure waits for approval; give it once the workload is told, even if
-	// a step failed: the platform will act at NotBefore anyway.
+	// Azure waits for approval. Approve only a drain that completed: the
+	// platform may then act at once instead of at NotBefore. A failed or
+	// unconfigured drain is not approved, so the workload keeps every
+	// second until NotBefore.
 	a.mu.Lock()
 	acker, _ := a.watcher.(notice.Acker)
 	a.mu.Unlock()
 	if acker != nil && ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := acker.Ack(actx, n); err != nil {
-			a.log.Warn("acknowledging event failed", "id", n.ID, "err", err)
+		if runErr == nil && res.OK() {
+			acked = a.ack(ctx, acker, n)
 		} else {
-			acked = true
+			a.log.Warn("drain did not complete; not acknowledging the event, the platform acts at its NotBefore", "id", n.ID, "not_before", n.Deadline)
 		}
-		cancel()
 	}
 	rep := DrainReport(res, runErr, acked)
 	a.log.Warn("drain finished", "id", n.ID, "early", early, "ok", rep.OK, "took", res.Finished.Sub(res.Started))
 	a.report(broker.KindDrain, n.ID, rep)
+}
+
+// ack approves n, retrying with back-off until it succeeds, the event's
+// deadline passes (the platform acts then anyway) or ctx ends.
+func (a *Agent) ack(ctx context.Context, acker notice.Acker, n notice.Notice) bool {
+	bo := notice.Backoff{Min: 500 * time.Millisecond, Max: 5 * time.Second}
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := acker.Ack(actx, n)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				a.log.Info("event acknowledged", "id", n.ID, "attempts", attempt)
+			}
+			return true
+		}
+		wait := bo.Next()
+		if attempt >= 20 || (!n.Deadline.IsZero() && a.o.Now().Add(wait).After(n.Deadline)) {
+			a.log.Warn("acknowledging event failed; giving up, the platform acts at its NotBefore", "id", n.ID, "attempts", attempt, "err", err)
+			return false
+		}
+		a.log.Warn("acknowledging event failed; retrying", "id", n.ID, "attempt", attempt, "err", err)
+		if !notice.Sleep(ctx, wait) {
+			return false
+		}
+	}
 }
 
 // MinDrainTime is the least time a drain is given, even when the notice's

@@ -18,7 +18,13 @@ func (a *Agent) heartbeats(ctx context.Context, coll gpu.Collector, benchReq cha
 	if a.reporter == nil {
 		return
 	}
-	t := time.NewTicker(a.o.Config.HeartbeatInterval)
+	select {
+	case <-a.identified:
+	case <-ctx.Done():
+		return
+	}
+	interval := a.o.Config.HeartbeatInterval
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	failing := false
 	for {
@@ -47,6 +53,13 @@ func (a *Agent) heartbeats(ctx context.Context, coll gpu.Collector, benchReq cha
 				a.log.Info("heartbeats delivered again")
 			}
 			failing = false
+			// The broker decides the cadence: it sizes its staleness
+			// checks and its write load by the interval it returns.
+			if bi := min(time.Duration(resp.HeartbeatIntervalSeconds)*time.Second, 10*time.Minute); bi >= time.Second && bi != interval {
+				a.log.Info("heartbeat interval set by the broker", "interval", bi, "was", interval)
+				interval = bi
+				t.Reset(interval)
+			}
 			if resp.BenchmarkRequested {
 				select {
 				case benchReq <- struct{}{}:

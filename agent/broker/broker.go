@@ -34,6 +34,9 @@ var (
 	ErrRejected = errors.New("broker rejected request")
 	// ErrNoToken: no bootstrap token to register with.
 	ErrNoToken = errors.New("no bootstrap token")
+	// ErrRegister: registration failed (it wraps the reason). Reports are
+	// kept: the fault is the agent's identity, not the report.
+	ErrRegister = errors.New("registration failed")
 )
 
 // Report kinds, which select the endpoint.
@@ -154,7 +157,7 @@ func (c *Client) ensureRegistered(ctx context.Context) (id, token string, err er
 		}
 	}
 	if err := c.registerLocked(ctx); err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("%w: %w", ErrRegister, err)
 	}
 	return c.agentID, c.token, nil
 }
@@ -382,11 +385,17 @@ func (r *Reporter) handle(ctx context.Context, rep Report) {
 		r.Logger.Error("report lost: spool failed", "kind", rep.Kind, "id", rep.ID, "err", err)
 		return
 	}
-	r.Logger.Warn("broker unreachable; report spooled", "kind", rep.Kind, "id", rep.ID, "spooled", r.Spool.Len())
+	r.Logger.Warn("report not delivered yet (broker unreachable or agent not registered); kept for retry", "kind", rep.Kind, "id", rep.ID, "waiting", r.Spool.Len())
 }
 
-// trySend sends rep and reports whether it must be kept for later.
+// trySend sends rep and reports whether it must be kept for later, and
+// whether the broker refused it for good (dropped).
 func (r *Reporter) trySend(ctx context.Context, rep Report) (keep bool) {
+	keep, _ = r.send(ctx, rep)
+	return keep
+}
+
+func (r *Reporter) send(ctx context.Context, rep Report) (keep, dropped bool) {
 	// A send already started is not cut short by Run stopping: SendTimeout
 	// bounds it, and its answer decides whether the report is spooled.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.SendTimeout)
@@ -395,23 +404,35 @@ func (r *Reporter) trySend(ctx context.Context, rep Report) (keep bool) {
 	switch {
 	case err == nil:
 		r.Logger.Info("reported to broker", "kind", rep.Kind, "id", rep.ID)
-		return false
-	case errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoToken) || errors.Is(err, errUnauthorized):
-		r.Logger.Debug("broker delivery failed", "kind", rep.Kind, "err", err)
-		return true
+		return false, false
+	case errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoToken) || errors.Is(err, ErrRegister) || errors.Is(err, errUnauthorized):
+		// Nothing is wrong with the report itself: keep it, in order.
+		r.Logger.Debug("broker delivery failed; report kept", "kind", rep.Kind, "id", rep.ID, "err", err)
+		return true, false
 	default:
+		// The broker refused this one report (4xx): it would be refused
+		// forever, so it is dropped, loudly, and the others go on.
 		r.Logger.Error("broker rejected report; dropping it", "kind", rep.Kind, "id", rep.ID, "err", err)
-		return false
+		return false, true
 	}
 }
 
 func (r *Reporter) flush(ctx context.Context) {
-	before := r.Spool.Len()
-	if before == 0 {
+	if r.Spool.Len() == 0 {
 		return
 	}
-	r.Spool.Drain(func(rep Report) bool { return r.trySend(ctx, rep) })
-	if after := r.Spool.Len(); after < before {
-		r.Logger.Info("delivered spooled reports", "delivered", before-after, "left", after)
+	delivered, dropped := 0, 0
+	r.Spool.Drain(func(rep Report) bool {
+		keep, drop := r.send(ctx, rep)
+		switch {
+		case drop:
+			dropped++
+		case !keep:
+			delivered++
+		}
+		return keep
+	})
+	if delivered > 0 || dropped > 0 {
+		r.Logger.Info("spooled reports sent", "delivered", delivered, "rejected", dropped, "left", r.Spool.Len())
 	}
 }

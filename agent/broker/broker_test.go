@@ -188,3 +188,39 @@ func TestSpoolSurvivesRestartAndIsBounded(t *testing.T) {
 		t.Fatal("corrupt report kept")
 	}
 }
+
+// TestSpoolFallsBackToMemory: a spool directory that cannot take a
+// report (here: removed under the agent, as a full or read-only disk
+// fails the write) keeps the report in memory, and delivers it.
+func TestSpoolFallsBackToMemory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	sp, err := broker.NewSpool(dir, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Put(report(t, broker.KindNotice, "on-disk")); err != nil {
+		t.Fatal(err)
+	}
+	var fallbacks int
+	sp.OnFallback = func(error) { fallbacks++ }
+	// Replace the directory by a file: every write into it now fails.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if err := sp.Put(report(t, broker.KindNotice, id)); err != nil {
+			t.Fatalf("Put with a broken disk: %v", err)
+		}
+	}
+	if sp.Len() != 2 || sp.InMemory() != 2 || fallbacks != 2 {
+		t.Fatalf("len %d, in memory %d, fallbacks %d", sp.Len(), sp.InMemory(), fallbacks)
+	}
+	var got []string
+	sp.Drain(func(r broker.Report) bool { got = append(got, r.ID); return false })
+	if strings.Join(got, ",") != "m1,m2" || sp.Len() != 0 {
+		t.Fatalf("drained %v, left %d", got, sp.Len())
+	}
+}

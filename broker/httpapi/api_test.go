@@ -431,6 +431,14 @@ func TestAgentLifecycle(t *testing.T) {
 		if len(list.Items) != 1 {
 			t.Fatalf("instance filter: %+v", list.Items)
 		}
+		// Drained is final (fleet/instance): a late terminal notice is
+		// recorded but does not bring the instance back to preempting.
+		if code, out := e.postKey("/api/v1/agents/i-0abc/notices", tok, "late-1", `{"kind":"preempt","id":"late-1","cloud":"aws","action":"none: already draining"}`); code != http.StatusAccepted {
+			t.Fatalf("late notice: %d %s", code, out)
+		}
+		if inst = decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK)); inst.State != store.StateDrained {
+			t.Fatalf("a late notice revived a drained instance: %+v", inst)
+		}
 
 		// Re-registering rotates the token: the old one stops working.
 		tok2 := e.register("i-0abc", "chat")
