@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/policy"
@@ -83,6 +84,10 @@ type Config struct {
 	Plan PlanFunc
 	// ExtraJobs run on the leader too (tests count runs with these).
 	ExtraJobs []Job
+	// Reports configures scheduled Slack reports and alerts; SlackAPIURL
+	// and SlackHTTP override Slack's endpoint and client (tests).
+	Reports   config.ReportsConfig
+	SlackHTTP *http.Client
 	// ShutdownGrace bounds how long in-flight requests and jobs may take
 	// after a stop signal (default 30s).
 	ShutdownGrace time.Duration
@@ -288,6 +293,13 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return err
 		}})
+	}
+	if cfg.Reports.Enabled() {
+		rjobs, err := reportJobs(cfg, st, broker, cat.Load, planner, policyData)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, rjobs...)
 	}
 	sched := &Scheduler{Jobs: jobs, Elector: elector, Store: broker, LeaseName: LeaseName, Now: cfg.Now, Log: log,
 		Metrics: metrics, Grace: cfg.ShutdownGrace}

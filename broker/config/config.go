@@ -43,6 +43,8 @@ type Config struct {
 	CatalogReload time.Duration
 	// Retention bounds how long price history and events are kept.
 	Retention RetentionConfig
+	// Reports configures Slack reports and alerts (reports.go).
+	Reports ReportsConfig
 }
 
 // RetentionConfig says how long the growing tables keep rows; 0 keeps them
@@ -152,6 +154,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 				"events":        func(n *yaml.Node) error { return p.retention(n, "retention.events", &r.Events) },
 			})
 		},
+		"reports": func(n *yaml.Node) error { return p.reports(n, &cfg.Reports) },
 		"refresh": func(n *yaml.Node) error {
 			r := &cfg.Refresh
 			return p.mapping(n, "refresh", map[string]func(*yaml.Node) error{
