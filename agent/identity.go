@@ -14,6 +14,7 @@ import (
 	"github.com/gpubroker/gpubroker/agent/notice/aws"
 	"github.com/gpubroker/gpubroker/agent/notice/azure"
 	"github.com/gpubroker/gpubroker/agent/notice/gcp"
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // Identity is what the metadata service says about this instance; the
@@ -25,6 +26,9 @@ type Identity struct {
 	InstanceType string
 	// Capacity is "spot" or "on-demand" ("" when unknown).
 	Capacity string
+	// Signed is the cloud's signed identity document, when the cloud has
+	// one the agent reads (AWS); the broker may verify it.
+	Signed *apiv1.InstanceIdentity
 }
 
 // Identify reads the instance's identity from the metadata service of
@@ -53,6 +57,13 @@ func Identify(ctx context.Context, cloud, endpoint string, c *http.Client) (Iden
 }
 
 func metaGet(ctx context.Context, c *http.Client, method, url string, hdr map[string]string) (string, error) {
+	b, err := metaGetRaw(ctx, c, method, url, hdr)
+	return strings.TrimSpace(b), err
+}
+
+// metaGetRaw returns the body as sent: a signed document must keep every
+// byte the signature covers.
+func metaGetRaw(ctx context.Context, c *http.Client, method, url string, hdr map[string]string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return "", err
@@ -72,7 +83,7 @@ func metaGet(ctx context.Context, c *http.Client, method, url string, hdr map[st
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("%s %s: status %d", method, url, resp.StatusCode)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return string(b), nil
 }
 
 // identifyAWS reads the signed-document's plain JSON twin (instance
@@ -83,7 +94,7 @@ func identifyAWS(ctx context.Context, c *http.Client, base string) (Identity, er
 		return Identity{}, fmt.Errorf("identify: IMDS token: %w", err)
 	}
 	h := map[string]string{"X-aws-ec2-metadata-token": tok}
-	doc, err := metaGet(ctx, c, http.MethodGet, base+"/latest/dynamic/instance-identity/document", h)
+	doc, err := metaGetRaw(ctx, c, http.MethodGet, base+"/latest/dynamic/instance-identity/document", h)
 	if err != nil {
 		return Identity{}, fmt.Errorf("identify: %w", err)
 	}
@@ -97,6 +108,9 @@ func identifyAWS(ctx context.Context, c *http.Client, base string) (Identity, er
 		return Identity{}, fmt.Errorf("identify: instance identity document: %w", err)
 	}
 	id := Identity{InstanceID: d.InstanceID, Region: d.Region, Zone: d.AvailabilityZone, InstanceType: d.InstanceType}
+	if sig, err := metaGet(ctx, c, http.MethodGet, base+"/latest/dynamic/instance-identity/signature", h); err == nil && sig != "" {
+		id.Signed = &apiv1.InstanceIdentity{Cloud: notice.AWS, Document: doc, Signature: sig}
+	}
 	// "spot" or "on-demand" (also "scheduled"/"capacity-block": treated as
 	// on-demand, they are not reclaimed like spot).
 	if lc, err := metaGet(ctx, c, http.MethodGet, base+"/latest/meta-data/instance-life-cycle", h); err == nil {

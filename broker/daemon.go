@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
@@ -71,6 +72,11 @@ type Config struct {
 	// ShutdownGrace bounds how long in-flight requests and jobs may take
 	// after a stop signal (default 30s).
 	ShutdownGrace time.Duration
+	// Identity verifies agents' signed instance identities (nil: not
+	// verified); RequireIdentity refuses bootstrap registrations without
+	// one (docs/api.md, "Instance identity").
+	Identity        *identity.Verifier
+	RequireIdentity bool
 	// Started, when set, is closed once the daemon listens.
 	Started chan<- net.Addr
 }
@@ -216,6 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
+		Identity: cfg.Identity, RequireIdentity: cfg.RequireIdentity,
 		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()

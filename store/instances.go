@@ -124,7 +124,7 @@ func (b *Broker) RegisterAgentAs(ctx context.Context, inst InstanceRecord, token
 		Workload: inst.Workload, State: StateRunning, RegisteredAt: now}
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		switch by.Kind {
-		case TokenAdmin:
+		case TokenAdmin, RegisterVerified:
 		case TokenRegistration:
 			if by.Subject != inst.ID {
 				return fmt.Errorf("%w: this registration token is bound to instance %q", ErrTakeover, by.Subject)

@@ -58,6 +58,11 @@ const (
 	// TokenRegistration registers one instance, once: RegisterAgentAs
 	// consumes it. The fleet controller mints one per launch.
 	TokenRegistration = "registration"
+	// RegisterVerified is not a stored kind: RegisterAgentAs treats a
+	// bootstrap token whose caller also proved the instance's identity
+	// with the cloud's signed document like an admin (it may re-register
+	// that instance, which is its own).
+	RegisterVerified = "bootstrap+identity"
 )
 
 // Errors of registration and token management.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/fleet/instance"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
@@ -72,6 +73,14 @@ type Config struct {
 	// Ready reports whether the daemon can serve (store reachable, catalog
 	// loaded); nil means always ready.
 	Ready func(ctx context.Context) error
+	// Identity verifies signed instance identity documents sent at
+	// registration (nil: they are ignored). A verified identity must name
+	// the registering instance, and lets a bootstrap token re-register an
+	// instance that already exists (it proves to be that instance).
+	Identity *identity.Verifier
+	// RequireIdentity refuses bootstrap registrations without a verified
+	// identity (for clouds Identity has keys for).
+	RequireIdentity bool
 	// TokenCacheTTL is how long a verified token is trusted without
 	// asking the store: a token revoked on another replica stops working
 	// here within it (default DefaultTokenCacheTTL).
@@ -83,19 +92,21 @@ type Config struct {
 
 // Server is the HTTP API.
 type Server struct {
-	store    Store
-	catalog  func() *pricing.Catalog
-	planner  Planner
-	log      *slog.Logger
-	now      func() time.Time
-	metrics  *Metrics
-	ready    func(ctx context.Context) error
-	maxBody  int64
-	mux      *http.ServeMux
-	patterns []string
-	beats    *heartbeatBatcher
-	tokens   tokenCache
-	handlers http.Handler
+	store           Store
+	catalog         func() *pricing.Catalog
+	planner         Planner
+	log             *slog.Logger
+	now             func() time.Time
+	metrics         *Metrics
+	ready           func(ctx context.Context) error
+	maxBody         int64
+	mux             *http.ServeMux
+	patterns        []string
+	beats           *heartbeatBatcher
+	tokens          tokenCache
+	identity        *identity.Verifier
+	requireIdentity bool
+	handlers        http.Handler
 }
 
 const agentBodyLimit = 64 << 10
@@ -116,6 +127,7 @@ func New(cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
 	}
+	s.identity, s.requireIdentity = cfg.Identity, cfg.RequireIdentity
 	s.tokens.ttl = cfg.TokenCacheTTL
 	if s.tokens.ttl <= 0 {
 		s.tokens.ttl = DefaultTokenCacheTTL
@@ -215,6 +227,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusUnprocessableEntity, codeInfeasible, err.Error())
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, policy.ErrNoPolicy):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
+	case errors.Is(err, errIdentity):
+		writeError(w, http.StatusForbidden, codeForbidden, errText(err, errIdentity))
 	case errors.Is(err, store.ErrTakeover):
 		writeError(w, http.StatusForbidden, codeForbidden, errText(err, store.ErrTakeover)+
 			"; re-registering an existing instance needs a registration token bound to it (gpubroker token create --kind registration --instance ID) or an admin token")

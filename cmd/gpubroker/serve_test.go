@@ -28,6 +28,9 @@ func TestServeConfigErrors(t *testing.T) {
 		{[]string{"--cloud", "ibm"}, `unknown cloud "ibm"`},
 		{[]string{"--log-format", "xml"}, "want text or json"},
 		{[]string{"--config", filepath.Join(dir, "none.yaml")}, "no such file"},
+		{[]string{"--require-identity"}, "--require-identity needs --aws-identity-certs"},
+		{[]string{"--aws-identity-certs", bad}, "no PEM certificate found"},
+		{[]string{"--aws-identity-certs", filepath.Join(dir, "none.pem")}, "--aws-identity-certs: open"},
 	}
 	for _, c := range cases {
 		_, errOut, code := execute(t, newServeCmd(reg), append([]string{"serve"}, c.args...)...)
