@@ -166,7 +166,7 @@ func (b *Broker) RegisterAgentAs(ctx context.Context, inst InstanceRecord, token
 				return err
 			}
 		}
-		if err := tx.Where("kind = ? AND subject = ?", TokenAgent, inst.ID).Delete(&tokenRow{}).Error; err != nil {
+		if err := revokeWhere(tx, now, "kind = ? AND subject = ?", TokenAgent, inst.ID); err != nil {
 			return err
 		}
 		if err := tx.Create(&tokenRow{Hash: tokenHash, Kind: TokenAgent, Subject: inst.ID, CreatedAt: now}).Error; err != nil {

@@ -16,7 +16,8 @@ import (
 //	1: offers, price_points
 //	2: the broker's tables (workloads, instances, events, benchmarks,
 //	   tokens, leases, job runs) under the same version, and plans
-//	3: tokens expire (expires_at): one-time registration tokens
+//	3: tokens expire (expires_at): one-time registration tokens; the
+//	   token revocation log (broker_token_revocations)
 const SchemaVersion = 3
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
@@ -28,7 +29,7 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this gpubroker")
 // recorded by the one schema version: no table is created elsewhere.
 var models = []any{&offerRow{}, &pricePointRow{},
 	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
-	&planRow{}}
+	&planRow{}, &tokenRevocationRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {

@@ -41,6 +41,7 @@ type Store interface {
 	LookupToken(ctx context.Context, hash string) (store.TokenRecord, error)
 	AddToken(ctx context.Context, t store.TokenRecord) error
 	ListTokens(ctx context.Context, kind, subject string) ([]store.TokenRecord, error)
+	RevokedTokensSince(ctx context.Context, afterID int64) ([]string, int64, error)
 	RevokeToken(ctx context.Context, id string) (store.TokenRecord, error)
 }
 
@@ -82,9 +83,14 @@ type Config struct {
 	// identity (for clouds Identity has keys for).
 	RequireIdentity bool
 	// TokenCacheTTL is how long a verified token is trusted without
-	// asking the store: a token revoked on another replica stops working
-	// here within it (default DefaultTokenCacheTTL).
+	// asking the store (default DefaultTokenCacheTTL); it bounds a revoked
+	// token's life here should the revocation log be unreadable.
 	TokenCacheTTL time.Duration
+	// RevocationPoll is how often this replica reads the store's token
+	// revocation log and drops revoked tokens from its cache (default
+	// DefaultRevocationPoll): a token revoked on any replica stops working
+	// here within it.
+	RevocationPoll time.Duration
 	// MaxBodyBytes bounds request bodies (default 1 MiB; agent reports are
 	// bounded at 64 KiB regardless).
 	MaxBodyBytes int64
@@ -131,6 +137,10 @@ func New(cfg Config) *Server {
 	s.tokens.ttl = cfg.TokenCacheTTL
 	if s.tokens.ttl <= 0 {
 		s.tokens.ttl = DefaultTokenCacheTTL
+	}
+	s.tokens.poll = cfg.RevocationPoll
+	if s.tokens.poll <= 0 {
+		s.tokens.poll = DefaultRevocationPoll
 	}
 	s.beats = newHeartbeatBatcher(cfg.Store)
 	s.routes()
