@@ -83,10 +83,11 @@ func (s *Server) authenticate(r *http.Request) (principal, int, string) {
 // heartbeat costs one database write and no read. Only successful lookups
 // are cached (random bad tokens cannot fill it). A token revoked, used
 // (registration) or rotated by a re-register on this replica is dropped at
-// once; on other replicas it stays valid for at most the cache TTL
+// once; other replicas drop it when they next read the revocation log
+// (every poll interval), and at the latest when the cache TTL runs out
 // (Config.TokenCacheTTL, default DefaultTokenCacheTTL: longer than the
-// heartbeat interval, so steady heartbeats hit the cache), and never past
-// the token's own expiry.
+// heartbeat interval, so steady heartbeats hit the cache). No entry
+// outlives the token's own expiry.
 type tokenCache struct {
 	ttl  time.Duration
 	poll time.Duration
