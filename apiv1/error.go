@@ -17,10 +17,13 @@ const (
 	CodeNotFound     = "not_found"
 	CodeConflict     = "conflict"
 	CodeInfeasible   = "infeasible"
-	CodeTooLarge     = "request_too_large"
-	CodeMethod       = "method_not_allowed"
-	CodeUnavailable  = "unavailable"
-	CodeInternal     = "internal"
+	// CodeKeyReused: an Idempotency-Key already recorded a different
+	// report (422).
+	CodeKeyReused   = "idempotency_key_reused"
+	CodeTooLarge    = "request_too_large"
+	CodeMethod      = "method_not_allowed"
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
 )
 
 // ErrorBody is every error answer: {"error":{"code":"...","message":"..."}}.

@@ -35,7 +35,12 @@ func APIPlan(p *optimizer.Plan) (apiv1.Plan, error) {
 // OptimizerPlan is the PlanFunc of the real broker: policy.Parse then
 // optimizer.Solve. Policy errors (file:line:col) and infeasible plans are
 // reported to the API caller; nothing here decides placements.
-func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Catalog, now time.Time) (PlanResult, error) {
+//
+// extra are workloads registered through the API; they are planned with
+// the file's (a name the file already uses is left out and reported in
+// PlanResult.Skipped), under the file's clouds, regions, quotas and
+// budgets.
+func OptimizerPlan(_ context.Context, name string, data []byte, extra []policy.Workload, cat *pricing.Catalog, now time.Time) (PlanResult, error) {
 	pol, err := policy.Parse(name, data)
 	if err != nil {
 		var el policy.ErrorList
@@ -43,6 +48,10 @@ func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Cat
 			return PlanResult{}, fmt.Errorf("%w: %s", policy.ErrInvalid, el.Error())
 		}
 		return PlanResult{}, fmt.Errorf("%w: %v", policy.ErrInvalid, err)
+	}
+	var skipped []string
+	if len(extra) > 0 {
+		pol, skipped = pol.WithWorkloads(extra)
 	}
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now})
 	if err != nil {
@@ -68,5 +77,5 @@ func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Cat
 	if err != nil {
 		return PlanResult{}, err
 	}
-	return PlanResult{Plan: ap, CostUSD: plan.Totals.ExpectedCost, Budgets: view}, nil
+	return PlanResult{Plan: ap, CostUSD: plan.Totals.ExpectedCost, Budgets: view, Skipped: skipped}, nil
 }

@@ -54,7 +54,7 @@ func TestAPIPlanMatchesOptimizer(t *testing.T) {
 	if planned == 0 {
 		t.Fatal("no example policy planned")
 	}
-	if _, err := OptimizerPlan(context.Background(), "x.yaml", []byte("workloads: [}"), cat, time.Now()); err == nil {
+	if _, err := OptimizerPlan(context.Background(), "x.yaml", []byte("workloads: [}"), nil, cat, time.Now()); err == nil {
 		t.Fatal("a broken policy planned")
 	}
 }

@@ -15,30 +15,30 @@ import (
 // InstanceRecord is a GPU instance known to the broker, with the latest
 // figures its agent reported.
 type InstanceRecord struct {
-	ID           string    `json:"id"`
-	Hostname     string    `json:"hostname,omitempty"`
-	AgentVersion string    `json:"agent_version,omitempty"`
-	Cloud        string    `json:"cloud"`
-	Region       string    `json:"region"`
-	Zone         string    `json:"zone,omitempty"`
-	InstanceType string    `json:"instance_type"`
-	GPU          string    `json:"gpu,omitempty"`
-	GPUCount     int       `json:"gpu_count,omitempty"`
-	Capacity     string    `json:"capacity,omitempty"`
-	Workload     string    `json:"workload,omitempty"`
-	State        string    `json:"state"`
-	RegisteredAt time.Time `json:"registered_at"`
+	ID           string
+	Hostname     string
+	AgentVersion string
+	Cloud        string
+	Region       string
+	Zone         string
+	InstanceType string
+	GPU          string
+	GPUCount     int
+	Capacity     string
+	Workload     string
+	State        string
+	RegisteredAt time.Time
 	// LastHeartbeat is zero until the first heartbeat.
-	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	LastHeartbeat time.Time
 	// Load1 is the one-minute load average; Utilization the mean GPU
 	// utilisation (0..1).
-	Load1       float64 `json:"load1"`
-	Utilization float64 `json:"gpu_utilization"`
+	Load1       float64
+	Utilization float64
 	// Telemetry is the last heartbeat's per-GPU figures as sent (JSON).
-	Telemetry  json.RawMessage `json:"telemetry,omitempty"`
-	DrainState string          `json:"drain_state,omitempty"`
+	Telemetry  json.RawMessage
+	DrainState string
 	// PreemptAt is when a preemption notice says the instance goes away.
-	PreemptAt time.Time `json:"preempt_at,omitzero"`
+	PreemptAt time.Time
 }
 
 // Instance states.

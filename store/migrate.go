@@ -16,9 +16,10 @@ import (
 //	1: offers, price_points
 //	2: the broker's tables (workloads, instances, events, benchmarks,
 //	   tokens, leases, job runs) under the same version, and plans
-//	3: tokens expire (expires_at): one-time registration tokens; the
-//	   token revocation log (broker_token_revocations)
-const SchemaVersion = 3
+//	3: tokens expire (expires_at): one-time registration tokens
+//	4: report_alerts (the Slack reports' alert state)
+//	5: the token revocation log (broker_token_revocations)
+const SchemaVersion = 5
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.
@@ -29,7 +30,7 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this gpubroker")
 // recorded by the one schema version: no table is created elsewhere.
 var models = []any{&offerRow{}, &pricePointRow{},
 	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
-	&planRow{}, &tokenRevocationRow{}}
+	&planRow{}, &alertRow{}, &tokenRevocationRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {

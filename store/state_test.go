@@ -322,6 +322,11 @@ func TestPostgresPasswordOutsideTheDSN(t *testing.T) {
 	}
 	pw, ok := u.User.Password()
 	if !ok {
+		// CI's DSN has one; a local server without passwords cannot show
+		// where a password comes from.
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the test DSN has no password to move out of it")
+		}
 		t.Skip("the test DSN has no password to move out of it")
 	}
 	u.User = url.User(u.User.Username())

@@ -13,12 +13,12 @@ import (
 // WorkloadRecord is a workload registered through the API. Spec is the
 // workload's definition as JSON, opaque to the store.
 type WorkloadRecord struct {
-	Name      string          `json:"name"`
-	Team      string          `json:"team,omitempty"`
-	Kind      string          `json:"kind"`
-	Spec      json.RawMessage `json:"spec,omitempty"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
+	Name      string
+	Team      string
+	Kind      string
+	Spec      json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 type workloadRow struct {

@@ -57,11 +57,11 @@ func TestRealAgentClient(t *testing.T) {
 				}
 			}
 		}
-		inst := decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0real", e.admin, nil, http.StatusOK))
+		inst := decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0real", e.admin, nil, http.StatusOK))
 		if inst.State != store.StateDrained || inst.LastHeartbeat.IsZero() || inst.Utilization == 0 {
 			t.Fatalf("instance after the agent's reports: %+v", inst)
 		}
-		evs := decode[struct{ Items []store.EventRecord }](t, e.want("GET", "/api/v1/events?instance=i-0real", e.admin, nil, http.StatusOK))
+		evs := decode[struct{ Items []apiv1.Event }](t, e.want("GET", "/api/v1/events?instance=i-0real", e.admin, nil, http.StatusOK))
 		if len(evs.Items) != 4 { // registered, preemption_notice, drained, benchmark
 			t.Fatalf("%d events, want 4: %+v", len(evs.Items), evs.Items)
 		}

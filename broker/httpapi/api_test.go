@@ -283,13 +283,13 @@ func TestWorkloadsCRUD(t *testing.T) {
 		spec := map[string]any{"gpu": map[string]any{"count": 8, "models": []string{"H100"}}, "work_gpu_hours": 2000}
 		out := e.want("POST", "/api/v1/workloads", e.admin, map[string]any{"name": "llm-pretrain", "team": "research",
 			"kind": "training", "spec": spec}, http.StatusCreated)
-		w := decode[store.WorkloadRecord](t, out)
+		w := decode[apiv1.Workload](t, out)
 		if w.Name != "llm-pretrain" || w.Team != "research" || w.CreatedAt.IsZero() {
 			t.Fatalf("created %+v", w)
 		}
 		e.want("POST", "/api/v1/workloads", e.admin, map[string]any{"name": "llm-pretrain", "kind": "training"}, http.StatusConflict)
 		e.want("POST", "/api/v1/workloads", e.admin, map[string]any{"name": "chat", "kind": "inference"}, http.StatusCreated)
-		got := decode[struct{ Items []store.WorkloadRecord }](t, e.want("GET", "/api/v1/workloads", e.admin, nil, http.StatusOK))
+		got := decode[struct{ Items []apiv1.Workload }](t, e.want("GET", "/api/v1/workloads", e.admin, nil, http.StatusOK))
 		if len(got.Items) != 2 || got.Items[0].Name != "chat" || got.Items[1].Name != "llm-pretrain" {
 			t.Fatalf("list %+v", got.Items)
 		}
@@ -298,7 +298,7 @@ func TestWorkloadsCRUD(t *testing.T) {
 			t.Fatalf("spec round trip %s: %v", got.Items[1].Spec, err)
 		}
 		out = e.want("PUT", "/api/v1/workloads/chat", e.admin, map[string]any{"kind": "inference", "team": "apps"}, http.StatusOK)
-		if w := decode[store.WorkloadRecord](t, out); w.Team != "apps" {
+		if w := decode[apiv1.Workload](t, out); w.Team != "apps" {
 			t.Fatalf("updated %+v", w)
 		}
 		e.want("PUT", "/api/v1/workloads/nope", e.admin, map[string]any{"kind": "batch"}, http.StatusNotFound)
@@ -370,9 +370,9 @@ func TestAgentLifecycle(t *testing.T) {
 			t.Fatal("updating a missing workload succeeded")
 		}
 		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok, agentHeartbeat, http.StatusOK)
-		inst := decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
+		inst := decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
 		if inst.Hostname != "ip-10-0-0-12" || inst.AgentVersion != "v0.1.0" || inst.Utilization < 0.599 || inst.Utilization > 0.601 ||
-			inst.LastHeartbeat.IsZero() || !strings.Contains(string(inst.Telemetry), `"ecc_aggregate_uncorrected":3`) {
+			inst.LastHeartbeat.IsZero() || !strings.Contains(mustJSON(t, inst.Telemetry), `"ecc_aggregate_uncorrected":3`) {
 			t.Fatalf("instance after heartbeat %+v", inst)
 		}
 		// A heartbeat without GPUs (no NVML) is fine.
@@ -384,7 +384,7 @@ func TestAgentLifecycle(t *testing.T) {
 				t.Fatalf("benchmark: %d %s", code, out)
 			}
 		}
-		bs := decode[struct{ Items []store.BenchmarkRecord }](t, e.want("GET", "/api/v1/benchmarks", e.admin, nil, http.StatusOK))
+		bs := decode[struct{ Items []apiv1.Benchmark }](t, e.want("GET", "/api/v1/benchmarks", e.admin, nil, http.StatusOK))
 		if len(bs.Items) != 1 || bs.Items[0].TFLOPS != 62.5 || bs.Items[0].GPU != "A10G" || bs.Items[0].MemBandwidthGB != 560 {
 			t.Fatalf("benchmarks after two deliveries %+v", bs.Items)
 		}
@@ -394,7 +394,7 @@ func TestAgentLifecycle(t *testing.T) {
 				t.Fatalf("notice: %d %s", code, out)
 			}
 		}
-		inst = decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
+		inst = decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
 		deadline := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 		if inst.State != store.StatePreempting || !inst.PreemptAt.Equal(deadline) {
 			t.Fatalf("instance after notice %+v", inst)
@@ -406,11 +406,11 @@ func TestAgentLifecycle(t *testing.T) {
 		if code, out := e.postKey("/api/v1/agents/i-0abc/drains", tok, "aws/instance-action/terminate/2026-12-02T12:00:00Z", agentDrain); code != http.StatusAccepted {
 			t.Fatalf("drain: %d %s", code, out)
 		}
-		inst = decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
+		inst = decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
 		if inst.State != store.StateDrained || inst.DrainState != "completed" {
 			t.Fatalf("instance after drain %+v", inst)
 		}
-		evs := decode[struct{ Items []store.EventRecord }](t, e.want("GET", "/api/v1/events?instance=i-0abc", e.admin, nil, http.StatusOK))
+		evs := decode[struct{ Items []apiv1.Event }](t, e.want("GET", "/api/v1/events?instance=i-0abc", e.admin, nil, http.StatusOK))
 		var kinds []string
 		for _, ev := range evs.Items {
 			kinds = append(kinds, ev.Kind)
@@ -418,16 +418,16 @@ func TestAgentLifecycle(t *testing.T) {
 		if got := strings.Join(kinds, ","); got != "registered,benchmark,preemption_notice,notice,drained" {
 			t.Fatalf("event kinds %s (repeated deliveries must count once)", got)
 		}
-		evs = decode[struct{ Items []store.EventRecord }](t, e.want("GET", "/api/v1/events?kind=drained", e.admin, nil, http.StatusOK))
+		evs = decode[struct{ Items []apiv1.Event }](t, e.want("GET", "/api/v1/events?kind=drained", e.admin, nil, http.StatusOK))
 		if len(evs.Items) != 1 {
 			t.Fatalf("kind filter: %+v", evs.Items)
 		}
 		last := evs.Items[0].ID
-		evs = decode[struct{ Items []store.EventRecord }](t, e.want("GET", fmt.Sprintf("/api/v1/events?after_id=%d", last), e.admin, nil, http.StatusOK))
+		evs = decode[struct{ Items []apiv1.Event }](t, e.want("GET", fmt.Sprintf("/api/v1/events?after_id=%d", last), e.admin, nil, http.StatusOK))
 		if len(evs.Items) != 0 {
 			t.Fatalf("after_id filter: %+v", evs.Items)
 		}
-		list := decode[struct{ Items []store.InstanceRecord }](t, e.want("GET", "/api/v1/instances?state=drained", e.admin, nil, http.StatusOK))
+		list := decode[struct{ Items []apiv1.Instance }](t, e.want("GET", "/api/v1/instances?state=drained", e.admin, nil, http.StatusOK))
 		if len(list.Items) != 1 {
 			t.Fatalf("instance filter: %+v", list.Items)
 		}
@@ -436,7 +436,7 @@ func TestAgentLifecycle(t *testing.T) {
 		if code, out := e.postKey("/api/v1/agents/i-0abc/notices", tok, "late-1", `{"kind":"preempt","id":"late-1","cloud":"aws","action":"none: already draining"}`); code != http.StatusAccepted {
 			t.Fatalf("late notice: %d %s", code, out)
 		}
-		if inst = decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK)); inst.State != store.StateDrained {
+		if inst = decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK)); inst.State != store.StateDrained {
 			t.Fatalf("a late notice revived a drained instance: %+v", inst)
 		}
 
@@ -479,7 +479,7 @@ func TestConcurrentHeartbeats(t *testing.T) {
 			t.Error(e)
 		}
 		for i := range agents {
-			inst := decode[store.InstanceRecord](t, e.want("GET", fmt.Sprintf("/api/v1/instances/i-%02d", i), e.admin, nil, http.StatusOK))
+			inst := decode[apiv1.Instance](t, e.want("GET", fmt.Sprintf("/api/v1/instances/i-%02d", i), e.admin, nil, http.StatusOK))
 			if inst.Load1 != beats {
 				t.Errorf("agent %d: load1 %v, want %d", i, inst.Load1, beats)
 			}
@@ -633,4 +633,13 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

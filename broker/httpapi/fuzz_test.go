@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpubroker/gpubroker/apiv1"
 )
@@ -69,6 +71,56 @@ func FuzzOffersQuery(f *testing.F) {
 		checkInputErr(t, err)
 		_, err = parseEventFilter(v)
 		checkInputErr(t, err)
+	})
+}
+
+// FuzzJSONText checks checkJSONText against encoding/json: for any body
+// that decodes, a string (key or value) holding invalid UTF-8 (which the
+// decoder turns into U+FFFD), a control character or a lone surrogate must
+// be refused, and a clean document accepted.
+func FuzzJSONText(f *testing.F) {
+	for _, s := range []string{`{"a":"b"}`, `{"a":"\u0000"}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`, `{"a":"\ud83d\ude00"}`,
+		`{"\u0001":1}`, `{"a":["x","\u0085"]}`, `{"a":"tab\tnl\n"}`, `{"k\n":1}`, `"\\"`, `{"a":"\\u0000"}`, `[1,"\u007f"]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var v any
+		if json.Unmarshal(body, &v) != nil {
+			return
+		}
+		err := checkJSONText(body)
+		checkInputErr(t, err)
+		bad := !utf8.Valid(body)
+		var walk func(x any, key bool)
+		check := func(s string, multiline bool) {
+			if textProblem(s, multiline) != "" {
+				bad = true
+			}
+		}
+		walk = func(x any, _ bool) {
+			switch x := x.(type) {
+			case string:
+				check(x, true)
+			case []any:
+				for _, e := range x {
+					walk(e, false)
+				}
+			case map[string]any:
+				for k, e := range x {
+					check(k, false)
+					walk(e, false)
+				}
+			}
+		}
+		walk(v, false)
+		if bad && err == nil {
+			t.Fatalf("checkJSONText accepted %q", body)
+		}
+		if !bad && err != nil {
+			// Only lone surrogates decode to a clean U+FFFD... which
+			// textProblem refuses too, so any refusal here is a bug.
+			t.Fatalf("checkJSONText refused clean %q: %v", body, err)
+		}
 	})
 }
 

@@ -239,6 +239,15 @@ func workloadRecord(b apiv1.WorkloadInput) store.WorkloadRecord {
 	return store.WorkloadRecord{Name: b.Name, Team: b.Team, Kind: b.Kind, Spec: b.Spec}
 }
 
+// checkWorkload runs the configured workload check (the planner's view of
+// the spec); without one every valid body is accepted.
+func (s *Server) checkWorkload(rec store.WorkloadRecord) error {
+	if s.checkWL == nil {
+		return nil
+	}
+	return s.checkWL(rec)
+}
+
 func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.store.ListWorkloads(r.Context())
 	if err != nil {
@@ -255,6 +264,10 @@ func (s *Server) createWorkload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := validateWorkload(b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.checkWorkload(workloadRecord(b)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -296,6 +309,10 @@ func (s *Server) putWorkload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := validateWorkload(b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.checkWorkload(workloadRecord(b)); err != nil {
 		s.fail(w, r, err)
 		return
 	}

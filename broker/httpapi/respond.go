@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ const (
 	codeNotFound     = apiv1.CodeNotFound
 	codeConflict     = apiv1.CodeConflict
 	codeInfeasible   = apiv1.CodeInfeasible
+	codeKeyReused    = apiv1.CodeKeyReused
 	codeTooLarge     = apiv1.CodeTooLarge
 	codeMethod       = apiv1.CodeMethod
 	codeUnavailable  = apiv1.CodeUnavailable
@@ -51,25 +53,26 @@ func (e *badRequest) Error() string { return e.msg }
 func badf(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf(format, args...)} }
 
 // decodeJSON reads one JSON object of at most limit bytes into v, rejecting
-// unknown fields and trailing data.
+// unknown fields, trailing data, and text that is not valid UTF-8 or holds
+// control characters (checkJSONText), in any key or value, including those
+// kept as raw JSON.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return badf("Content-Type is %q; send application/json", ct)
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(r.Body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
 		return badf("request body has data after the JSON object; send exactly one object")
 	}
-	return nil
+	return checkJSONText(body)
 }
 
 func jsonError(err error) error {
@@ -93,11 +96,16 @@ func jsonError(err error) error {
 	return badf("request body: %v", err)
 }
 
-// readBody reads at most limit bytes of a non-JSON body (a policy file).
+// readBody reads at most limit bytes of a non-JSON body (a policy file),
+// which must be valid UTF-8 text without control characters other than
+// tab, newline and carriage return.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkText("request body", string(b), true); err != nil {
 		return nil, err
 	}
 	return b, nil

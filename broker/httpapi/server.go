@@ -94,6 +94,10 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies (default 1 MiB; agent reports are
 	// bounded at 64 KiB regardless).
 	MaxBodyBytes int64
+	// CheckWorkload, when set, checks a workload before it is stored (the
+	// broker checks that the planner can read its spec); errors wrapping
+	// ErrInvalidInput are a 400, store.ErrConflict a 409.
+	CheckWorkload func(store.WorkloadRecord) error
 }
 
 // Server is the HTTP API.
@@ -110,9 +114,10 @@ type Server struct {
 	patterns        []string
 	beats           *heartbeatBatcher
 	tokens          tokenCache
+	handlers        http.Handler
+	checkWL         func(store.WorkloadRecord) error
 	identity        *identity.Verifier
 	requireIdentity bool
-	handlers        http.Handler
 }
 
 const agentBodyLimit = 64 << 10
@@ -120,7 +125,7 @@ const agentBodyLimit = 64 << 10
 // New builds a Server.
 func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, catalog: cfg.Catalog, planner: cfg.Planner, log: cfg.Logger, now: cfg.Now,
-		metrics: cfg.Metrics, ready: cfg.Ready, maxBody: cfg.MaxBodyBytes, mux: http.NewServeMux()}
+		metrics: cfg.Metrics, ready: cfg.Ready, maxBody: cfg.MaxBodyBytes, mux: http.NewServeMux(), checkWL: cfg.CheckWorkload}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -160,21 +165,22 @@ func (s *Server) routes() {
 	s.handle("GET /readyz", public, s.readyz)
 	s.mux.Handle("GET /metrics", s.metrics.Handler())
 
-	s.handle("GET /api/v1/offers", adminOnly, s.listOffers)
+	s.handle("GET /api/v1/offers", adminOnly, s.listOffers, "gpu", "cloud", "region", "capacity", "min_gpus", "max_gpus",
+		"min_gpu_memory_gib", "max_price", "limit")
 	s.handle("GET /api/v1/plan", adminOnly, s.currentPlan)
-	s.handle("POST /api/v1/plan", adminOnly, s.postPlan)
+	s.handle("POST /api/v1/plan", adminOnly, s.postPlan, "name")
 	s.handle("GET /api/v1/budgets", adminOnly, s.budgets)
 	s.handle("GET /api/v1/workloads", adminOnly, s.listWorkloads)
 	s.handle("POST /api/v1/workloads", adminOnly, s.createWorkload)
 	s.handle("GET /api/v1/workloads/{name}", adminOnly, s.getWorkload)
 	s.handle("PUT /api/v1/workloads/{name}", adminOnly, s.putWorkload)
 	s.handle("DELETE /api/v1/workloads/{name}", adminOnly, s.deleteWorkload)
-	s.handle("GET /api/v1/instances", adminOnly, s.listInstances)
+	s.handle("GET /api/v1/instances", adminOnly, s.listInstances, "workload", "state")
 	s.handle("GET /api/v1/instances/{id}", adminOnly, s.getInstance)
-	s.handle("GET /api/v1/events", adminOnly, s.listEvents)
-	s.handle("GET /api/v1/benchmarks", adminOnly, s.listBenchmarks)
+	s.handle("GET /api/v1/events", adminOnly, s.listEvents, "kind", "instance", "workload", "since", "after_id", "limit")
+	s.handle("GET /api/v1/benchmarks", adminOnly, s.listBenchmarks, "instance_type")
 
-	s.handle("GET /api/v1/tokens", adminOnly, s.listTokens)
+	s.handle("GET /api/v1/tokens", adminOnly, s.listTokens, "kind", "subject")
 	s.handle("POST /api/v1/tokens", adminOnly, s.createToken)
 	s.handle("DELETE /api/v1/tokens/{id}", adminOnly, s.revokeToken)
 
@@ -185,15 +191,31 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/agents/{id}/drains", agentOwner, s.drain)
 }
 
-// handle registers h for pattern behind auth and the latency histogram.
-func (s *Server) handle(pattern string, a access, h http.HandlerFunc) {
+// handle registers h for pattern behind the input checks, auth and the
+// latency histogram. query lists the query parameters the route takes; any
+// other is a 400, as is a path, query value or Idempotency-Key that is not
+// valid text (checkRequest). The checks run before auth, so garbage is
+// refused without a database round trip.
+func (s *Server) handle(pattern string, a access, h http.HandlerFunc, query ...string) {
 	s.patterns = append(s.patterns, pattern)
-	s.mux.Handle(pattern, s.metrics.instrument(pattern, s.authorize(a, h)))
+	authed := s.authorize(a, h)
+	s.mux.Handle(pattern, s.metrics.instrument(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkRequest(r, query); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		authed.ServeHTTP(w, r)
+	})))
 }
 
 // serve answers unknown paths and wrong methods with JSON errors instead of
 // the mux's plain text.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// The path is echoed in 404 and 405 messages: refuse garbage first.
+	if err := checkText("the request path", r.URL.Path, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern != "" {
 		s.mux.ServeHTTP(w, r)
 		return
@@ -235,6 +257,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error())
 	case errors.Is(err, optimizer.ErrInfeasible):
 		writeError(w, http.StatusUnprocessableEntity, codeInfeasible, err.Error())
+	case errors.Is(err, store.ErrKeyReused):
+		writeError(w, http.StatusUnprocessableEntity, codeKeyReused,
+			"this Idempotency-Key was already used for a different report; send a new key for a new report, or the same body to repeat one")
+	case errors.Is(err, store.ErrInvalidText):
+		writeError(w, http.StatusBadRequest, codeBadRequest, "a value is not valid UTF-8 or holds a NUL byte; send valid UTF-8 without control characters")
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, policy.ErrNoPolicy):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
 	case errors.Is(err, errIdentity):
@@ -251,6 +278,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusConflict, codeConflict, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "request cancelled or timed out")
+	case store.IsUnavailable(err):
+		// The detail names the database's host and user: log only.
+		s.log.WarnContext(r.Context(), "database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the database is unavailable; retry later")
 	default:
 		// Internal details stay in the log; the client gets a generic text.
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -265,7 +297,14 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.ready != nil {
 		if err := s.ready(r.Context()); err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "not ready: "+err.Error())
+			// The error may name the database's host and user; /readyz is
+			// unauthenticated, so the detail goes to the log only.
+			s.log.WarnContext(r.Context(), "not ready", "err", err)
+			msg := "not ready; see the broker's log"
+			if store.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded) {
+				msg = "not ready: the database does not answer"
+			}
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, msg)
 			return
 		}
 	}

@@ -17,5 +17,6 @@ func addCommands(root *cobra.Command) {
 		newAgentCmd(),
 		newPlanCmd(),
 		newTokenCmd(),
+		newReportCmd(),
 	)
 }
