@@ -122,17 +122,22 @@ func identifyAWS(ctx context.Context, c *http.Client, base string) (Identity, er
 	return id, nil
 }
 
-// identifyGCP reads id, zone (projects/N/zones/Z), machine type
-// (projects/N/machineTypes/T) and the provisioning model.
+// identifyGCP reads the instance name (the id the providers' compute
+// contract and the fleet controller use; the numeric id when there is no
+// name), zone (projects/N/zones/Z), machine type (projects/N/machineTypes/T)
+// and the provisioning model.
 func identifyGCP(ctx context.Context, c *http.Client, base string) (Identity, error) {
 	h := map[string]string{"Metadata-Flavor": "Google"}
 	get := func(key string) string {
 		v, _ := metaGet(ctx, c, http.MethodGet, base+"/computeMetadata/v1/instance/"+key, h)
 		return v
 	}
-	id := Identity{InstanceID: get("id")}
+	id := Identity{InstanceID: get("name")}
 	if id.InstanceID == "" {
-		return Identity{}, fmt.Errorf("identify: GCP metadata answered no instance id")
+		id.InstanceID = get("id")
+	}
+	if id.InstanceID == "" {
+		return Identity{}, fmt.Errorf("identify: GCP metadata answered no instance name or id")
 	}
 	if z := get("zone"); z != "" {
 		id.Zone = path.Base(z)
@@ -177,7 +182,13 @@ func identifyAzure(ctx context.Context, c *http.Client, base string) (Identity, 
 	if err := json.Unmarshal([]byte(body), &d); err != nil {
 		return Identity{}, fmt.Errorf("identify: Azure compute metadata: %w", err)
 	}
-	id := Identity{InstanceID: d.VMID, Region: d.Location, InstanceType: d.VMSize}
+	// The VM name is the id the providers' compute contract and the fleet
+	// controller use (registration tokens are bound to it); vmId stands in
+	// when there is none.
+	id := Identity{InstanceID: d.Name, Region: d.Location, InstanceType: d.VMSize}
+	if id.InstanceID == "" {
+		id.InstanceID = d.VMID
+	}
 	if d.Zone != "" {
 		id.Zone = d.Location + "-" + d.Zone
 	}

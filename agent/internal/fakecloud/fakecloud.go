@@ -203,7 +203,7 @@ type GCP struct {
 // NewGCP returns a fake with preempted=FALSE and maintenance-event=NONE.
 func NewGCP() *GCP {
 	return &GCP{
-		values: map[string]string{"instance/preempted": "FALSE", "instance/maintenance-event": "NONE", "instance/id": "1234567890",
+		values: map[string]string{"instance/preempted": "FALSE", "instance/maintenance-event": "NONE", "instance/id": "1234567890", "instance/name": "gpu-worker-1",
 			"instance/zone": "projects/123456789012/zones/us-central1-a", "instance/machine-type": "projects/123456789012/machineTypes/g2-standard-8",
 			"instance/scheduling/provisioning-model": "SPOT", "instance/scheduling/preemptible": "TRUE"},
 		etags:  map[string]int{},
