@@ -191,10 +191,13 @@ func (b *Broker) EnsureFirstAdminToken(ctx context.Context, hash, name string, n
 // MintRegistrationToken creates a one-time token that registers exactly
 // instanceID before now+ttl, and returns the token (shown once; only its
 // hash is stored). The fleet controller calls it for every launch and puts
-// the token into the instance's user data.
+// the token into the instance's user data. Where the cloud assigns the id
+// only at launch (EC2 i-…), instanceID may be "": the token then registers
+// one instance the broker does not know yet, once (pair it with the
+// signed instance identity to bind it to the instance).
 func (b *Broker) MintRegistrationToken(ctx context.Context, instanceID string, ttl time.Duration, now time.Time) (string, TokenRecord, error) {
-	if instanceID == "" || ttl <= 0 {
-		return "", TokenRecord{}, fmt.Errorf("minting a registration token: instance id and a positive ttl are required")
+	if ttl <= 0 {
+		return "", TokenRecord{}, fmt.Errorf("minting a registration token: a positive ttl is required")
 	}
 	tok, hash, err := NewToken()
 	if err != nil {

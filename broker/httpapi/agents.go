@@ -143,7 +143,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	by := principalFrom(r.Context())
-	if by.kind == store.TokenRegistration && b.InstanceID != by.subject {
+	if by.kind == store.TokenRegistration && by.subject != "" && b.InstanceID != by.subject {
 		s.fail(w, r, fmt.Errorf("%w: this registration token is bound to instance %q, not %q", store.ErrTakeover, by.subject, b.InstanceID))
 		return
 	}

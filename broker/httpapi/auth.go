@@ -283,8 +283,9 @@ func validateTokenInput(b apiv1.TokenInput) (subject string, ttl time.Duration, 
 		}
 		return b.Name, ttl, nil
 	case store.TokenRegistration:
-		if !instanceIDRE.MatchString(b.InstanceID) {
-			return "", 0, badf("instance_id %q is not valid; a registration token is bound to one instance id", b.InstanceID)
+		// Empty: one new instance, once (the id is not known before launch).
+		if b.InstanceID != "" && !instanceIDRE.MatchString(b.InstanceID) {
+			return "", 0, badf("instance_id %q is not valid; a registration token is bound to one instance id (or none: one new instance)", b.InstanceID)
 		}
 		if b.Name != "" {
 			return "", 0, badf("a registration token is named by its instance_id; leave name out")
