@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/broker"
 	"github.com/gpubroker/gpubroker/broker/config"
+	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
@@ -35,6 +36,8 @@ type serveOptions struct {
 	grace            time.Duration
 	catalogReload    time.Duration
 	dbPasswordFile   string
+	awsIdentityCerts string
+	requireIdentity  bool
 }
 
 func newServeCmd(sources refresh.Registry) *cobra.Command {
@@ -65,6 +68,10 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 					return usageErr(fmt.Errorf("policy file: %w", err))
 				}
 			}
+			ident, err := o.identity()
+			if err != nil {
+				return usageErr(err)
+			}
 			targets, err := refresh.Plan(sources, cfg.Refresh.Clouds, cfg.Refresh.Regions)
 			if err != nil {
 				return usageErr(fmt.Errorf("refresh: %w", err))
@@ -74,7 +81,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 				Retention: store.Retention{PriceHistory: cfg.Retention.PriceHistory, Events: cfg.Retention.Events},
 				Logger:    log, Out: cmd.OutOrStdout(), LeaseTTL: cfg.LeaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
-				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports,
+				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports, Identity: ident, RequireIdentity: o.requireIdentity,
 				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
 					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
 					Progress: refresh.LogProgress{Log: log}})})
@@ -101,7 +108,28 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 	f.BoolVar(&o.noRefreshOnStart, "no-refresh-on-start", false, "wait for the schedule instead of refreshing when this replica starts leading")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", config.DefaultLeaseTTL, "leader lease, 1s to 10m; a dead leader is replaced within about this")
 	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long in-flight requests and jobs may finish on shutdown")
+	f.StringVar(&o.awsIdentityCerts, "aws-identity-certs", "", "PEM file of the AWS public certificates that sign instance identity documents (your regions'); agents' signed identities are then verified")
+	f.BoolVar(&o.requireIdentity, "require-identity", false, "refuse bootstrap-token registrations without a verified signed identity (needs --aws-identity-certs)")
 	return cmd
+}
+
+// identity loads the instance identity verifier (nil: none configured).
+func (o *serveOptions) identity() (*identity.Verifier, error) {
+	if o.awsIdentityCerts == "" {
+		if o.requireIdentity {
+			return nil, fmt.Errorf("--require-identity needs --aws-identity-certs")
+		}
+		return nil, nil
+	}
+	data, err := os.ReadFile(o.awsIdentityCerts)
+	if err != nil {
+		return nil, fmt.Errorf("--aws-identity-certs: %w", err)
+	}
+	certs, err := identity.ParseCertificates(data)
+	if err != nil {
+		return nil, fmt.Errorf("--aws-identity-certs %s: %w", o.awsIdentityCerts, err)
+	}
+	return &identity.Verifier{AWS: certs}, nil
 }
 
 // brokerConfig reads --config and applies the flags that were set.

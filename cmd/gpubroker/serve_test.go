@@ -35,6 +35,9 @@ func TestServeConfigErrors(t *testing.T) {
 		{[]string{"--catalog-reload", "100ms"}, "--catalog-reload 100ms: want a duration from 1s to 1h0m0s"},
 		{[]string{"--shutdown-grace", "-1s"}, "--shutdown-grace -1s"},
 		{[]string{"--replan-schedule", "often"}, `--replan-schedule: "often" is not a cron schedule`},
+		{[]string{"--require-identity"}, "--require-identity needs --aws-identity-certs"},
+		{[]string{"--aws-identity-certs", bad}, "no PEM certificate found"},
+		{[]string{"--aws-identity-certs", filepath.Join(dir, "none.pem")}, "--aws-identity-certs: open"},
 	}
 	for _, c := range cases {
 		_, errOut, code := execute(t, newServeCmd(reg), append([]string{"serve"}, c.args...)...)
