@@ -19,6 +19,7 @@ const (
 	A10G    GPUModel = "A10G"
 	A10     GPUModel = "A10"
 	L40S    GPUModel = "L40S"
+	P4      GPUModel = "P4"
 	P100    GPUModel = "P100"
 	V100    GPUModel = "V100"
 	V100_32 GPUModel = "V100-32GB"
@@ -67,6 +68,9 @@ var specs = []GPUSpec{
 	{A10, "A10", 24, 125, 600, "NVIDIA A10 Tensor Core GPU datasheet", "NVIDIA"},
 	// NVIDIA L40S datasheet: 48 GB GDDR6, 362.05 TFLOPS BF16 dense (733 sparse), 864 GB/s.
 	{L40S, "L40S", 48, 362, 864, "NVIDIA L40S datasheet", "NVIDIA"},
+	// NVIDIA Tesla P4 datasheet: 8 GB GDDR5, 192 GB/s, 5.5 TFLOPS FP32; no
+	// tensor cores and FP16 at a fraction of FP32, so FP32 is the figure.
+	{P4, "P4", 8, 5.5, 192, "NVIDIA Tesla P4 datasheet (FP32; no tensor cores)", "NVIDIA"},
 	// NVIDIA Tesla P100 PCIe datasheet: 16 GB HBM2, 18.7 TFLOPS FP16 (no tensor cores), 732 GB/s.
 	{P100, "P100", 16, 18.7, 732, "NVIDIA Tesla P100 PCIe datasheet", "NVIDIA"},
 	// NVIDIA Tesla V100 SXM2 datasheet: 16/32 GB HBM2, 125 TFLOPS FP16 tensor, 900 GB/s.
@@ -134,6 +138,7 @@ var aliases = map[string]GPUModel{
 	"a10g": A10G,
 	"a10":  A10, "nvidia-a10": A10,
 	"l40s": L40S, "nvidia-l40s": L40S,
+	"p4": P4, "nvidia-tesla-p4": P4,
 	"p100": P100, "nvidia-tesla-p100": P100,
 	"v100": V100, "nvidia-tesla-v100": V100, "v100-16gb": V100,
 	"v100-32gb": V100_32,
@@ -144,7 +149,8 @@ var aliases = map[string]GPUModel{
 	"b200": B200, "nvidia-b200": B200, "b200-180gb": B200,
 	"b300": B300, "nvidia-b300": B300, "nvidia-b300-288gb": B300,
 	"gb200": GB200, "nvidia-gb200": GB200,
-	"mi300x": MI300X, "amd-mi300x": MI300X, "instinct-mi300x": MI300X,
+	"h100-plus": H100,
+	"mi300x":    MI300X, "amd-mi300x": MI300X, "instinct-mi300x": MI300X,
 	"rtx-pro-6000": RTXPro6000, "rtxpro6000": RTXPro6000, "rtx pro 6000": RTXPro6000,
 	"nvidia-rtx-pro-6000": RTXPro6000, "rtx-pro-6000-blackwell": RTXPro6000,
 }
