@@ -67,7 +67,7 @@ func benchFleet(tb testing.TB, cat *pricing.Catalog, n int) *policy.Policy {
 	for _, c := range pricing.Clouds() {
 		for _, s := range pricing.Specs() {
 			if u := used[cf{c, s.Family}]; u >= 8 && !hasQuota(p.Quotas, c, s.Family) {
-				p.Quotas = append(p.Quotas, policy.Quota{Cloud: c, Family: s.Family, MaxGPUs: u * 6 / 10})
+				p.Quotas = append(p.Quotas, policy.Quota{Cloud: c, Family: s.Family, MaxGPUs: u * 7 / 10})
 			}
 		}
 	}
