@@ -23,6 +23,7 @@ func newCatalogCmd(sources refresh.Registry) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newCatalogRefreshCmd(sources))
+	cmd.AddCommand(newCatalogCheckCmd())
 	return cmd
 }
 

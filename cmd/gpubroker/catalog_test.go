@@ -142,7 +142,7 @@ func TestPricesMarksStaleStoredOffers(t *testing.T) {
 func TestPricesWithoutStoreUsesSnapshot(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	out, _, code := execute(t, newPricesCmd(), "prices", "--gpu", "H100", "--limit", "1")
-	if code != exitOK || !strings.Contains(out, "Catalog: embedded snapshot of") {
+	if code != exitOK || !strings.Contains(out, "Catalog: embedded snapshot, prices of unknown date copied 2026-12-02") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 	if entries, _ := os.ReadDir(os.Getenv("XDG_DATA_HOME")); len(entries) != 0 {
@@ -198,5 +198,32 @@ func TestCatalogRefreshFromPolicy(t *testing.T) {
 	}
 	if !strings.Contains(out, "us-east-2  empty") {
 		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestCatalogCheck(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	out, _, code := execute(t, newCatalogCmd(nil), "catalog", "check", "--output", "json", "--limit", "0")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var r checkReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range r.Counts {
+		total += n
+	}
+	if r.Offers < 1000 || r.Flagged == 0 || len(r.Listed) != r.Flagged || total < r.Flagged ||
+		r.ByCloud["aws"][pricing.NoOnDemand] != r.Counts[pricing.NoOnDemand] {
+		t.Errorf("report %+v", r)
+	}
+	table, _, _ := execute(t, newCatalogCmd(nil), "catalog", "check", "--limit", "2")
+	if !strings.Contains(table, "spot-not-below-on-demand") || !strings.Contains(table, "more (--limit 0 lists all)") {
+		t.Errorf("table:\n%s", table)
+	}
+	if _, errOut, code := execute(t, newCatalogCmd(nil), "catalog", "check", "--limit", "-3"); code != exitUsageError || !strings.Contains(errOut, "--limit -3") {
+		t.Errorf("exit %d %s", code, errOut)
 	}
 }
