@@ -99,3 +99,22 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+func TestParseConfigEndpoints(t *testing.T) {
+	cfg, err := ParseConfig("e.yaml", []byte("endpoints:\n  gcp_compute: https://compute.proxy.internal\n  aws_spot_advisor: http://mirror.internal/advisor.json\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Endpoints.GCPCompute != "https://compute.proxy.internal" || cfg.Endpoints.AWSSpotAdvisor != "http://mirror.internal/advisor.json" {
+		t.Errorf("endpoints %+v", cfg.Endpoints)
+	}
+	for in, want := range map[string]string{
+		"endpoints:\n  gcp_compute: compute.internal\n": "e.yaml:2:16: endpoints.gcp_compute: \"compute.internal\": want an absolute http(s) URL",
+		"endpoints:\n  azure: https://x\n":             "e.yaml:2:3: unknown key \"azure\" in endpoints; known keys: aws_spot_advisor, azure_resource_manager",
+	} {
+		_, err := ParseConfig("e.yaml", []byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", in, err, want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
 	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -103,8 +104,12 @@ regions; globs select from the defaults (docs/providers.md).`,
 				return failErr(err)
 			}
 			defer st.Close()
+			var ep providers.Endpoints
+			if err := ep.FromEnv(os.LookupEnv); err != nil {
+				return usageErr(err)
+			}
 			opt := refresh.Options{Concurrency: o.concurrency, FetchTimeout: o.timeout, GPUs: gpus,
-				Logger: log, Progress: refresh.LogProgress{Log: log}}
+				Logger: log, Progress: refresh.LogProgress{Log: log}, Endpoints: ep}
 			if tty {
 				var cs []pricing.Cloud
 				for _, t := range targets {

@@ -71,7 +71,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
 				RefreshOnLeadership: cfg.Refresh.OnStart,
 				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
-					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
+					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log, Endpoints: cfg.Endpoints,
 					Progress: refresh.LogProgress{Log: log}})})
 			if err != nil {
 				return failErr(err)
@@ -108,6 +108,9 @@ func (o *serveOptions) brokerConfig(cmd *cobra.Command) (config.Config, error) {
 		if cfg, err = config.ParseConfig(o.configPath, data); err != nil {
 			return cfg, err
 		}
+	}
+	if err := cfg.Endpoints.FromEnv(os.LookupEnv); err != nil {
+		return cfg, err
 	}
 	fl := cmd.Flags()
 	if fl.Changed("db") {
