@@ -310,7 +310,7 @@ func StoreRefresher(ctx context.Context, st *store.Store, cur *pricing.Catalog) 
 		return nil, err
 	}
 	if saved == nil || saved.Len() == 0 {
-		return nil, errors.New("the store holds no refreshed prices yet; keeping the current catalog")
+		return nil, fmt.Errorf("%w: the store holds no refreshed prices yet; keeping the current catalog", ErrNothingToDo)
 	}
 	return cur.Merge(saved.Offers(), saved.GeneratedAt, "store: "+saved.Source), nil
 }

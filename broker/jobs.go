@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -11,6 +12,11 @@ import (
 
 	"github.com/robfig/cron/v3"
 )
+
+// ErrNothingToDo is returned (wrapped) by a job that ran correctly but had
+// nothing to do, such as a refresh with no cloud credentials and nothing
+// stored yet. The runner logs it at info and records the run as a success.
+var ErrNothingToDo = errors.New("nothing to do")
 
 // Job is a background job run on a cron schedule by the leader only.
 type Job struct {
@@ -204,10 +210,17 @@ func (s *Scheduler) runSlot(hard context.Context, j Job, slot time.Time) {
 	cancel()
 	d := time.Since(start)
 	result := "ok"
-	if runErr != nil {
+	switch {
+	case errors.Is(runErr, ErrNothingToDo):
+		// Not a failure: e.g. a refresh on a first start without
+		// credentials. Said once at info, recorded as a success.
+		result = "noop"
+		s.Log.Info("job had nothing to do", "job", j.Name, "slot", slot, "reason", runErr)
+		runErr = nil
+	case runErr != nil:
 		result = "error"
 		s.Log.Error("job failed", "job", j.Name, "slot", slot, "err", runErr)
-	} else {
+	default:
 		s.Log.Debug("job done", "job", j.Name, "slot", slot, "duration", d)
 	}
 	s.Metrics.JobRan(j.Name, result, d)

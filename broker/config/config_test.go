@@ -110,7 +110,7 @@ func TestParseConfigEndpoints(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		"endpoints:\n  gcp_compute: compute.internal\n": "e.yaml:2:16: endpoints.gcp_compute: \"compute.internal\": want an absolute http(s) URL",
-		"endpoints:\n  azure: https://x\n":             "e.yaml:2:3: unknown key \"azure\" in endpoints; known keys: aws_spot_advisor, azure_resource_manager",
+		"endpoints:\n  azure: https://x\n":              "e.yaml:2:3: unknown key \"azure\" in endpoints; known keys: aws_spot_advisor, azure_resource_manager",
 	} {
 		_, err := ParseConfig("e.yaml", []byte(in))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -99,6 +99,13 @@ regions; globs select from the defaults (docs/providers.md).`,
 				level = slog.LevelWarn // the bars say the rest
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			// A SQLite file this run creates is removed again when nothing is
+			// saved: a first run without credentials leaves no empty database
+			// behind (which 'prices' would then read).
+			fresh, err := newSQLiteFile(o.db)
+			if err != nil {
+				return usageErr(fmt.Errorf("--db: %w", err))
+			}
 			st, err := store.Open(cmd.Context(), o.db, log)
 			if err != nil {
 				return failErr(err)
@@ -109,7 +116,7 @@ regions; globs select from the defaults (docs/providers.md).`,
 				return usageErr(err)
 			}
 			opt := refresh.Options{Concurrency: o.concurrency, FetchTimeout: o.timeout, GPUs: gpus,
-				Logger: log, Progress: refresh.LogProgress{Log: log}, Endpoints: ep}
+				Logger: log, Progress: refresh.LogProgress{Log: log, QuietSkips: true}, Endpoints: ep}
 			if tty {
 				var cs []pricing.Cloud
 				for _, t := range targets {
@@ -122,7 +129,13 @@ regions; globs select from the defaults (docs/providers.md).`,
 			if err := rep.Write(out); err != nil {
 				return failErr(err)
 			}
-			fmt.Fprintf(out, "Store: %s\n", st.Where())
+			if rep.Count(refresh.Refreshed) == 0 && fresh != nil {
+				_ = st.Close()
+				fresh.remove()
+				fmt.Fprintln(out, "Store: nothing saved, so no database was created.")
+			} else {
+				fmt.Fprintf(out, "Store: %s\n", st.Where())
+			}
 			if err := rep.Err(); err != nil {
 				return failErr(fmt.Errorf("refresh incomplete; failed regions keep their stored offers:\n%w", err))
 			}

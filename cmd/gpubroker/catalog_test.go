@@ -65,7 +65,7 @@ func TestCatalogRefreshThenPrices(t *testing.T) {
 	}
 	for _, s := range []string{
 		"aws    us-east-1  refreshed  1 offers (1 new), 0 price changes",
-		"gcp    -          skipped    fake gcp: no credentials (simulated)",
+		"gcp: skipped: no credentials; run 'gcloud auth application-default login'",
 		"azure  eastus     failed     context deadline exceeded; kept 0 stored offers",
 		"Store: " + db,
 	} {
@@ -225,5 +225,36 @@ func TestCatalogCheck(t *testing.T) {
 	}
 	if _, errOut, code := execute(t, newCatalogCmd(nil), "catalog", "check", "--limit", "-3"); code != exitUsageError || !strings.Contains(errOut, "--limit -3") {
 		t.Errorf("exit %d %s", code, errOut)
+	}
+}
+
+// TestCatalogRefreshWithoutCredentials: one short line per skipped cloud,
+// no SDK chain, and no database left behind when nothing was saved.
+func TestCatalogRefreshWithoutCredentials(t *testing.T) {
+	reg := refresh.Registry{}
+	for _, c := range pricing.Clouds() {
+		reg[c] = func(ctx context.Context, _ refresh.SourceConfig) (refresh.OfferSource, error) {
+			return fake.New(ctx, fake.Config{Cloud: c, NoCredentials: true})
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "new")
+	db := filepath.Join(dir, "g.db")
+	out, errOut, code := execute(t, newCatalogCmd(reg), "catalog", "refresh", "--db", db, "--region", "us-east-1,us-central1,eastus")
+	if code != exitFailure {
+		t.Errorf("exit %d, want 1 (nothing refreshed)", code)
+	}
+	for _, c := range []string{"aws", "gcp", "azure"} {
+		if n := strings.Count(out, c+": skipped: no credentials; "); n != 1 {
+			t.Errorf("%s: %d skip lines, want 1:\n%s", c, n, out)
+		}
+	}
+	if strings.Contains(out, "CLOUD  REGION") || strings.Contains(errOut, "cloud skipped") || strings.Contains(out, "(simulated)") {
+		t.Errorf("skips said more than once:\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("refresh that saved nothing left %s behind (%v)", dir, err)
+	}
+	if !strings.Contains(out, "no database was created") {
+		t.Errorf("stdout:\n%s", out)
 	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/broker"
 	"github.com/gpubroker/gpubroker/broker/config"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 )
@@ -57,8 +59,20 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 			if err != nil {
 				return usageErr(err)
 			}
+			if o.policy == "-" {
+				return usageErr(errors.New("serve re-reads its policy file on every re-plan; -f - (standard input) is for plan and policy check"))
+			}
 			if o.policy != "" {
-				if _, err := os.Stat(o.policy); err != nil {
+				// A bad policy is a usage error (exit 2), every problem
+				// printed, as for plan.
+				if _, err := policy.Load(o.policy); err != nil {
+					var list policy.ErrorList
+					if errors.As(err, &list) {
+						for _, e := range list {
+							fmt.Fprintln(cmd.ErrOrStderr(), e)
+						}
+						return usageErr(fmt.Errorf("%s: %d error(s)", o.policy, len(list)))
+					}
 					return usageErr(fmt.Errorf("policy file: %w", err))
 				}
 			}

@@ -8,9 +8,11 @@ import (
 	"math"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/store"
 )
 
 // checkDBPath checks a --db value that is only read from: a SQLite file
@@ -66,4 +68,36 @@ func loadPolicy(stdin io.Reader, path string) (*policy.Policy, error) {
 		return nil, fmt.Errorf("reading policy from standard input: %w", err)
 	}
 	return policy.Parse("<stdin>", data)
+}
+
+// createdSQLite is a SQLite file (and maybe its folder) that did not exist
+// before this run.
+type createdSQLite struct {
+	path   string
+	newDir bool
+}
+
+// newSQLiteFile reports the SQLite file dsn names when it does not exist
+// yet, or nil (PostgreSQL, or an existing file).
+func newSQLiteFile(dsn string) (*createdSQLite, error) {
+	t, err := store.ParseDSN(dsn)
+	if err != nil || t.Path == "" {
+		return nil, err
+	}
+	if _, err := os.Stat(t.Path); err == nil {
+		return nil, nil
+	}
+	_, derr := os.Stat(filepath.Dir(t.Path))
+	return &createdSQLite{path: t.Path, newDir: derr != nil}, nil
+}
+
+// remove deletes the file with its WAL and shared-memory files, and the
+// folder when this run made it and it is empty.
+func (c *createdSQLite) remove() {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		_ = os.Remove(c.path + suffix)
+	}
+	if c.newDir {
+		_ = os.Remove(filepath.Dir(c.path))
+	}
 }
