@@ -86,6 +86,12 @@ regions; globs select from the defaults (docs/providers.md).`,
 			if o.concurrency < 1 {
 				return usageErr(fmt.Errorf("--concurrency %d: want 1 or more", o.concurrency))
 			}
+			if o.timeout <= 0 {
+				return usageErr(fmt.Errorf("--timeout %v: want a positive duration such as 15m", o.timeout))
+			}
+			if err := checkGlobs("--region", o.regions); err != nil {
+				return usageErr(err)
+			}
 			targets, err := refresh.Plan(sources, clouds, patterns)
 			if err != nil {
 				return usageErr(fmt.Errorf("--region: %w", err))

@@ -258,3 +258,18 @@ func TestCatalogRefreshWithoutCredentials(t *testing.T) {
 		t.Errorf("stdout:\n%s", out)
 	}
 }
+
+// TestCatalogCheckGolden pins the full report on the embedded snapshot.
+func TestCatalogCheckGolden(t *testing.T) {
+	cat, err := pricing.EmbeddedCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct{ name, output string }{{"catalog-check.txt", "table"}, {"catalog-check.json", "json"}} {
+		var b bytes.Buffer
+		if err := writeCatalogCheck(&b, cat, f.output, 0); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, f.name, b.Bytes())
+	}
+}

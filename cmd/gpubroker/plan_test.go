@@ -95,3 +95,13 @@ func TestPlanReadsStdin(t *testing.T) {
 		t.Errorf("err %v, stderr %q", err, stderr.String())
 	}
 }
+
+// TestPlanCoverageGolden pins the notes and the plan for a policy allowing
+// a cloud and a place the catalog does not cover.
+func TestPlanCoverageGolden(t *testing.T) {
+	code, _, errOut := runCLI(t, "plan", "-f", "testdata/azure-europe.yaml")
+	if code != exitFailure {
+		t.Fatalf("exit %d", code)
+	}
+	golden(t, "plan-azure-europe.stderr.txt", []byte(errOut))
+}
