@@ -52,7 +52,7 @@ printed), 2 bad flags or a bad policy file (every error printed).`,
 			if err != nil {
 				return failErr(err)
 			}
-			return runPlanNotes(cmd.OutOrStdout(), cmd.ErrOrStderr(), cat, p, output, time.Now().UTC().Truncate(time.Second))
+			return runPlan(cmd.OutOrStdout(), cmd.ErrOrStderr(), cat, p, output, time.Now().UTC().Truncate(time.Second))
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML); - reads standard input")
@@ -60,14 +60,10 @@ printed), 2 bad flags or a bad policy file (every error printed).`,
 	return cmd
 }
 
-func runPlan(w io.Writer, cat *pricing.Catalog, p *policy.Policy, output string, now time.Time) error {
-	return runPlanNotes(w, io.Discard, cat, p, output, now)
-}
-
-// runPlanNotes plans and adds what the catalog cannot show: clouds and
+// runPlan plans and adds what the catalog cannot show: clouds and
 // places the policy allows where it has no offers, and prices of unknown
 // date. When no plan is found, those notes go to errw before the error.
-func runPlanNotes(w, errw io.Writer, cat *pricing.Catalog, p *policy.Policy, output string, now time.Time) error {
+func runPlan(w, errw io.Writer, cat *pricing.Catalog, p *policy.Policy, output string, now time.Time) error {
 	notes := optimizer.CoverageNotes(cat, p)
 	undated := 0
 	for _, o := range cat.Offers() {

@@ -31,7 +31,7 @@ func checkDBPath(db string) error {
 	case err != nil:
 		return fmt.Errorf("--db %s: no such database file; run 'gpubroker catalog refresh --db %s' to create one, or leave --db out to use the default", db, db)
 	case fi.IsDir():
-		return fmt.Errorf("--db %s is a directory; want a SQLite file, sqlite://PATH or postgres://...", db)
+		return fmt.Errorf("--db %s is a directory; want a SQLite file, sqlite://PATH or a postgres:// URL", db)
 	}
 	return nil
 }
