@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -12,11 +11,6 @@ import (
 
 	"github.com/robfig/cron/v3"
 )
-
-// ErrNothingToDo is returned (wrapped) by a job that ran correctly but had
-// nothing to do, such as a refresh with no cloud credentials and nothing
-// stored yet. The runner logs it at info and records the run as a success.
-var ErrNothingToDo = errors.New("nothing to do")
 
 // Job is a background job run on a cron schedule by the leader only.
 type Job struct {
@@ -159,7 +153,7 @@ func (s *Scheduler) loop(ctx, hard context.Context, j Job, sched slotSchedule) {
 			// is derived from the epoch so each term runs it once.
 			if epoch, _, ok := s.Elector.Leading(); ok && epoch != lastEpoch {
 				lastEpoch = epoch
-				s.runSlot(hard, j, time.Unix(0, epoch).UTC())
+				s.runSlot(hard, j, LeadershipSlot(epoch))
 			}
 			next := sched.Next(s.Now())
 			// Leading() is an in-memory check, so polling it is cheap.
@@ -179,6 +173,14 @@ func (s *Scheduler) loop(ctx, hard context.Context, j Job, sched slotSchedule) {
 		s.runSlot(hard, j, slot)
 	}
 }
+
+// LeadershipSlot is the slot key of an OnLeadership run in lease epoch
+// epoch: epoch seconds after the Unix epoch. Whole seconds survive every
+// database's timestamp precision (PostgreSQL keeps microseconds, so
+// nanosecond keys of successive epochs were all stored as the same
+// instant and every term after the first found its slot taken), and no
+// cron slot is ever that close to 1970.
+func LeadershipSlot(epoch int64) time.Time { return time.Unix(epoch, 0).UTC() }
 
 // runSlot runs j for slot if this replica leads and wins the claim. The
 // job's context ends when leadership is lost or the hard stop comes, but not
@@ -210,17 +212,10 @@ func (s *Scheduler) runSlot(hard context.Context, j Job, slot time.Time) {
 	cancel()
 	d := time.Since(start)
 	result := "ok"
-	switch {
-	case errors.Is(runErr, ErrNothingToDo):
-		// Not a failure: e.g. a refresh on a first start without
-		// credentials. Said once at info, recorded as a success.
-		result = "noop"
-		s.Log.Info("job had nothing to do", "job", j.Name, "slot", slot, "reason", runErr)
-		runErr = nil
-	case runErr != nil:
+	if runErr != nil {
 		result = "error"
 		s.Log.Error("job failed", "job", j.Name, "slot", slot, "err", runErr)
-	default:
+	} else {
 		s.Log.Debug("job done", "job", j.Name, "slot", slot, "duration", d)
 	}
 	s.Metrics.JobRan(j.Name, result, d)
