@@ -108,6 +108,11 @@ func FuzzParseSKUDescription(f *testing.F) {
 		"A3 Mega Instance Ram running in APAC",
 		"Commitment v1: A2 Cpu in Americas for 1 Year",
 		"running in running in", "Nvidia  GPU\trunning\u00a0in x",
+		"H200 141GB GPU running in Belgium",
+		"Spot Preemptible A4 Nvidia B200 (1 gpu slice) running in Americas",
+		"RTX 6000 96GB running in Oregon",
+		"A3Plus Instance Core running in Americas",
+		"Nvidia H100 80GB Plus GPU attached to Spot Preemptible VMs running in Tokyo",
 	} {
 		f.Add(s)
 	}
@@ -122,7 +127,7 @@ func FuzzParseSKUDescription(f *testing.F) {
 		if d.Kind == skuUnknown || d.Name == "" {
 			t.Fatalf("accepted %q as %+v", desc, d)
 		}
-		if d.Kind == skuGPU && !strings.HasPrefix(d.Name, "nvidia-") {
+		if (d.Kind == skuGPU || d.Kind == skuGPUSlice) && !strings.HasPrefix(d.Name, "nvidia-") {
 			t.Fatalf("GPU SKU %q named %q", desc, d.Name)
 		}
 		// Case never changes the meaning.
