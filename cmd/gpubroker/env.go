@@ -22,7 +22,8 @@ type envFlag struct {
 // reads GPUBROKER_AGENT_<FLAG> for each of its flags (docs/agent.md).
 var envFlags = []envFlag{
 	{"GPUBROKER_DB", []string{"db"}, "store: a SQLite path, sqlite://PATH or postgres://..."},
-	{"GPUBROKER_ENDPOINT", []string{"endpoint"}, "broker base URL for commands that talk to a running broker"},
+	{"GPUBROKER_ENDPOINT", []string{"endpoint", "broker"}, "broker base URL for commands that talk to a running broker (report --endpoint, token --broker)"},
+	{"GPUBROKER_TOKEN", []string{"token"}, "the broker's admin token for report --endpoint (token reads it directly)"},
 	{"GPUBROKER_POLICY", []string{"file", "policy"}, "policy file for plan, policy check, serve and catalog refresh (-f)"},
 	{"GPUBROKER_OUTPUT", []string{"output"}, "output format: table, json or csv where offered (-o)"},
 	{"GPUBROKER_CLOUD", []string{"cloud"}, "clouds (comma-separated) for prices and catalog refresh"},
