@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/gpubroker/gpubroker/broker"
 	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/identity"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
@@ -63,8 +65,20 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 			if err != nil {
 				return usageErr(err)
 			}
+			if o.policy == "-" {
+				return usageErr(errors.New("serve re-reads its policy file on every re-plan; -f - (standard input) is for plan and policy check"))
+			}
 			if o.policy != "" {
-				if _, err := os.Stat(o.policy); err != nil {
+				// A bad policy is a usage error (exit 2), every problem
+				// printed, as for plan.
+				if _, err := policy.Load(o.policy); err != nil {
+					var list policy.ErrorList
+					if errors.As(err, &list) {
+						for _, e := range list {
+							fmt.Fprintln(cmd.ErrOrStderr(), e)
+						}
+						return usageErr(fmt.Errorf("%s: %d error(s)", o.policy, len(list)))
+					}
 					return usageErr(fmt.Errorf("policy file: %w", err))
 				}
 			}
@@ -83,7 +97,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
 				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports, Identity: ident, RequireIdentity: o.requireIdentity,
 				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
-					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
+					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log, Endpoints: cfg.Endpoints,
 					Progress: refresh.LogProgress{Log: log}})})
 			if err != nil {
 				return failErr(err)
@@ -143,6 +157,9 @@ func (o *serveOptions) brokerConfig(cmd *cobra.Command) (config.Config, error) {
 		if cfg, err = config.ParseConfig(o.configPath, data); err != nil {
 			return cfg, err
 		}
+	}
+	if err := cfg.Endpoints.FromEnv(os.LookupEnv); err != nil {
+		return cfg, err
 	}
 	fl := cmd.Flags()
 	if fl.Changed("db") {

@@ -78,3 +78,14 @@ func TestServeRefreshesAndStops(t *testing.T) {
 		t.Errorf("prices after serve refreshed:\n%s", out)
 	}
 }
+
+func TestServeBadPolicyExits2(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--db", filepath.Join(t.TempDir(), "s.db"), "-f", "../../policy/testdata/keys.bad.yaml"}, &out, &errOut)
+	if code != exitUsageError || !strings.Contains(errOut.String(), "keys.bad.yaml:") {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+	if code := run(t.Context(), []string{"serve", "-f", "-"}, &out, &errOut); code != exitUsageError {
+		t.Errorf("serve -f -: exit %d", code)
+	}
+}
