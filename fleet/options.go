@@ -186,9 +186,11 @@ type MintRequest struct {
 	Expires     time.Time
 }
 
-// PlanSource gives the current plan with the blocked pools ruled out.
+// PlanSource gives the current plan with the pools u blocks ruled out
+// (optimizer.Input.Unavailable = u.Func(now)). It may cache the plan while
+// u.Version() and its inputs stay the same.
 type PlanSource interface {
-	Plan(ctx context.Context, unavailable func(o *pricing.Offer, ct pricing.CapacityType) bool, version int) (*optimizer.Plan, error)
+	Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error)
 }
 
 // Store is the fleet's persistence; *store.Fleet implements it.

@@ -269,7 +269,7 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 		}
 	}
 	p.planVersion = r.Unavailable.Version()
-	plan, err := r.Plans.Plan(ctx, r.Unavailable.Func(now), p.planVersion)
+	plan, err := r.Plans.Plan(ctx, r.Unavailable)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
 	}

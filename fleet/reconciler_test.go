@@ -184,7 +184,7 @@ func TestCapacityErrorFallsBackToNextPool(t *testing.T) {
 }
 
 func mustPlan(t *testing.T, e *env) *planT {
-	p, err := e.r.Plans.Plan(context.Background(), e.r.Unavailable.Func(e.clk.Now()), e.r.Unavailable.Version())
+	p, err := e.r.Plans.Plan(context.Background(), e.r.Unavailable)
 	if err != nil {
 		t.Fatal(err)
 	}
