@@ -33,6 +33,8 @@ type Config struct {
 	// ShutdownGrace is how long a running job may finish after a stop
 	// signal before it is cancelled.
 	ShutdownGrace time.Duration
+	// Fleet configures the fleet reconciler (fleet.go).
+	Fleet FleetConfig
 }
 
 // RefreshConfig configures the scheduled catalog refresh.
@@ -90,7 +92,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return cfg, nil // empty file: all defaults
 	}
-	p := &parser{name: name}
+	p := &parser{name: name, src: data}
 	root := doc.Content[0]
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return cfg, nil
@@ -98,6 +100,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	err := p.mapping(root, "", map[string]func(*yaml.Node) error{
 		"db":             func(n *yaml.Node) error { return p.str(n, "db", &cfg.DB) },
 		"shutdown_grace": func(n *yaml.Node) error { return p.duration(n, "shutdown_grace", &cfg.ShutdownGrace) },
+		"fleet":          func(n *yaml.Node) error { return p.fleet(n, &cfg.Fleet) },
 		"refresh": func(n *yaml.Node) error {
 			r := &cfg.Refresh
 			return p.mapping(n, "refresh", map[string]func(*yaml.Node) error{
@@ -124,7 +127,10 @@ func yamlError(name string, err error) error {
 	return fmt.Errorf("%w: %s:1:1: %s", ErrConfig, name, strings.TrimPrefix(msg, "yaml: "))
 }
 
-type parser struct{ name string }
+type parser struct {
+	name string
+	src  []byte // the file, for positions inside block scalars
+}
 
 func (p *parser) errorf(n *yaml.Node, format string, args ...any) error {
 	return fmt.Errorf("%w: %s:%d:%d: %s", ErrConfig, p.name, n.Line, n.Column, fmt.Sprintf(format, args...))

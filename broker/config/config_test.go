@@ -43,7 +43,7 @@ func TestParseConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: db, refresh, shutdown_grace`},
+		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: db, fleet, refresh, shutdown_grace`},
 		{"refresh:\n  schedul: x\n", `c.yaml:2:3: unknown key "schedul" in refresh; known keys: clouds, concurrency, fetch_timeout, on_start, regions, schedule`},
 		{"refresh:\n  schedule: \"0 */6 * *\"\n", `c.yaml:2:13: refresh.schedule: "0 */6 * *" is not a cron schedule (expected exactly 5 fields, found 4: [0 */6 * *]); want 5 fields such as "0 */6 * * *"`},
 		{"refresh:\n  schedule: \"0 25 * * *\"\n", `c.yaml:2:13: refresh.schedule: "0 25 * * *" is not a cron schedule`},
@@ -83,6 +83,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add("refresh: {schedule: \"0 */6 * * *\", clouds: [aws]}\n")
 	f.Add("db: &a x\nrefresh: *a\n")
 	f.Add("refresh:\n  schedule: \"TZ=Europe/Berlin 0 3 * * *\"\n")
+	fleet, _ := os.ReadFile("testdata/fleet.good.yaml")
+	f.Add(string(fleet))
+	f.Add("fleet:\n  clouds:\n    aws:\n      image: a\n      subnet: s\n      user_data: |\n        {{.Tokn}\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		cfg, err := ParseConfig("f.yaml", []byte(s))
 		if err != nil {
