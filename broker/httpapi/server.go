@@ -72,6 +72,8 @@ type Config struct {
 	// Ready reports whether the daemon can serve (store reachable, catalog
 	// loaded); nil means always ready.
 	Ready func(ctx context.Context) error
+	// Fleet serves the fleet routes; nil answers them with 503.
+	Fleet Fleet
 	// MaxBodyBytes bounds request bodies (default 1 MiB; agent reports are
 	// bounded at 64 KiB regardless).
 	MaxBodyBytes int64
@@ -82,6 +84,7 @@ type Server struct {
 	store    Store
 	catalog  func() *pricing.Catalog
 	planner  Planner
+	fleet    Fleet
 	log      *slog.Logger
 	now      func() time.Time
 	metrics  *Metrics
@@ -98,7 +101,7 @@ const agentBodyLimit = 64 << 10
 
 // New builds a Server.
 func New(cfg Config) *Server {
-	s := &Server{store: cfg.Store, catalog: cfg.Catalog, planner: cfg.Planner, log: cfg.Logger, now: cfg.Now,
+	s := &Server{store: cfg.Store, catalog: cfg.Catalog, planner: cfg.Planner, fleet: cfg.Fleet, log: cfg.Logger, now: cfg.Now,
 		metrics: cfg.Metrics, ready: cfg.Ready, maxBody: cfg.MaxBodyBytes, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -151,6 +154,7 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/agents/{id}/benchmarks", agentOwner, s.benchmark)
 	s.handle("POST /api/v1/agents/{id}/notices", agentOwner, s.notice)
 	s.handle("POST /api/v1/agents/{id}/drains", agentOwner, s.drain)
+	s.fleetRoutes()
 }
 
 // handle registers h for pattern behind auth and the latency histogram.
