@@ -81,6 +81,18 @@ type ComputeConfig struct {
 	// Quota caps live instances in the cloud (0: none): a launch beyond it
 	// fails with ErrQuotaExceeded.
 	Quota int
+	// TimeScale speeds the traces up: trace time runs TimeScale times as
+	// fast as the clock (default 1), so an end-to-end test replays hours
+	// of a real trace in seconds.
+	TimeScale float64
+}
+
+// Lifecycle hooks, called without the lock: OnRunning when an instance
+// leaves pending (with the user data it was launched with, e.g. to run it),
+// OnGone when it terminates.
+type Lifecycle struct {
+	OnRunning func(inst providers.Instance, userData string)
+	OnGone    func(inst providers.Instance)
 }
 
 // Notice is a preemption notice the fake delivered.
@@ -104,8 +116,10 @@ type Compute struct {
 	scale    int
 	odCap    int
 	quota    int
+	tscale   float64
 
 	mu       sync.Mutex
+	life     Lifecycle
 	pools    map[providers.PoolKey]*pool
 	regions  []string
 	zoneReg  map[string]string
@@ -117,6 +131,7 @@ type Compute struct {
 	poolErrs map[providers.PoolKey]error
 	loseNext int
 	notices  []Notice
+	queue    []func()
 	// OnNotice, when set, is called (without the lock) for every notice,
 	// e.g. to feed a fake metadata service or a fake agent.
 	onNotice func(Notice)
@@ -163,8 +178,11 @@ func NewCompute(cfg ComputeConfig) *Compute {
 	if cfg.SpotScale <= 0 {
 		cfg.SpotScale = 1
 	}
+	if cfg.TimeScale <= 0 {
+		cfg.TimeScale = 1
+	}
 	c := &Compute{cloud: cfg.Cloud, now: cfg.Now, start: cfg.Start, latency: cfg.LaunchLatency, lead: cfg.NoticeLead,
-		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota,
+		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota,
 		pools: map[providers.PoolKey]*pool{}, zoneReg: map[string]string{}, insts: map[string]*simInstance{},
 		byToken: map[string]string{}, calls: map[APIKind]int{}, failNext: map[APIKind][]error{},
 		poolErrs: map[providers.PoolKey]error{}}
@@ -230,6 +248,13 @@ func (c *Compute) Cloud() pricing.Cloud { return c.cloud }
 // Regions are the regions the fake sells in, sorted.
 func (c *Compute) Regions() []string { return slices.Clone(c.regions) }
 
+// SetLifecycle sets the lifecycle hooks.
+func (c *Compute) SetLifecycle(l Lifecycle) {
+	c.mu.Lock()
+	c.life = l
+	c.mu.Unlock()
+}
+
 // OnNotice sets a function called for every preemption notice.
 func (c *Compute) OnNotice(fn func(Notice)) {
 	c.mu.Lock()
@@ -258,7 +283,7 @@ func (c *Compute) capacity(p *pool, now time.Time) int {
 	if p.trace == nil || len(p.trace.Avail) == 0 || p.trace.Gap <= 0 {
 		return c.scale
 	}
-	tick := int(now.Sub(c.start) / p.trace.Gap)
+	tick := int(float64(now.Sub(c.start)) * c.tscale / float64(p.trace.Gap))
 	if tick < 0 {
 		tick = 0
 	}
@@ -285,16 +310,22 @@ func alive(s *simInstance) bool { return s.inst.State != providers.StateTerminat
 // syncs first; tests call it after moving the clock.
 func (c *Compute) Sync() {
 	c.mu.Lock()
-	fired, fn := c.syncLocked()
+	c.syncLocked()
+	c.fire()
+}
+
+// fire runs the callbacks queued under the lock, after unlocking it (the
+// callbacks may call back into the fake).
+func (c *Compute) fire() {
+	q := c.queue
+	c.queue = nil
 	c.mu.Unlock()
-	if fn != nil {
-		for _, n := range fired {
-			fn(n)
-		}
+	for _, f := range q {
+		f()
 	}
 }
 
-func (c *Compute) syncLocked() ([]Notice, func(Notice)) {
+func (c *Compute) syncLocked() {
 	now := c.now()
 	used := map[providers.PoolKey][]*simInstance{}
 	for id, s := range c.insts {
@@ -309,6 +340,10 @@ func (c *Compute) syncLocked() ([]Notice, func(Notice)) {
 			continue
 		case s.inst.State == providers.StatePending && !now.Before(s.inst.LaunchedAt.Add(c.latency)):
 			s.inst.State = providers.StateRunning
+			if fn := c.life.OnRunning; fn != nil {
+				in, ud := cloneInstance(s.inst), s.userData
+				c.queue = append(c.queue, func() { fn(in, ud) })
+			}
 		}
 		if s.noticeAt.IsZero() && s.inst.Capacity == pricing.Spot {
 			k := poolOf(s.inst)
@@ -341,12 +376,20 @@ func (c *Compute) syncLocked() ([]Notice, func(Notice)) {
 		}
 	}
 	sort.Slice(fired, func(i, j int) bool { return fired[i].Instance.ID < fired[j].Instance.ID })
-	return fired, c.onNotice
+	if fn := c.onNotice; fn != nil {
+		for _, n := range fired {
+			c.queue = append(c.queue, func() { fn(n) })
+		}
+	}
 }
 
 func (c *Compute) terminateLocked(s *simInstance, now time.Time) {
 	s.inst.State = providers.StateTerminated
 	s.goneAt = now
+	if fn := c.life.OnGone; fn != nil {
+		in := cloneInstance(s.inst)
+		c.queue = append(c.queue, func() { fn(in) })
+	}
 }
 
 func poolOf(i providers.Instance) providers.PoolKey {
@@ -386,14 +429,9 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 		return providers.Instance{}, err
 	}
 	c.mu.Lock()
-	fired, fn := c.syncLocked()
+	c.syncLocked()
 	inst, err := c.launchLocked(req)
-	c.mu.Unlock()
-	if fn != nil {
-		for _, n := range fired {
-			fn(n)
-		}
-	}
+	c.fire()
 	return inst, err
 }
 
@@ -516,7 +554,7 @@ func (c *Compute) Terminate(ctx context.Context, ref providers.InstanceRef) erro
 		return err
 	}
 	c.mu.Lock()
-	fired, fn := c.syncLocked()
+	c.syncLocked()
 	err := c.call(APITerminate)
 	if err == nil {
 		s := c.insts[ref.ID]
@@ -529,12 +567,7 @@ func (c *Compute) Terminate(ctx context.Context, ref providers.InstanceRef) erro
 	} else {
 		err = fmt.Errorf("fake %s terminate %s: %w", c.cloud, ref.ID, err)
 	}
-	c.mu.Unlock()
-	if fn != nil {
-		for _, n := range fired {
-			fn(n)
-		}
-	}
+	c.fire()
 	return err
 }
 
@@ -547,14 +580,9 @@ func (c *Compute) List(ctx context.Context, f providers.Filter) ([]providers.Ins
 		return nil, err
 	}
 	c.mu.Lock()
-	fired, fn := c.syncLocked()
+	c.syncLocked()
 	out, err := c.listLocked(f)
-	c.mu.Unlock()
-	if fn != nil {
-		for _, n := range fired {
-			fn(n)
-		}
-	}
+	c.fire()
 	return out, err
 }
 
@@ -639,19 +667,16 @@ func (c *Compute) SetQuota(n int) {
 // are ignored.
 func (c *Compute) Preempt(id string) {
 	c.mu.Lock()
-	var n *Notice
 	if s := c.insts[id]; s != nil && alive(s) && s.noticeAt.IsZero() {
 		now := c.now()
 		s.noticeAt = now
 		x := Notice{Instance: cloneInstance(s.inst), Action: "terminate", At: now.Add(c.lead)}
 		c.notices = append(c.notices, x)
-		n = &x
+		if fn := c.onNotice; fn != nil {
+			c.queue = append(c.queue, func() { fn(x) })
+		}
 	}
-	fn := c.onNotice
-	c.mu.Unlock()
-	if n != nil && fn != nil {
-		fn(*n)
-	}
+	c.fire()
 }
 
 // Stop moves an instance to stopped (as a user or the cloud's maintenance

@@ -72,8 +72,42 @@ func (m *Metadata) instance(id string) (zone string, ok bool) {
 	return s.inst.Zone, true
 }
 
-// ServeHTTP implements the paths above.
+// ConsoleInstance is one instance as GET /_fake/instances lists it: the
+// cloud console a test reads to check for duplicates.
+type ConsoleInstance struct {
+	ID           string            `json:"id"`
+	Zone         string            `json:"zone"`
+	InstanceType string            `json:"instance_type"`
+	Capacity     string            `json:"capacity"`
+	State        string            `json:"state"`
+	Tags         map[string]string `json:"tags"`
+	Noticed      bool              `json:"noticed"`
+	LaunchedAt   time.Time         `json:"launched_at"`
+}
+
+// ServeHTTP implements the paths above, and GET /_fake/instances (every
+// instance of the fake, JSON) and GET /_fake/notices for tests.
 func (m *Metadata) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m.Compute != nil && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/_fake/") {
+		var v any
+		switch r.URL.Path {
+		case "/_fake/instances":
+			var out []ConsoleInstance
+			for _, in := range m.Compute.Instances() {
+				out = append(out, ConsoleInstance{ID: in.ID, Zone: in.Zone, InstanceType: in.InstanceType, Capacity: string(in.Capacity),
+					State: string(in.State), Tags: in.Tags, Noticed: m.Compute.Noticed(in.ID), LaunchedAt: in.LaunchedAt})
+			}
+			v = out
+		case "/_fake/notices":
+			v = m.Compute.Notices()
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+		return
+	}
 	id, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if !ok || id == "" {
 		http.NotFound(w, r)
