@@ -72,6 +72,8 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Started, when set, is closed once the daemon listens.
 	Started chan<- net.Addr
+	// Fleet, when set, runs the fleet reconciler (fleet.go).
+	Fleet *FleetSetup
 }
 
 func (c *Config) defaults() error {
@@ -189,6 +191,15 @@ func Run(ctx context.Context, cfg Config) error {
 	elector := &Elector{Store: broker, Name: LeaseName, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Renew: cfg.LeaseRenew,
 		Now: cfg.Now, Log: log, OnChange: metrics.SetLeader, Release: true}
 
+	var fp *fleetParts
+	var fleetAPI httpapi.Fleet
+	if cfg.Fleet != nil {
+		if fp, err = newFleet(ctx, &cfg, broker, &cat, policyData, metrics, elector, log); err != nil {
+			return err
+		}
+		fleetAPI = fp.api
+	}
+
 	jobs := append([]Job(nil), cfg.ExtraJobs...)
 	if cfg.Refresh == nil {
 		cfg.Refresh = StoreRefresher
@@ -214,7 +225,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
+	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Fleet: fleetAPI, Logger: log,
 		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -265,6 +276,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	})
 	g.Go(sched.Run)
+	if fp != nil {
+		g.Go(fp.loop.Run)
+	}
 	err = g.Wait()
 	stopElect()
 	<-electDone

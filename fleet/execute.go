@@ -48,6 +48,27 @@ func (p *passState) execute(ctx context.Context) error {
 	return p.flush(ctx)
 }
 
+// describe lists the pass's terminations and launches without carrying
+// them out (Diff).
+func (p *passState) describe() {
+	for _, t := range p.terms {
+		p.act(Action{Kind: "terminate", Slot: t.rec.SlotID, Instance: t.rec.ID, Cloud: t.rec.Cloud, Zone: t.rec.Zone,
+			InstanceType: t.rec.InstanceType, Capacity: t.rec.Capacity, Reason: t.reason})
+	}
+	for _, l := range p.launches {
+		a := Action{Kind: "launch", Slot: l.slot.ID, Workload: l.slot.Workload, Cloud: string(l.spec.Offer.Cloud),
+			Zone: zoneOf(l.spec.Offer), InstanceType: l.spec.Offer.InstanceType, Capacity: string(l.spec.Capacity), Reason: l.reason}
+		if l.intent != nil {
+			a.Kind, a.Reason = "retry", "open launch intent "+l.intent.Token+", same client token"
+		} else if cands := p.candidates(l.spec); len(cands) == 0 {
+			a.Kind, a.Reason = "wait", "every candidate pool is unavailable; waiting for the re-plan"
+		} else if why := p.capHeld(l.spec.Offer.Cloud); why != "" {
+			a.Reason = strings.TrimSpace(a.Reason + " held back: " + why)
+		}
+		p.act(a)
+	}
+}
+
 // dryRun records an action that was not carried out, once per term.
 func (p *passState) dryRun(a *Action) {
 	why := "dry-run"

@@ -76,7 +76,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				r.Log.Info("reconcile pass stopped: leadership moved on", "epoch", epoch)
 			case err != nil && ctx.Err() == nil:
 				r.Log.Error("reconcile pass failed", "err", err)
-			case err == nil && len(rep.Actions) > 0:
+			case err == nil && anyDone(rep.Actions):
 				r.Log.Info("reconcile pass", "mode", rep.Mode, "paused", rep.Paused, "slots", rep.Slots, "instances", rep.Instances,
 					"actions", len(rep.Actions), "took", rep.Took.Round(time.Millisecond))
 			}
@@ -88,4 +88,13 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-l.kick:
 		}
 	}
+}
+
+func anyDone(as []Action) bool {
+	for _, a := range as {
+		if a.Done {
+			return true
+		}
+	}
+	return false
 }

@@ -148,6 +148,8 @@ func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Repor
 		if r.Metrics != nil {
 			r.Metrics.observe(p)
 		}
+	} else {
+		p.describe()
 	}
 	p.rep.Took = time.Since(start)
 	sort.SliceStable(p.rep.Actions, func(i, j int) bool { return p.rep.Actions[i].Slot < p.rep.Actions[j].Slot })

@@ -508,3 +508,29 @@ func TestThrottledLaunchKeepsIntentOpen(t *testing.T) {
 		}
 	}
 }
+
+func TestDiffWritesNothing(t *testing.T) {
+	e := newEnv(t, testPolicy)
+	rep, err := e.r.Diff(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	launches := 0
+	for _, a := range rep.Actions {
+		if a.Kind == "launch" && !a.Done {
+			launches++
+		}
+	}
+	if launches != 2 {
+		t.Fatalf("diff: %+v", rep.Actions)
+	}
+	if n := len(e.slots()); n != 0 || e.cloud.Calls()[fake.APILaunch] != 0 || len(e.events("")) != 0 {
+		t.Fatalf("diff wrote or launched: %d slots", n)
+	}
+	e.pass()
+	e.step(time.Minute)
+	rep, _ = e.r.Diff(context.Background())
+	if len(rep.Actions) != 0 {
+		t.Fatalf("diff of a settled fleet: %+v", rep.Actions)
+	}
+}

@@ -62,3 +62,28 @@ func (s *Fleet) Paused(ctx context.Context) (FleetPause, error) {
 	}
 	return FleetPause{Paused: row.Value == "true", By: row.UpdatedBy, At: row.UpdatedAt.UTC()}, nil
 }
+
+// FleetSecret returns the secret named name, creating it with gen on first
+// use; two replicas racing on the first use agree on one value.
+func (s *Fleet) FleetSecret(ctx context.Context, name string, gen func() (string, error)) (string, error) {
+	key := "secret:" + name
+	var row fleetSettingRow
+	if err := s.db.WithContext(ctx).Limit(1).Find(&row, "name = ?", key).Error; err != nil {
+		return "", fmt.Errorf("reading fleet secret: %w", err)
+	}
+	if row.Name != "" {
+		return row.Value, nil
+	}
+	v, err := gen()
+	if err != nil {
+		return "", err
+	}
+	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).
+		Create(&fleetSettingRow{Name: key, Value: v, UpdatedBy: "broker", UpdatedAt: time.Now().UTC()}).Error; err != nil {
+		return "", fmt.Errorf("storing fleet secret: %w", err)
+	}
+	if err := s.db.WithContext(ctx).First(&row, "name = ?", key).Error; err != nil {
+		return "", fmt.Errorf("reading fleet secret: %w", err)
+	}
+	return row.Value, nil
+}

@@ -28,7 +28,7 @@ func TestFleetApplyIsFencedAndAtomic(t *testing.T) {
 			Request: []byte(`{"ClientToken":"tok-1"}`), State: IntentOpen, CreatedAt: t0, UpdatedAt: t0}
 		err = f.Apply(ctx, fa, FleetChanges{Slots: []SlotRecord{slot}, Intents: []IntentRecord{in},
 			Instances: []FleetInstanceRecord{{ID: "i-1", Cloud: "aws", SlotID: "train/0", Token: "tok-1", State: "pending", LaunchedAt: t0, FirstSeen: t0}},
-			Events: []EventRecord{{At: t0, Kind: "fleet.slot", Instance: "i-1", Workload: "train", Message: "pending → launching"}}})
+			Events:    []EventRecord{{At: t0, Kind: "fleet.slot", Instance: "i-1", Workload: "train", Message: "pending → launching"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

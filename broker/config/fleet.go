@@ -69,6 +69,7 @@ type FleetCloud struct {
 	Traces         string
 	Seed           uint64
 	SpotScale      int
+	TimeScale      int
 	LaunchLatency  time.Duration
 	NoticeLead     time.Duration
 	MetadataListen string
@@ -240,6 +241,7 @@ func (p *parser) fleetCloud(n *yaml.Node, cloud string, c *FleetCloud) error {
 			return nil
 		}
 		fields["spot_scale"] = func(n *yaml.Node) error { return p.count(n, path+".spot_scale", &c.SpotScale) }
+		fields["time_scale"] = func(n *yaml.Node) error { return p.count(n, path+".time_scale", &c.TimeScale) }
 		fields["launch_latency"] = func(n *yaml.Node) error { return p.duration(n, path+".launch_latency", &c.LaunchLatency) }
 		fields["notice_lead"] = func(n *yaml.Node) error { return p.duration(n, path+".notice_lead", &c.NoticeLead) }
 		fields["metadata_listen"] = str("metadata_listen", &c.MetadataListen)

@@ -16,5 +16,6 @@ func addCommands(root *cobra.Command) {
 		newServeCmd(cloudSources()),
 		newAgentCmd(),
 		newPlanCmd(),
+		newFleetCmd(),
 	)
 }

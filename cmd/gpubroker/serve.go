@@ -66,10 +66,15 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 			if err != nil {
 				return usageErr(fmt.Errorf("refresh: %w", err))
 			}
+			fleetCfg, stopFleet, err := fleetSetup(cfg.Fleet, log)
+			if err != nil {
+				return usageErr(err)
+			}
+			defer stopFleet()
 			err = broker.Run(cmd.Context(), broker.Config{PolicyPath: o.policy, DSN: cfg.DB, Listen: o.listen,
 				Logger: log, Out: cmd.OutOrStdout(), LeaseTTL: o.leaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
-				RefreshOnLeadership: cfg.Refresh.OnStart,
+				RefreshOnLeadership: cfg.Refresh.OnStart, Fleet: fleetCfg,
 				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
 					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
 					Progress: refresh.LogProgress{Log: log}})})
@@ -80,7 +85,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configPath, "config", "", "YAML configuration file (keys: db, shutdown_grace, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout})")
+	f.StringVar(&o.configPath, "config", "", "YAML configuration file (keys: db, shutdown_grace, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout}, fleet (docs/fleet.md))")
 	f.StringVarP(&o.policy, "file", "f", "", "policy file to plan and keep placed")
 	f.StringVar(&o.db, "db", "", "store: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
