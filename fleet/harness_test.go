@@ -119,7 +119,7 @@ func newEnv(t testing.TB, pol string, opts ...envOpt) *env {
 	cat := pricing.NewCatalog(cc.Offers, t0, "test")
 	un := &Unavailable{}
 	e.r = &Reconciler{Store: f, Computes: map[pricing.Cloud]providers.Compute{pricing.AWS: e.cloud}, Agents: b,
-		Plans: &SolverSource{Catalog: func() *pricing.Catalog { return cat }, Policy: func() *policy.Policy { return p }, Now: clk.Now},
+		Plans:  &SolverSource{Catalog: func() *pricing.Catalog { return cat }, Policy: func() *policy.Policy { return p }, Now: clk.Now},
 		Tokens: tokenMinter{e}, Unavailable: un, Now: clk.Now, Options: o}
 	e.lead("a")
 	return e

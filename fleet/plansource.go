@@ -66,4 +66,3 @@ func (s *SolverSource) Plan(_ context.Context, u *Unavailable) (*optimizer.Plan,
 	}
 	return plan, nil
 }
-

@@ -26,7 +26,9 @@ func TestUnavailableRulesPoolsOut(t *testing.T) {
 	if err != nil || plan.Placements[0].Zone != "us-east-1a" {
 		t.Fatalf("unblocked: %v %+v", err, plan)
 	}
-	blocked := func(o *pricing.Offer, ct pricing.CapacityType) bool { return o.Zone == "us-east-1a" && ct == pricing.Spot }
+	blocked := func(o *pricing.Offer, ct pricing.CapacityType) bool {
+		return o.Zone == "us-east-1a" && ct == pricing.Spot
+	}
 	plan, err = Solve(Input{Catalog: cat, Policy: pol, Now: now, Unavailable: blocked})
 	if err != nil || plan.Placements[0].Zone != "us-east-1b" {
 		t.Fatalf("blocked: %v %+v", err, plan)
