@@ -405,7 +405,12 @@ func (p *passState) decideInstances() {
 				}
 			}
 		}
-		owned := intent != nil && slot != nil && slot.Generation == intent.Generation && slot.InstanceID == id && !rec.Retired
+		if slot == nil && rec.SlotID != "" {
+			slot = p.slots[rec.SlotID]
+		}
+		// Owned: the slot's current instance, launched with the token of the
+		// slot's current generation.
+		owned := slot != nil && slot.InstanceID == id && token == ClientToken(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
 		if owned {
 			if rec.SlotID != slot.ID || !rec.OrphanSince.IsZero() {
 				rec.SlotID, rec.OrphanSince = slot.ID, time.Time{}
@@ -449,12 +454,9 @@ func (p *passState) decideInstances() {
 		if p.now.Sub(rec.FirstSeen) < p.r.Options.ListGrace && rec.State != string(providers.StateTerminated) {
 			continue
 		}
+		// Its launched intent retires with it (store.Fleet.Apply).
 		p.changes.DeleteInstances = append(p.changes.DeleteInstances, id)
 		delete(p.records, id)
-		if in := p.intents[rec.Token]; in != nil && in.State == store.IntentLaunched && in.InstanceID == id {
-			in.State, in.UpdatedAt = store.IntentRetired, p.now
-			p.dirtyI[in.Token] = true
-		}
 	}
 	slices.Sort(p.changes.DeleteInstances)
 }

@@ -67,7 +67,8 @@ type FleetChanges struct {
 	DeleteSlots []string
 	Intents     []IntentRecord
 	Instances   []FleetInstanceRecord
-	// DeleteInstances forgets instances (gone from the cloud's listing).
+	// DeleteInstances forgets instances (gone from the cloud's listing) and
+	// retires their launched intents.
 	DeleteInstances []string
 	Events          []EventRecord
 }
@@ -86,6 +87,10 @@ const batch = 500
 func (s *Fleet) Apply(ctx context.Context, f Fence, c FleetChanges) error {
 	if c.Empty() {
 		return nil
+	}
+	now := f.Now
+	if now.IsZero() {
+		now = time.Now()
 	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := checkFence(tx, f); err != nil {
@@ -132,6 +137,11 @@ func (s *Fleet) Apply(ctx context.Context, f Fence, c FleetChanges) error {
 				if err := tx.Where("id IN ?", ids).Delete(&fleetInstanceRow{}).Error; err != nil {
 					return fmt.Errorf("deleting fleet instances: %w", err)
 				}
+				// Their launched intents retire: nothing needs them any more.
+				if err := tx.Model(&intentRow{}).Where("instance_id IN ? AND state = ?", ids, IntentLaunched).
+					Updates(map[string]any{"state": IntentRetired, "updated_at": now.UTC()}).Error; err != nil {
+					return fmt.Errorf("retiring launch intents: %w", err)
+				}
 			}
 		}
 		if len(c.Events) > 0 {
@@ -158,8 +168,9 @@ type FleetState struct {
 	Instances []FleetInstanceRecord
 }
 
-// Load reads the slots, the launch intents that are open or whose instance
-// may still exist, and the recorded instances.
+// Load reads the slots, the launch intents still unresolved (open or
+// failed: launched ones are settled, their instance is recorded) and the
+// recorded instances.
 func (s *Fleet) Load(ctx context.Context) (FleetState, error) {
 	var st FleetState
 	db := s.db.WithContext(ctx)
@@ -168,7 +179,7 @@ func (s *Fleet) Load(ctx context.Context) (FleetState, error) {
 		return st, fmt.Errorf("reading slots: %w", err)
 	}
 	var intents []intentRow
-	if err := db.Where("state <> ?", IntentRetired).Order("token").Find(&intents).Error; err != nil {
+	if err := db.Where("state IN ?", []string{IntentOpen, IntentFailed}).Order("token").Find(&intents).Error; err != nil {
 		return st, fmt.Errorf("reading launch intents: %w", err)
 	}
 	var insts []fleetInstanceRow
