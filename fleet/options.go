@@ -65,6 +65,9 @@ type Options struct {
 	// cloud's listing before it counts as lost (eventual consistency;
 	// default 2m).
 	ListGrace time.Duration
+	// UnavailableBackoff is the first block of a pool after a capacity
+	// error or a preemption (default 3m; see Unavailable).
+	UnavailableBackoff time.Duration
 	// LaunchTimeout bounds one launch call (default 2m).
 	LaunchTimeout time.Duration
 	// MaxAttempts is how many launches one slot may try in a pass after

@@ -92,7 +92,7 @@ func (r *Reconciler) init() {
 			r.Now = time.Now
 		}
 		if r.Unavailable == nil {
-			r.Unavailable = &Unavailable{}
+			r.Unavailable = &Unavailable{Backoff: r.Options.UnavailableBackoff}
 		}
 		r.seen = map[string]bool{}
 	})

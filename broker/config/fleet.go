@@ -31,6 +31,9 @@ type FleetConfig struct {
 	OrphanGrace       time.Duration
 	BootTimeout       time.Duration
 	HeartbeatTimeout  time.Duration
+	// UnavailableBackoff is the first block of a pool after a capacity
+	// error or a preemption.
+	UnavailableBackoff time.Duration
 	// Commands maps a workload to its own command, started after the agent.
 	Commands map[string]string
 	// Clouds holds the launch configuration per cloud (aws, gcp, azure; and
@@ -124,6 +127,9 @@ func (p *parser) fleet(n *yaml.Node, dst *FleetConfig) error {
 		"orphan_grace":      func(n *yaml.Node) error { return p.duration(n, "fleet.orphan_grace", &dst.OrphanGrace) },
 		"boot_timeout":      func(n *yaml.Node) error { return p.duration(n, "fleet.boot_timeout", &dst.BootTimeout) },
 		"heartbeat_timeout": func(n *yaml.Node) error { return p.duration(n, "fleet.heartbeat_timeout", &dst.HeartbeatTimeout) },
+		"unavailable_backoff": func(n *yaml.Node) error {
+			return p.duration(n, "fleet.unavailable_backoff", &dst.UnavailableBackoff)
+		},
 		"commands": func(n *yaml.Node) error {
 			if n.Kind != yaml.MappingNode {
 				return p.errorf(n, "fleet.commands must map workload names to commands, e.g. {train: \"python train.py\"}")

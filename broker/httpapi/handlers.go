@@ -389,7 +389,10 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
 }
 
 var eventKinds = map[string]bool{"registered": true, "launched": true, "preemption_notice": true, "notice": true,
-	"drained": true, "drain_failed": true, "terminated": true, "price_change": true, "budget_alert": true, "benchmark": true}
+	"drained": true, "drain_failed": true, "terminated": true, "price_change": true, "budget_alert": true, "benchmark": true,
+	// The fleet's (docs/fleet.md).
+	"fleet.slot": true, "fleet.orphan": true, "fleet.terminate": true, "fleet.launch_failed": true, "fleet.dry_run": true,
+	"fleet.paused": true, "fleet.resumed": true}
 
 func parseEventFilter(v url.Values) (store.EventFilter, error) {
 	var f store.EventFilter

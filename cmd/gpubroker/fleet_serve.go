@@ -36,7 +36,7 @@ func fleetSetup(fc config.FleetConfig, log *slog.Logger) (setup *broker.FleetSet
 		return nil, stop, nil
 	}
 	o := fleet.Options{Name: fc.Name, Mode: fleet.Mode(fc.Mode), MaxInstances: fc.MaxInstances, LaunchesPerMinute: fc.LaunchesPerMinute,
-		OrphanGrace: fc.OrphanGrace, BootTimeout: fc.BootTimeout, HeartbeatTimeout: fc.HeartbeatTimeout, BrokerURL: fc.BrokerURL,
+		OrphanGrace: fc.OrphanGrace, BootTimeout: fc.BootTimeout, HeartbeatTimeout: fc.HeartbeatTimeout, UnavailableBackoff: fc.UnavailableBackoff, BrokerURL: fc.BrokerURL,
 		Commands: fc.Commands, MaxPerCloud: map[pricing.Cloud]int{}, UserData: map[pricing.Cloud]*template.Template{}}
 	setup = &broker.FleetSetup{Options: o, Interval: fc.Interval, Computes: map[pricing.Cloud]providers.Compute{}}
 	names := make([]string, 0, len(fc.Clouds))

@@ -117,6 +117,8 @@ type Compute struct {
 	odCap    int
 	quota    int
 	tscale   float64
+	base     time.Duration // trace time at start
+	calm     bool
 
 	mu       sync.Mutex
 	life     Lifecycle
@@ -280,10 +282,13 @@ func (c *Compute) capacity(p *pool, now time.Time) int {
 		}
 		return -1
 	}
+	if c.calm {
+		return -1
+	}
 	if p.trace == nil || len(p.trace.Avail) == 0 || p.trace.Gap <= 0 {
 		return c.scale
 	}
-	tick := int(float64(now.Sub(c.start)) * c.tscale / float64(p.trace.Gap))
+	tick := int((float64(c.base) + float64(now.Sub(c.start))*c.tscale) / float64(p.trace.Gap))
 	if tick < 0 {
 		tick = 0
 	}
@@ -653,6 +658,24 @@ func (c *Compute) LoseNextLaunchResponses(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.loseNext += n
+}
+
+// SetTimeScale changes how fast trace time runs from now on; 0 freezes
+// the traces at the current tick (capacity stops changing).
+func (c *Compute) SetTimeScale(x float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	c.base += time.Duration(float64(now.Sub(c.start)) * c.tscale)
+	c.start, c.tscale = now, max(x, 0)
+}
+
+// Calm ends a storm: spot capacity becomes unlimited and the traces stop
+// driving it (a test's "the weather cleared").
+func (c *Compute) Calm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calm = true
 }
 
 // SetQuota caps live instances (0: none).

@@ -85,9 +85,26 @@ type ConsoleInstance struct {
 	LaunchedAt   time.Time         `json:"launched_at"`
 }
 
-// ServeHTTP implements the paths above, and GET /_fake/instances (every
-// instance of the fake, JSON) and GET /_fake/notices for tests.
+// ServeHTTP implements the paths above, and for tests GET /_fake/instances
+// (every instance of the fake, JSON), GET /_fake/notices and POST
+// /_fake/timescale?x=N (0 freezes the traces) and POST /_fake/calm (spot
+// capacity unlimited from now on).
 func (m *Metadata) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m.Compute != nil && r.Method == http.MethodPost && r.URL.Path == "/_fake/calm" {
+		m.Compute.Calm()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if m.Compute != nil && r.Method == http.MethodPost && r.URL.Path == "/_fake/timescale" {
+		x, err := strconv.ParseFloat(r.URL.Query().Get("x"), 64)
+		if err != nil || x < 0 {
+			http.Error(w, "x must be a number >= 0", http.StatusBadRequest)
+			return
+		}
+		m.Compute.SetTimeScale(x)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if m.Compute != nil && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/_fake/") {
 		var v any
 		switch r.URL.Path {
