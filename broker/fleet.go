@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/fleet"
 	"github.com/gpubroker/gpubroker/policy"
@@ -70,21 +71,70 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 	return &fleetParts{loop: loop, api: fleetAPI{svc}}, nil
 }
 
-// fleetAPI adapts fleet.Service to the API's interface.
+// fleetAPI adapts fleet.Service to the API: domain values in, apiv1 out.
 type fleetAPI struct{ s *fleet.Service }
 
-func (f fleetAPI) Status(ctx context.Context) (any, error) { return f.s.Status(ctx) }
-
-func (f fleetAPI) Diff(ctx context.Context) (any, error) {
-	r, err := f.s.Diff(ctx)
-	if errors.Is(err, fleet.ErrNoPlan) {
-		return nil, fmt.Errorf("%w: %v", httpapi.ErrNoPolicy, err)
+func (f fleetAPI) Status(ctx context.Context) (apiv1.FleetStatus, error) {
+	st, err := f.s.Status(ctx)
+	if err != nil {
+		return apiv1.FleetStatus{}, err
 	}
-	return r, err
+	out := apiv1.FleetStatus{At: st.At, Mode: string(st.Mode), Paused: st.Paused, PausedBy: st.PausedBy, ByState: byState(st.ByState),
+		Slots: make([]apiv1.FleetSlot, 0, len(st.Slots)), Orphans: make([]apiv1.FleetInstance, 0, len(st.Orphans)),
+		Blocked: make([]apiv1.BlockedPool, 0, len(st.Blocked))}
+	for _, s := range st.Slots {
+		out.Slots = append(out.Slots, apiv1.FleetSlot{ID: s.ID, Workload: s.Workload, Kind: s.Kind, Index: s.Index, Cloud: s.Cloud,
+			Region: s.Region, Zone: s.Zone, InstanceType: s.InstanceType, GPU: s.GPU, Capacity: s.Capacity, PricePerHour: s.PricePerHour,
+			State: s.State, Generation: s.Generation, InstanceID: s.InstanceID, InstanceState: s.InstanceState, Reason: s.Reason,
+			StateSince: s.StateSince, AgeSeconds: s.AgeSeconds, LaunchedAt: s.LaunchedAt, RunningAt: s.RunningAt, Agent: s.Agent,
+			LastHeartbeat: s.LastHeartbeat})
+	}
+	for _, o := range st.Orphans {
+		out.Orphans = append(out.Orphans, apiv1.FleetInstance{ID: o.ID, Cloud: o.Cloud, Region: o.Region, Zone: o.Zone,
+			InstanceType: o.InstanceType, Capacity: o.Capacity, State: o.State, OrphanSince: o.OrphanSince})
+	}
+	for _, b := range st.Blocked {
+		out.Blocked = append(out.Blocked, apiv1.BlockedPool{Cloud: string(b.Pool.Cloud), Zone: b.Pool.Zone, InstanceType: b.Pool.InstanceType,
+			Capacity: string(b.Pool.Capacity), Until: b.Until, Reason: b.Reason})
+	}
+	if st.LastPass != nil {
+		r := reportAPI(*st.LastPass)
+		out.LastPass = &r
+	}
+	return out, nil
 }
 
-func (f fleetAPI) SetPaused(ctx context.Context, paused bool, by string) (any, error) {
-	return f.s.SetPaused(ctx, paused, by)
+func byState(m map[fleet.State]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[string(k)] = v
+	}
+	return out
+}
+
+func reportAPI(r fleet.Report) apiv1.FleetReport {
+	out := apiv1.FleetReport{At: r.At, Mode: string(r.Mode), Paused: r.Paused, Epoch: r.Epoch, TookNS: int64(r.Took), Slots: r.Slots,
+		ByState: byState(r.ByState), Instances: r.Instances, Actions: make([]apiv1.FleetAction, 0, len(r.Actions)), Errors: r.Errors}
+	for _, a := range r.Actions {
+		out.Actions = append(out.Actions, apiv1.FleetAction(a))
+	}
+	return out
+}
+
+func (f fleetAPI) Diff(ctx context.Context) (apiv1.FleetReport, error) {
+	r, err := f.s.Diff(ctx)
+	if errors.Is(err, fleet.ErrNoPlan) {
+		return apiv1.FleetReport{}, fmt.Errorf("%w: %v", policy.ErrNoPolicy, err)
+	}
+	if err != nil {
+		return apiv1.FleetReport{}, err
+	}
+	return reportAPI(r), nil
+}
+
+func (f fleetAPI) SetPaused(ctx context.Context, paused bool, by string) (apiv1.FleetPause, error) {
+	p, err := f.s.SetPaused(ctx, paused, by)
+	return apiv1.FleetPause{Paused: p.Paused, By: p.By, At: p.At}, err
 }
 
 // StoreMinter mints registration tokens as bootstrap tokens in the store.

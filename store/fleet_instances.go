@@ -5,27 +5,27 @@ import "time"
 // FleetInstanceRecord is one broker-tagged instance as the fleet last saw
 // it in a cloud's listing, with the slot it fills ("" for an orphan).
 type FleetInstanceRecord struct {
-	ID           string `json:"id"`
-	Cloud        string `json:"cloud"`
-	Region       string `json:"region"`
-	Zone         string `json:"zone"`
-	InstanceType string `json:"instance_type"`
-	Capacity     string `json:"capacity"`
+	ID           string
+	Cloud        string
+	Region       string
+	Zone         string
+	InstanceType string
+	Capacity     string
 	// State is the cloud's (pending, running, stopping, stopped,
 	// terminated).
-	State  string `json:"state"`
-	SlotID string `json:"slot,omitempty"`
-	Token  string `json:"token,omitempty"`
+	State  string
+	SlotID string
+	Token  string
 	// Retired is set once the fleet gave up on the instance (preempted,
 	// lost, superseded): it is terminated and no longer fills its slot.
-	Retired bool `json:"retired,omitempty"`
+	Retired bool
 	// RetiredAt is when; RetireReason why.
-	RetiredAt    time.Time `json:"retired_at,omitzero"`
-	RetireReason string    `json:"retire_reason,omitempty"`
-	LaunchedAt   time.Time `json:"launched_at"`
-	FirstSeen    time.Time `json:"first_seen"`
+	RetiredAt    time.Time
+	RetireReason string
+	LaunchedAt   time.Time
+	FirstSeen    time.Time
 	// OrphanSince is when the fleet first saw it without a slot.
-	OrphanSince time.Time `json:"orphan_since,omitzero"`
+	OrphanSince time.Time
 }
 
 type fleetInstanceRow struct {

@@ -24,24 +24,24 @@ const (
 // unique (slot, generation) and the deterministic token make a launch
 // happen once across crashes and leader changes.
 type IntentRecord struct {
-	Token      string `json:"token"`
-	SlotID     string `json:"slot"`
-	Generation int    `json:"generation"`
+	Token      string
+	SlotID     string
+	Generation int
 	// Epoch is the leader term that wrote it.
-	Epoch    int64  `json:"epoch"`
-	Cloud    string `json:"cloud"`
-	Capacity string `json:"capacity"`
+	Epoch    int64
+	Cloud    string
+	Capacity string
 	// Request is the launch request as JSON (candidates, tags, name; the
 	// user data is left out: it holds a registration token), so a retry
 	// sends the same request with the same token.
-	Request    json.RawMessage `json:"request,omitempty"`
-	State      string          `json:"state"`
-	InstanceID string          `json:"instance_id,omitempty"`
-	Region     string          `json:"region,omitempty"`
-	Zone       string          `json:"zone,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
+	Request    json.RawMessage
+	State      string
+	InstanceID string
+	Region     string
+	Zone       string
+	Error      string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 type intentRow struct {

@@ -22,9 +22,9 @@ func (fleetSettingRow) TableName() string { return "fleet_settings" }
 
 // FleetPause is the kill switch's state.
 type FleetPause struct {
-	Paused bool      `json:"paused"`
-	By     string    `json:"by,omitempty"`
-	At     time.Time `json:"at,omitzero"`
+	Paused bool
+	By     string
+	At     time.Time
 }
 
 const settingPaused = "paused"

@@ -7,30 +7,30 @@ import "time"
 // chose for it and where it stands.
 type SlotRecord struct {
 	// ID is stable across re-plans: "<workload>/<index>".
-	ID           string  `json:"id"`
-	Workload     string  `json:"workload"`
-	Kind         string  `json:"kind"`
-	Index        int     `json:"index"`
-	Cloud        string  `json:"cloud"`
-	Region       string  `json:"region"`
-	Zone         string  `json:"zone"`
-	InstanceType string  `json:"instance_type"`
-	GPU          string  `json:"gpu"`
-	Capacity     string  `json:"capacity"`
-	PricePerHour float64 `json:"price_per_hour"`
+	ID           string
+	Workload     string
+	Kind         string
+	Index        int
+	Cloud        string
+	Region       string
+	Zone         string
+	InstanceType string
+	GPU          string
+	Capacity     string
+	PricePerHour float64
 	// State is pending, launching, booting, running, draining or gone.
-	State string `json:"state"`
+	State string
 	// Generation counts launches of this slot; the launch intent of
 	// generation g has the client token derived from (slot, g).
-	Generation int    `json:"generation"`
-	InstanceID string `json:"instance_id,omitempty"`
+	Generation int
+	InstanceID string
 	// Reason says why the slot is in its state (the last error, the
 	// blocking pool, ...).
-	Reason     string    `json:"reason,omitempty"`
-	StateSince time.Time `json:"state_since"`
-	CreatedAt  time.Time `json:"created_at"`
-	LaunchedAt time.Time `json:"launched_at,omitzero"`
-	RunningAt  time.Time `json:"running_at,omitzero"`
+	Reason     string
+	StateSince time.Time
+	CreatedAt  time.Time
+	LaunchedAt time.Time
+	RunningAt  time.Time
 }
 
 type slotRow struct {

@@ -3,25 +3,27 @@ package httpapi
 import (
 	"context"
 	"net/http"
+
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // Fleet is what the fleet routes need; the broker adapts the fleet
-// package's Service to it. Answers are encoded as they are.
+// package's Service to it.
 type Fleet interface {
 	// Status is the fleet as stored: slots, instances, agent health,
 	// blocked pools, the kill switch.
-	Status(ctx context.Context) (any, error)
+	Status(ctx context.Context) (apiv1.FleetStatus, error)
 	// Diff is what the next reconcile pass would do; it writes nothing.
-	Diff(ctx context.Context) (any, error)
+	Diff(ctx context.Context) (apiv1.FleetReport, error)
 	// SetPaused turns the kill switch on or off; by names who did.
-	SetPaused(ctx context.Context, paused bool, by string) (any, error)
+	SetPaused(ctx context.Context, paused bool, by string) (apiv1.FleetPause, error)
 }
 
 func (s *Server) fleetRoutes() {
-	s.handle("GET /api/v1/fleet", adminOnly, s.fleetStatus)
-	s.handle("GET /api/v1/fleet/diff", adminOnly, s.fleetDiff)
-	s.handle("POST /api/v1/fleet/pause", adminOnly, s.fleetPause(true))
-	s.handle("POST /api/v1/fleet/resume", adminOnly, s.fleetPause(false))
+	s.handle("GET "+apiv1.PathFleet, adminOnly, s.fleetStatus)
+	s.handle("GET "+apiv1.PathFleetDiff, adminOnly, s.fleetDiff)
+	s.handle("POST "+apiv1.PathFleetPause, adminOnly, s.fleetPause(true))
+	s.handle("POST "+apiv1.PathFleetResume, adminOnly, s.fleetPause(false))
 }
 
 func (s *Server) noFleet(w http.ResponseWriter) bool {

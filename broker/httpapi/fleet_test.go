@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // fakeFleet records what the fleet routes asked of it.
@@ -14,21 +16,21 @@ type fakeFleet struct {
 	by     string
 }
 
-func (f *fakeFleet) Status(context.Context) (any, error) {
+func (f *fakeFleet) Status(context.Context) (apiv1.FleetStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return map[string]any{"paused": f.paused, "slots": []any{}}, nil
+	return apiv1.FleetStatus{Paused: f.paused, Slots: []apiv1.FleetSlot{}}, nil
 }
 
-func (f *fakeFleet) Diff(context.Context) (any, error) {
-	return map[string]any{"actions": []any{map[string]any{"kind": "launch", "slot": "train/0"}}}, nil
+func (f *fakeFleet) Diff(context.Context) (apiv1.FleetReport, error) {
+	return apiv1.FleetReport{Actions: []apiv1.FleetAction{{Kind: "launch", Slot: "train/0"}}}, nil
 }
 
-func (f *fakeFleet) SetPaused(_ context.Context, paused bool, by string) (any, error) {
+func (f *fakeFleet) SetPaused(_ context.Context, paused bool, by string) (apiv1.FleetPause, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.paused, f.by = paused, by
-	return map[string]any{"paused": paused, "by": by}, nil
+	return apiv1.FleetPause{Paused: paused, By: by}, nil
 }
 
 func TestFleetRoutes(t *testing.T) {

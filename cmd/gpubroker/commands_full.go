@@ -16,6 +16,7 @@ func addCommands(root *cobra.Command) {
 		newServeCmd(cloudSources()),
 		newAgentCmd(),
 		newPlanCmd(),
+		newTokenCmd(),
 		newFleetCmd(),
 	)
 }

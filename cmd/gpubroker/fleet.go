@@ -3,28 +3,22 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/fleet"
-	"github.com/gpubroker/gpubroker/store"
 )
 
 type fleetOptions struct {
-	broker    string
-	tokenFile string
-	output    string
-	timeout   time.Duration
+	api    apiFlags
+	output string
 }
 
 func newFleetCmd() *cobra.Command {
@@ -38,11 +32,8 @@ The broker address comes from --broker or $GPUBROKER_URL, the admin token from
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.broker, "broker", "", "broker base URL (default $GPUBROKER_URL, else http://127.0.0.1:8080)")
-	pf.StringVar(&o.tokenFile, "token-file", "", "file holding an admin token (default $GPUBROKER_TOKEN)")
-	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
-	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the broker")
+	o.api.register(cmd)
+	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	cmd.AddCommand(
 		&cobra.Command{Use: "status", Short: "Slots and instances by workload: cloud, zone, type, capacity, state, age, $/h, agent health",
 			Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error { return o.status(cmd) }},
@@ -56,96 +47,36 @@ The broker address comes from --broker or $GPUBROKER_URL, the admin token from
 	return cmd
 }
 
-func (o *fleetOptions) check() error {
+func (o *fleetOptions) client() (*apiv1.Client, error) {
 	if o.output != "table" && o.output != "json" {
-		return usageErr(fmt.Errorf("--output %q: want table or json", o.output))
+		return nil, usageErr(fmt.Errorf("--output %q: want table or json", o.output))
 	}
-	return nil
+	return o.api.client()
 }
 
-// call sends one request to the broker and decodes its JSON answer into v
-// (raw receives the body as sent, for --output json).
-func (o *fleetOptions) call(ctx context.Context, method, path string, v any) ([]byte, error) {
-	base := o.broker
-	if base == "" {
-		base = os.Getenv("GPUBROKER_URL")
-	}
-	if base == "" {
-		base = "http://127.0.0.1:8080"
-	}
-	token := os.Getenv("GPUBROKER_TOKEN")
-	if o.tokenFile != "" {
-		b, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return nil, usageErr(fmt.Errorf("--token-file: %w", err))
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	if token == "" {
-		return nil, usageErr(errors.New("no admin token: set --token-file or $GPUBROKER_TOKEN (gpubroker serve prints one on first start)"))
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, nil)
-	if err != nil {
-		return nil, usageErr(fmt.Errorf("--broker %q: %w", base, err))
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, failErr(fmt.Errorf("reaching the broker at %s: %w", base, err))
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, failErr(fmt.Errorf("reading the broker's answer: %w", err))
-	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		msg := strings.TrimSpace(string(body))
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-			msg = e.Error.Message
-		}
-		return nil, failErr(fmt.Errorf("broker answered %d: %s", resp.StatusCode, msg))
-	}
-	if v != nil {
-		if err := json.Unmarshal(body, v); err != nil {
-			return nil, failErr(fmt.Errorf("decoding the broker's answer: %w", err))
-		}
-	}
-	return body, nil
-}
-
-func writeRaw(w io.Writer, body []byte) error {
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		return err
-	}
+func writeJSONOut(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
 func (o *fleetOptions) status(cmd *cobra.Command) error {
-	if err := o.check(); err != nil {
-		return err
-	}
-	var st fleet.Status
-	body, err := o.call(cmd.Context(), http.MethodGet, "/api/v1/fleet", &st)
+	c, err := o.client()
 	if err != nil {
 		return err
 	}
+	st, err := c.FleetStatus(cmd.Context())
+	if err != nil {
+		return apiErr(err)
+	}
 	if o.output == "json" {
-		return writeRaw(cmd.OutOrStdout(), body)
+		return writeJSONOut(cmd.OutOrStdout(), st)
 	}
 	return renderFleetStatus(cmd.OutOrStdout(), st)
 }
 
-func renderFleetStatus(w io.Writer, st fleet.Status) error {
-	mode := string(st.Mode)
+func renderFleetStatus(w io.Writer, st apiv1.FleetStatus) error {
+	mode := st.Mode
 	if st.Paused {
 		mode += ", PAUSED"
 		if st.PausedBy != "" {
@@ -154,7 +85,7 @@ func renderFleetStatus(w io.Writer, st fleet.Status) error {
 	}
 	fmt.Fprintf(w, "Fleet (%s): %d slots", mode, len(st.Slots))
 	for _, s := range fleet.States {
-		if n := st.ByState[s]; n > 0 {
+		if n := st.ByState[string(s)]; n > 0 {
 			fmt.Fprintf(w, ", %d %s", n, s)
 		}
 	}
@@ -177,7 +108,7 @@ func renderFleetStatus(w io.Writer, st fleet.Status) error {
 	if len(st.Blocked) > 0 {
 		fmt.Fprintf(w, "\nBlocked pools (unavailable-offerings cache):\n")
 		for _, b := range st.Blocked {
-			fmt.Fprintf(w, "  %s/%s %s %s until %s: %s\n", b.Pool.Cloud, b.Pool.Zone, b.Pool.InstanceType, b.Pool.Capacity, b.Until.Format(time.RFC3339), b.Reason)
+			fmt.Fprintf(w, "  %s/%s %s %s until %s: %s\n", b.Cloud, b.Zone, b.InstanceType, b.Capacity, b.Until.Format(time.RFC3339), b.Reason)
 		}
 	}
 	return nil
@@ -202,23 +133,23 @@ func age(sec float64) string {
 }
 
 func (o *fleetOptions) diff(cmd *cobra.Command) error {
-	if err := o.check(); err != nil {
-		return err
-	}
-	var rep fleet.Report
-	body, err := o.call(cmd.Context(), http.MethodGet, "/api/v1/fleet/diff", &rep)
+	c, err := o.client()
 	if err != nil {
 		return err
 	}
+	rep, err := c.FleetDiff(cmd.Context())
+	if err != nil {
+		return apiErr(err)
+	}
 	if o.output == "json" {
-		return writeRaw(cmd.OutOrStdout(), body)
+		return writeJSONOut(cmd.OutOrStdout(), rep)
 	}
 	return renderFleetDiff(cmd.OutOrStdout(), rep)
 }
 
 // renderFleetDiff prints a pass's actions the way terraform plan does.
-func renderFleetDiff(w io.Writer, rep fleet.Report) error {
-	mode := string(rep.Mode)
+func renderFleetDiff(w io.Writer, rep apiv1.FleetReport) error {
+	mode := rep.Mode
 	if rep.Paused {
 		mode += ", paused: nothing would be carried out"
 	}
@@ -253,20 +184,16 @@ func renderFleetDiff(w io.Writer, rep fleet.Report) error {
 }
 
 func (o *fleetOptions) pause(cmd *cobra.Command, paused bool) error {
-	if err := o.check(); err != nil {
-		return err
-	}
-	path := "/api/v1/fleet/resume"
-	if paused {
-		path = "/api/v1/fleet/pause"
-	}
-	var p store.FleetPause
-	body, err := o.call(cmd.Context(), http.MethodPost, path, &p)
+	c, err := o.client()
 	if err != nil {
 		return err
 	}
+	p, err := c.SetFleetPaused(cmd.Context(), paused)
+	if err != nil {
+		return apiErr(err)
+	}
 	if o.output == "json" {
-		return writeRaw(cmd.OutOrStdout(), body)
+		return writeJSONOut(cmd.OutOrStdout(), p)
 	}
 	if p.Paused {
 		fmt.Fprintf(cmd.OutOrStdout(), "Fleet paused (by %s at %s): nothing is launched or terminated until `gpubroker fleet resume`.\n", p.By, p.At.Format(time.RFC3339))

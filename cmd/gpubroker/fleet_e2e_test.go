@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,27 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/fleet"
 	"github.com/gpubroker/gpubroker/internal/shareddata"
 	"github.com/gpubroker/gpubroker/internal/testpg"
 	"github.com/gpubroker/gpubroker/providers/fake"
-	"github.com/gpubroker/gpubroker/store"
 )
-
-// envAsCLI makes the test binary behave as the gpubroker command, so the
-// end-to-end test runs real `gpubroker serve` and `gpubroker agent`
-// processes without building a separate binary.
-const envAsCLI = "GPUBROKER_E2E_AS_CLI"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(envAsCLI) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
 
 // e2ePolicy: a batch job and an inference service on T4s in us-east-1,
 // spot preferred (on-demand is the fallback when spot pools are blocked).
@@ -237,7 +220,7 @@ exec unshare --uts sh -c 'hostname "$GPUBROKER_FAKE_INSTANCE_ID" && exec ` + os.
 	e.checkEvents(notices)
 }
 
-func (e *e2e) waitAllRunning(d time.Duration) []fleet.SlotStatus {
+func (e *e2e) waitAllRunning(d time.Duration) []apiv1.FleetSlot {
 	deadline := time.Now().Add(d)
 	for {
 		st := e.status()
@@ -251,7 +234,7 @@ func (e *e2e) waitAllRunning(d time.Duration) []fleet.SlotStatus {
 	}
 }
 
-func allRunning(st fleet.Status) bool {
+func allRunning(st apiv1.FleetStatus) bool {
 	for _, s := range st.Slots {
 		if fleet.State(s.State) != fleet.Running || s.Agent != "healthy" {
 			return false
@@ -260,8 +243,8 @@ func allRunning(st fleet.Status) bool {
 	return true
 }
 
-func (e *e2e) status() fleet.Status {
-	var st fleet.Status
+func (e *e2e) status() apiv1.FleetStatus {
+	var st apiv1.FleetStatus
 	e.getJSON(e.broker+"/api/v1/fleet", &st)
 	return st
 }
@@ -300,12 +283,10 @@ func (e *e2e) checkNoDuplicates() {
 // instance that was running its slot was moved out (draining) with an
 // event, most with the agent's own notice report.
 func (e *e2e) checkEvents(notices []fake.Notice) {
-	var evs []store.EventRecord
+	var evs []apiv1.Event
 	after := int64(0)
 	for {
-		var page struct {
-			Items []store.EventRecord `json:"items"`
-		}
+		var page apiv1.List[apiv1.Event]
 		e.getJSON(e.broker+"/api/v1/events?limit=1000&after_id="+strconv.FormatInt(after, 10), &page)
 		evs = append(evs, page.Items...)
 		if len(page.Items) < 1000 {
