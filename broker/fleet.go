@@ -140,9 +140,10 @@ func (f fleetAPI) SetPaused(ctx context.Context, paused bool, by string) (apiv1.
 // StoreMinter mints registration tokens as bootstrap tokens in the store.
 // The token of a launch is HMAC-SHA256(key, client token) under a random
 // key kept in the fleet settings, so a retried launch renders the same user
-// data, and only its hash is stored as a token. (Per-launch one-time
-// tokens bound to the instance replace it when the foundation's tokens
-// land; it implements the same fleet.TokenMinter.)
+// data, and only its hash is stored, as a bootstrap token named after the
+// slot that expires with the launch's boot timeout. (A registration token
+// bound to one instance id needs the id before the launch, which EC2 does
+// not give; see docs/fleet.md.)
 type StoreMinter struct {
 	Broker *store.Broker
 	Fleet  *store.Fleet
@@ -167,7 +168,7 @@ func (m *StoreMinter) Mint(ctx context.Context, r fleet.MintRequest) (string, er
 	h := hmac.New(sha256.New, k)
 	h.Write([]byte(r.ClientToken))
 	tok := "gpb_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
-	err = m.Broker.AddToken(ctx, store.TokenRecord{Hash: httpapi.HashToken(tok), Kind: store.TokenBootstrap, Subject: r.Slot, CreatedAt: time.Now().UTC()})
+	err = m.Broker.AddToken(ctx, store.TokenRecord{Hash: httpapi.HashToken(tok), Kind: store.TokenBootstrap, Subject: r.Slot, CreatedAt: time.Now().UTC(), ExpiresAt: r.Expires.UTC()})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return "", err
 	}
