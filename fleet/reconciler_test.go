@@ -31,8 +31,13 @@ func TestDesiredSlotsAreStable(t *testing.T) {
 			t.Fatalf("slot %s planned in %s %s", a[i].ID, a[i].Offer.Zone, a[i].Capacity)
 		}
 	}
-	if ClientToken("f", "train/0", 1) != ClientToken("f", "train/0", 1) || ClientToken("f", "train/0", 1) == ClientToken("f", "train/0", 2) {
-		t.Fatal("client tokens must be deterministic per slot generation")
+	// Golden: a token must never change between releases (a new leader
+	// running a newer version must finish the old one's intents).
+	if got := ClientToken("f", "train/0", 1); got != goldenToken {
+		t.Fatalf("ClientToken = %s, want %s", got, goldenToken)
+	}
+	if ClientToken("f", "train/0", 1) == ClientToken("f", "train/0", 2) || ClientToken("f", "train/0", 1) == ClientToken("g", "train/0", 1) {
+		t.Fatal("client tokens must differ per generation and fleet")
 	}
 	if tok := ClientToken("f", "train/0", 1); len(tok) != 36 || tok[14] != '5' {
 		t.Fatalf("token %q is not UUID-shaped", tok)
@@ -534,3 +539,5 @@ func TestDiffWritesNothing(t *testing.T) {
 		t.Fatalf("diff of a settled fleet: %+v", rep.Actions)
 	}
 }
+
+const goldenToken = "013d8814-7da8-5ccb-94ab-d143592e9d54"
