@@ -89,8 +89,14 @@ type envOpt func(*fake.ComputeConfig, *Options)
 
 func newEnv(t testing.TB, pol string, opts ...envOpt) *env {
 	t.Helper()
+	return newEnvDSN(t, filepath.Join(t.TempDir(), "fleet.db"), pol, opts...)
+}
+
+// newEnvDSN is newEnv on the store at dsn (SQLite path or PostgreSQL).
+func newEnvDSN(t testing.TB, dsn, pol string, opts ...envOpt) *env {
+	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"), nil)
+	st, err := store.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

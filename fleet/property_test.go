@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/internal/testpg"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
 	"github.com/gpubroker/gpubroker/providers/fake"
@@ -49,9 +50,22 @@ func TestPropertyNeverTwoInstancesPerSlot(t *testing.T) {
 	}
 }
 
+// TestPropertyOnPostgres runs a few sequences on PostgreSQL, the store of
+// replicated brokers.
+func TestPropertyOnPostgres(t *testing.T) {
+	for seed := range 2 {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			runPropertyOn(t, uint64(seed), newEnvDSN(t, testpg.DSN(t), propertyPolicy))
+		})
+	}
+}
+
 func runProperty(t *testing.T, seed uint64) {
+	runPropertyOn(t, seed, newEnv(t, propertyPolicy))
+}
+
+func runPropertyOn(t *testing.T, seed uint64, e *env) {
 	rng := rand.New(rand.NewPCG(seed, 42))
-	e := newEnv(t, propertyPolicy)
 	holders := []string{"a", "b", "c"}
 	var log []string
 	defer func() {
