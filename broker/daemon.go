@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/policy"
@@ -83,6 +85,10 @@ type Config struct {
 	Plan PlanFunc
 	// ExtraJobs run on the leader too (tests count runs with these).
 	ExtraJobs []Job
+	// Reports configures scheduled Slack reports and alerts; SlackAPIURL
+	// and SlackHTTP override Slack's endpoint and client (tests).
+	Reports   config.ReportsConfig
+	SlackHTTP *http.Client
 	// ShutdownGrace bounds how long in-flight requests and jobs may take
 	// after a stop signal (default 30s).
 	ShutdownGrace time.Duration
@@ -300,6 +306,26 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}})
 	}
+	var pol *policy.Policy
+	if policyData != nil {
+		pol, _ = policy.Parse(cfg.PolicyPath, policyData) // checked by the first plan above
+	}
+	ledgerMetrics := NewLedgerMetrics(metrics.Registry())
+	jobs = append(jobs, Job{Name: "ledger", Schedule: LedgerSchedule, OnLeadership: true, Run: func(ctx context.Context) error {
+		return RunLedger(ctx, LedgerSources{Broker: broker, Catalog: cat.Load, Policy: pol, Metrics: ledgerMetrics}, cfg.Now())
+	}})
+	if planner != nil {
+		planner.spend = func(ctx context.Context, bs apiv1.Budgets) (apiv1.Budgets, error) {
+			return withSpend(ctx, broker, cat.Load(), pol, bs, cfg.Now())
+		}
+	}
+	if cfg.Reports.Enabled() {
+		rjobs, err := reportJobs(cfg, st, broker, cat.Load, planner, policyData)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, rjobs...)
+	}
 	sched := &Scheduler{Jobs: jobs, Elector: elector, Store: broker, LeaseName: LeaseName, Now: cfg.Now, Log: log,
 		Metrics: metrics, Grace: cfg.ShutdownGrace}
 	if err := sched.Validate(); err != nil {
@@ -308,7 +334,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Fleet: fleetAPI, Logger: log,
 		CheckWorkload: checkWorkload,
-		Now:           cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
+		Spend: func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
+			return SpendView(ctx, broker, q)
+		},
+		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			return broker.Ping(ctx)

@@ -49,6 +49,8 @@ type planStore interface {
 // workloads and stores it; every replica serves the stored plan, so all of
 // them answer GET /api/v1/plan with the same placements and costs.
 type policyPlanner struct {
+	// spend adds the ledger's month-to-date figures to the budgets.
+	spend      func(ctx context.Context, b apiv1.Budgets) (apiv1.Budgets, error)
 	plan       PlanFunc
 	catalog    func() *pricing.Catalog
 	now        func() time.Time
@@ -128,6 +130,9 @@ func (p *policyPlanner) Budgets(ctx context.Context) (apiv1.Budgets, error) {
 	var out apiv1.Budgets
 	if err := json.Unmarshal(r.Budgets, &out); err != nil {
 		return apiv1.Budgets{}, fmt.Errorf("decoding the stored budgets: %w", err)
+	}
+	if p.spend != nil {
+		return p.spend(ctx, out)
 	}
 	return out, nil
 }

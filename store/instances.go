@@ -383,6 +383,10 @@ type Report struct {
 	DrainState string
 	PreemptAt  time.Time
 	Benchmarks []BenchmarkRecord
+	// Next, when set, decides the new state from the instance's current
+	// one inside the transaction (the domain's transition rules,
+	// fleet/instance); it overrides State.
+	Next func(current string) string
 }
 
 // RecordReport applies r atomically: update the instance, add the event
@@ -433,8 +437,14 @@ func (b *Broker) RecordReport(ctx context.Context, r Report) (ev EventRecord, du
 			return err
 		}
 		set := map[string]any{}
-		if r.State != "" {
-			set["state"] = r.State
+		state := r.State
+		if r.Next != nil {
+			if state = r.Next(inst.State); state == inst.State {
+				state = "" // the rules keep the state (e.g. drained is final)
+			}
+		}
+		if state != "" {
+			set["state"] = state
 		}
 		if r.DrainState != "" {
 			set["drain_state"] = r.DrainState

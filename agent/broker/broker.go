@@ -98,13 +98,6 @@ func (c *Client) httpClient() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second}
 }
 
-// SetCloud records the cloud for the next registration.
-func (c *Client) SetCloud(cloud string) {
-	c.mu.Lock()
-	c.Register.Cloud = cloud
-	c.mu.Unlock()
-}
-
 // SetRegistration changes what the next registration sends.
 func (c *Client) SetRegistration(f func(*apiv1.RegisterRequest)) {
 	c.mu.Lock()

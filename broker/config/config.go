@@ -45,6 +45,8 @@ type Config struct {
 	Retention RetentionConfig
 	// Fleet configures the fleet reconciler (fleet.go).
 	Fleet FleetConfig
+	// Reports configures Slack reports and alerts (reports.go).
+	Reports ReportsConfig
 }
 
 // RetentionConfig says how long the growing tables keep rows; 0 keeps them
@@ -154,7 +156,8 @@ func ParseConfig(name string, data []byte) (Config, error) {
 				"events":        func(n *yaml.Node) error { return p.retention(n, "retention.events", &r.Events) },
 			})
 		},
-		"fleet": func(n *yaml.Node) error { return p.fleet(n, &cfg.Fleet) },
+		"fleet":   func(n *yaml.Node) error { return p.fleet(n, &cfg.Fleet) },
+		"reports": func(n *yaml.Node) error { return p.reports(n, &cfg.Reports) },
 		"refresh": func(n *yaml.Node) error {
 			r := &cfg.Refresh
 			return p.mapping(n, "refresh", map[string]func(*yaml.Node) error{

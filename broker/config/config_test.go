@@ -45,7 +45,7 @@ func TestParseConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: catalog_reload, db, db_password_file, fleet, lease_ttl, refresh, retention, shutdown_grace`},
+		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: catalog_reload, db, db_password_file, fleet, lease_ttl, refresh, reports, retention, shutdown_grace`},
 		{"lease_ttl: 0s\n", `c.yaml:1:12: lease_ttl "0s": want a positive duration`},
 		{"lease_ttl: 200ms\n", `c.yaml:1:12: lease_ttl 200ms: want a duration from 1s to 10m0s`},
 		{"lease_ttl: -5s\n", `c.yaml:1:12: lease_ttl "-5s": want a positive duration`},
@@ -95,6 +95,9 @@ func FuzzParseConfig(f *testing.F) {
 	fleet, _ := os.ReadFile("testdata/fleet.good.yaml")
 	f.Add(string(fleet))
 	f.Add("fleet:\n  clouds:\n    aws:\n      image: a\n      subnet: s\n      user_data: |\n        {{.Tokn}\n")
+	reports, _ := os.ReadFile("testdata/reports.good.yaml")
+	f.Add(string(reports))
+	f.Add("reports:\n  time_zone: \"Europe/Berlin 0\"\n  schedules: [{period: day, cron: \"0 9 * * *\"}]\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		cfg, err := ParseConfig("f.yaml", []byte(s))
 		if err != nil {
@@ -105,6 +108,11 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if err := ValidateSchedule(cfg.Refresh.Schedule); err != nil {
 			t.Fatalf("accepted a schedule it cannot run: %v", err)
+		}
+		for _, sc := range cfg.Reports.Schedules {
+			if err := ValidateSchedule(cfg.Reports.CronSpec(sc.Cron)); err != nil {
+				t.Fatalf("accepted a report schedule it cannot run: %v", err)
+			}
 		}
 		if cfg.Refresh.Concurrency < 1 {
 			t.Fatalf("accepted concurrency %d", cfg.Refresh.Concurrency)

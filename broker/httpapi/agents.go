@@ -333,11 +333,17 @@ func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
 	ch := instance.OnNotice(kind)
 	rep := store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: string(ch.Event), Instance: id,
 		Message: b.Kind + orPrefix(" at ", fmtTime(b.Deadline)) + orPrefix(": ", b.Detail), Data: data, IdempotencyKey: scoped("notices", key)},
-		State: string(ch.State)}
+		Next: nextState(ch)}
 	if ch.SetsPreemptAt {
 		rep.PreemptAt = b.Deadline.UTC()
 	}
 	s.report(w, r, rep)
+}
+
+// nextState applies the domain's transition rules to the instance's
+// state as stored, inside the report's transaction.
+func nextState(ch instance.Change) func(string) string {
+	return func(cur string) string { return string(instance.Next(instance.State(cur), ch)) }
 }
 
 func fmtTime(t time.Time) string {
@@ -386,7 +392,7 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
 	}
 	msg += fmt.Sprintf(" (%d step(s), %d not ok)", len(b.Steps), failed) + orPrefix(": ", b.Error)
 	s.report(w, r, store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: string(ch.Event), Instance: id, Message: msg,
-		Data: data, IdempotencyKey: scoped("drains", key)}, State: string(ch.State), DrainState: ch.DrainState})
+		Data: data, IdempotencyKey: scoped("drains", key)}, Next: nextState(ch), DrainState: ch.DrainState})
 }
 
 func orPrefix(p, s string) string {

@@ -90,6 +90,7 @@ func newEnv(t *testing.T, dsn string) *env {
 	}
 	fp := &fakePlanner{}
 	api := httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat }, Planner: fp, Fleet: &fakeFleet{},
+		Spend:   func(context.Context, apiv1.SpendQuery) (apiv1.Spend, error) { return apiv1.Spend{}, nil },
 		Metrics: httpapi.NewMetrics(nil), MaxBodyBytes: 256 << 10})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
@@ -213,6 +214,7 @@ func TestAuthEveryRoute(t *testing.T) {
 		"POST /api/v1/agents/{id}/benchmarks": {"POST", "/api/v1/agents/%s/benchmarks", map[string]any{"method": "command", "gpus": []map[string]any{{"index": 0, "name": "NVIDIA A10G", "dtype": "bf16", "tflops": 60, "bandwidth_gbs": 550}}}, true},
 		"POST /api/v1/agents/{id}/notices":    {"POST", "/api/v1/agents/%s/notices", map[string]any{"kind": "preempt", "id": "n1", "cloud": "aws", "deadline": "2026-12-02T12:00:00Z"}, true},
 		"POST /api/v1/agents/{id}/drains":     {"POST", "/api/v1/agents/%s/drains", map[string]any{"ok": true, "steps": []any{}}, true},
+		"GET /api/v1/spend":                   {"GET", "/api/v1/spend", nil, false},
 		"GET /api/v1/fleet":                   {"GET", "/api/v1/fleet", nil, false},
 		"GET /api/v1/fleet/diff":              {"GET", "/api/v1/fleet/diff", nil, false},
 		"POST /api/v1/fleet/pause":            {"POST", "/api/v1/fleet/pause", nil, false},
@@ -434,6 +436,14 @@ func TestAgentLifecycle(t *testing.T) {
 		list := decode[struct{ Items []apiv1.Instance }](t, e.want("GET", "/api/v1/instances?state=drained", e.admin, nil, http.StatusOK))
 		if len(list.Items) != 1 {
 			t.Fatalf("instance filter: %+v", list.Items)
+		}
+		// Drained is final (fleet/instance): a late terminal notice is
+		// recorded but does not bring the instance back to preempting.
+		if code, out := e.postKey("/api/v1/agents/i-0abc/notices", tok, "late-1", `{"kind":"preempt","id":"late-1","cloud":"aws","action":"none: already draining"}`); code != http.StatusAccepted {
+			t.Fatalf("late notice: %d %s", code, out)
+		}
+		if inst = decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK)); inst.State != store.StateDrained {
+			t.Fatalf("a late notice revived a drained instance: %+v", inst)
 		}
 
 		// Re-registering rotates the token: the old one stops working.

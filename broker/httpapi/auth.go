@@ -202,37 +202,9 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if b.TTLSeconds < 0 || time.Duration(b.TTLSeconds)*time.Second > maxTokenTTL {
-		s.fail(w, r, badf("ttl_seconds %d must be between 0 and %d", b.TTLSeconds, int64(maxTokenTTL/time.Second)))
-		return
-	}
-	ttl := time.Duration(b.TTLSeconds) * time.Second
-	subject := b.Name
-	switch b.Kind {
-	case store.TokenAdmin, store.TokenBootstrap:
-		if b.InstanceID != "" {
-			s.fail(w, r, badf("instance_id binds registration tokens only; %s tokens have a name", b.Kind))
-			return
-		}
-		if err := checkName("name", b.Name); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	case store.TokenRegistration:
-		if !instanceIDRE.MatchString(b.InstanceID) {
-			s.fail(w, r, badf("instance_id %q is not valid; a registration token is bound to one instance id", b.InstanceID))
-			return
-		}
-		if b.Name != "" {
-			s.fail(w, r, badf("a registration token is named by its instance_id; leave name out"))
-			return
-		}
-		subject = b.InstanceID
-		if ttl == 0 {
-			ttl = DefaultRegistrationTTL
-		}
-	default:
-		s.fail(w, r, badf("kind %q is not valid; use admin, bootstrap or registration", b.Kind))
+	subject, ttl, err := validateTokenInput(b)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	tok, hash, err := NewToken()
@@ -251,6 +223,37 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "token created", "kind", b.Kind, "subject", subject, "id", rec.ID(), "by", principalFrom(r.Context()).subject)
 	writeJSON(w, http.StatusCreated, apiv1.TokenCreated{Token: apiToken(rec), Secret: tok})
+}
+
+// validateTokenInput checks a token request and returns the token's
+// subject and lifetime.
+func validateTokenInput(b apiv1.TokenInput) (subject string, ttl time.Duration, err error) {
+	if b.TTLSeconds < 0 || b.TTLSeconds > int64(maxTokenTTL/time.Second) {
+		return "", 0, badf("ttl_seconds %d must be between 0 and %d", b.TTLSeconds, int64(maxTokenTTL/time.Second))
+	}
+	ttl = time.Duration(b.TTLSeconds) * time.Second
+	switch b.Kind {
+	case store.TokenAdmin, store.TokenBootstrap:
+		if b.InstanceID != "" {
+			return "", 0, badf("instance_id binds registration tokens only; %s tokens have a name", b.Kind)
+		}
+		if err := checkName("name", b.Name); err != nil {
+			return "", 0, err
+		}
+		return b.Name, ttl, nil
+	case store.TokenRegistration:
+		if !instanceIDRE.MatchString(b.InstanceID) {
+			return "", 0, badf("instance_id %q is not valid; a registration token is bound to one instance id", b.InstanceID)
+		}
+		if b.Name != "" {
+			return "", 0, badf("a registration token is named by its instance_id; leave name out")
+		}
+		if ttl == 0 {
+			ttl = DefaultRegistrationTTL
+		}
+		return b.InstanceID, ttl, nil
+	}
+	return "", 0, badf("kind %q is not valid; use admin, bootstrap or registration", b.Kind)
 }
 
 func apiToken(t store.TokenRecord) apiv1.Token {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gpubroker/gpubroker/apiv1"
@@ -120,5 +121,28 @@ func FuzzJSONText(f *testing.F) {
 			// textProblem refuses too, so any refusal here is a bug.
 			t.Fatalf("checkJSONText refused clean %q: %v", body, err)
 		}
+	})
+}
+
+// FuzzTokenInput feeds arbitrary bodies to the token route's decoder and
+// validator.
+func FuzzTokenInput(f *testing.F) {
+	for _, s := range []string{`{"kind":"bootstrap","name":"cloud-init"}`, `{"kind":"registration","instance_id":"i-0abc","ttl_seconds":600}`,
+		`{"kind":"registration","instance_id":"../x"}`, `{"kind":"admin","name":"a","ttl_seconds":-1}`, `{"kind":"admin","name":"a","ttl_seconds":9223372036854775807}`,
+		`{"kind":"agent"}`, `{"kind":"admin","name":"\u0000"}`, `{}`, `[]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var b apiv1.TokenInput
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err := decodeJSON(httptest.NewRecorder(), r, 4<<10, &b)
+		if err == nil {
+			var ttl time.Duration
+			_, ttl, err = validateTokenInput(b)
+			if err == nil && (ttl < 0 || ttl > maxTokenTTL) {
+				t.Fatalf("ttl %s accepted", ttl)
+			}
+		}
+		checkInputErr(t, err)
 	})
 }

@@ -18,5 +18,6 @@ func addCommands(root *cobra.Command) {
 		newPlanCmd(),
 		newTokenCmd(),
 		newFleetCmd(),
+		newReportCmd(),
 	)
 }
