@@ -229,4 +229,9 @@ func (u *userDataRunner) stopAll() {
 	for _, id := range ids {
 		u.stop(providers.Instance{InstanceRef: providers.InstanceRef{ID: id}})
 	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.dir != "" {
+		_ = os.RemoveAll(u.dir)
+	}
 }
