@@ -101,6 +101,8 @@ type Config struct {
 	RequireIdentity bool
 	// Started, when set, is closed once the daemon listens.
 	Started chan<- net.Addr
+	// Fleet, when set, runs the fleet reconciler (fleet.go).
+	Fleet *FleetSetup
 }
 
 func (c *Config) defaults() error {
@@ -256,6 +258,15 @@ func Run(ctx context.Context, cfg Config) error {
 		checkWorkload = func(w store.WorkloadRecord) error { return checkAPIWorkload(cfg.PolicyPath, policyData, w) }
 	}
 
+	var fp *fleetParts
+	var fleetAPI httpapi.Fleet
+	if cfg.Fleet != nil {
+		if fp, err = newFleet(ctx, &cfg, broker, &cat, policyData, metrics, elector, log); err != nil {
+			return err
+		}
+		fleetAPI = fp.api
+	}
+
 	jobs := append([]Job(nil), cfg.ExtraJobs...)
 	if cfg.Refresh == nil {
 		cfg.Refresh = StoreRefresher
@@ -338,7 +349,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
+	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Fleet: fleetAPI, Logger: log,
 		Identity: cfg.Identity, RequireIdentity: cfg.RequireIdentity,
 		CheckWorkload: checkWorkload,
 		Spend: func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
@@ -417,6 +428,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	})
+	if fp != nil {
+		g.Go(fp.loop.Run)
+	}
 	err = g.Wait()
 	stopElect()
 	<-electDone
