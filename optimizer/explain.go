@@ -90,6 +90,7 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 		HorizonHours: s.horizon,
 		Placements:   make([]Placement, 0, len(evals)),
 		Warnings:     []string{},
+		Blocked:      []Blocked{},
 		Catalog: CatalogInfo{
 			Source:      in.Catalog.Source,
 			GeneratedAt: in.Catalog.GeneratedAt.UTC(),
@@ -104,10 +105,18 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 	}
 	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
 	for w, e := range evals {
-		st.apply(e, &e.cands[choice[w]], 1)
+		if choice[w] >= 0 {
+			st.apply(e, &e.cands[choice[w]], 1)
+		}
 	}
 	usedDefault := map[pricing.Cloud]bool{}
+	at := make([]int, len(evals)) // placement index of each workload, -1 if blocked
 	for w, e := range evals {
+		at[w] = -1
+		if choice[w] < 0 {
+			continue
+		}
+		at[w] = len(p.Placements)
 		pl := s.placement(st, e, choice[w])
 		p.Placements = append(p.Placements, pl)
 		p.Totals.ExpectedCost += pl.ExpectedCost
@@ -126,8 +135,8 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 		r := len(s.quotas) + i
 		worst := 0.0
 		for w, e := range evals {
-			if b.matches(e.w) {
-				pl := &p.Placements[w]
+			if b.matches(e.w) && at[w] >= 0 {
+				pl := &p.Placements[at[w]]
 				if pl.WorstCaseCost > 0 {
 					worst += pl.WorstCaseCost * monthHours / s.horizon
 				} else {
@@ -153,7 +162,9 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 	if lb > 0 {
 		sum := 0.0
 		for w, e := range evals {
-			sum += e.cands[choice[w]].cost
+			if choice[w] >= 0 {
+				sum += e.cands[choice[w]].cost
+			}
 		}
 		p.Bound.GapPercent = round(max(0, 100*(sum-lb)/lb), 3)
 	}

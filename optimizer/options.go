@@ -281,6 +281,11 @@ type eval struct {
 	baseline    float64
 	budgetRows  []int32
 	blocked     *Blocked
+	// svcBound is a service's zones per GPU model and capacity type, for
+	// the exact Lagrangian subproblem (svcPriced); shape identifies
+	// services with the same subproblem.
+	svcBound []svcBoundGroup
+	shape    int
 }
 
 // ref is a compact reference to an option, with what orders it.
@@ -737,6 +742,11 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 			scratch = withRestart(scratch[:0], units, restart)
 			units = scratch
 		}
+		if g.why == ok {
+			if shapes := replicaShapes(w, len(units), g.cap); len(shapes) > 0 {
+				e.svcBound = append(e.svcBound, svcBoundGroup{model: g.model, cap: g.cap, units: append([]zoneUnit(nil), units...), shapes: shapes})
+			}
+		}
 		opt, why := s.spread(w, units, g.cap)
 		if !opt.valid() {
 			if g.why == ok && spreadWhy == "" {
@@ -756,9 +766,20 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 		}
 		e.keepByModel(s, &opt)
 		e.cands = append(e.cands, opt)
+		if len(s.quotas) > 0 {
+			s.enumerateLayouts(w, units, g, e, &opt)
+		}
 	}
 	sortOptions(e.cands)
 	e.baseline = baseline
+	if len(e.svcBound) > 0 {
+		k := fmt.Sprintf("%p|%g|%d|%d|%d|%d|%v", c, restart, w.Replicas.Min, w.Replicas.Max, w.Spread.MinZones, w.Spread.MinClouds, e.budgetRows)
+		if e.shape = s.shapes[k]; e.shape == 0 {
+			s.nShapes++
+			e.shape = s.nShapes
+			s.shapes[k] = e.shape
+		}
+	}
 	if len(e.cands) == 0 {
 		b := s.jobBlocked(w, c, &option{}, 0)
 		if b.Constraint == "no_finish" {
@@ -813,14 +834,9 @@ func (s *solver) spread(w *policy.Workload, units []zoneUnit, ct pricing.Capacit
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// layout places total replicas evenly over z zones (counts differ by at most
-// one, the larger counts in the cheaper zones), choosing the zones so that
-// at least MinClouds clouds are covered at the least cost.
-func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int, ct pricing.CapacityType) (option, string) {
-	minClouds := max(1, w.Spread.MinClouds)
-	if len(units) < z {
-		return option{}, fmt.Sprintf("needs %d zones, only %d offer it", z, len(units))
-	}
+// replicaCounts splits total replicas over z zones as evenly as possible,
+// larger counts first.
+func replicaCounts(total, z int) []int {
 	counts := make([]int, z)
 	for i := range counts {
 		counts[i] = total / z
@@ -828,17 +844,33 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 			counts[i]++
 		}
 	}
-	clouds := pricing.Clouds()
-	var bestSel []int
-	bestCost := math.Inf(1)
-	if minClouds <= 1 {
-		// Any zones will do: the z cheapest (units are sorted by price).
-		bestSel = make([]int, z)
-		for i := range bestSel {
-			bestSel[i] = i
-		}
+	return counts
+}
+
+// pickZones chooses z of the units so that at least minClouds clouds are
+// covered and Σ counts[i]·val[sel[i]] is least, with the larger counts on
+// the cheaper units. order lists the units by val, cheapest first. For a
+// fixed set of clouds the best choice is each cloud's cheapest unit and
+// then the cheapest remaining ones (an exchange argument), so trying every
+// set of clouds makes the choice exact: the Lagrangian bound relies on it.
+func pickZones(units []zoneUnit, val []float64, order []int, counts []int, minClouds int, sel []int) ([]int, float64) {
+	z := len(counts)
+	if len(units) < z {
+		return nil, math.Inf(1)
 	}
-	for mask := 1; bestSel == nil && mask < 1<<len(clouds); mask++ {
+	if minClouds <= 1 {
+		sel = append(sel[:0], order[:z]...)
+		cost := 0.0
+		for i, ui := range sel {
+			cost += float64(counts[i]) * val[ui]
+		}
+		return sel, cost
+	}
+	clouds := pricing.Clouds()
+	var best []int
+	bestCost := math.Inf(1)
+	cur := make([]int, 0, z)
+	for mask := 1; mask < 1<<len(clouds); mask++ {
 		if popcount(mask) < minClouds || popcount(mask) > z {
 			continue
 		}
@@ -850,15 +882,15 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 			}
 			return false
 		}
-		sel := make([]int, 0, z)
+		cur = cur[:0]
 		covered := 0
-		for ci, c := range clouds { // the cheapest zone of each chosen cloud
+		for ci, c := range clouds { // the cheapest unit of each chosen cloud
 			if mask&(1<<ci) == 0 {
 				continue
 			}
-			for i, u := range units {
-				if u.cloud == c {
-					sel = append(sel, i)
+			for _, ui := range order {
+				if units[ui].cloud == c {
+					cur = append(cur, ui)
 					covered++
 					break
 				}
@@ -867,33 +899,60 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 		if covered < popcount(mask) {
 			continue
 		}
-		for i, u := range units {
-			if len(sel) == z {
+		for _, ui := range order {
+			if len(cur) == z {
 				break
 			}
-			if in(u.cloud) && !containsInt(sel, i) {
-				sel = append(sel, i)
+			if in(units[ui].cloud) && !containsInt(cur, ui) {
+				cur = append(cur, ui)
 			}
 		}
-		if len(sel) < z {
+		if len(cur) < z {
 			continue
 		}
-		sort.Ints(sel) // units are sorted by price: cheapest zone first
+		sort.Slice(cur, func(a, b int) bool { return val[cur[a]] < val[cur[b]] || val[cur[a]] == val[cur[b]] && cur[a] < cur[b] })
 		cost := 0.0
-		for i, ui := range sel {
-			cost += float64(counts[i]) * units[ui].perHour
+		for i, ui := range cur {
+			cost += float64(counts[i]) * val[ui]
 		}
 		if cost < bestCost {
-			bestCost, bestSel = cost, sel
+			bestCost, best = cost, append(best[:0], cur...)
 		}
 	}
+	if best == nil {
+		return nil, math.Inf(1)
+	}
+	return append(sel[:0], best...), bestCost
+}
+
+// layout places total replicas evenly over z zones (counts differ by at most
+// one, the larger counts in the cheaper zones), choosing the zones so that
+// at least MinClouds clouds are covered at the least cost.
+func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int, ct pricing.CapacityType) (option, string) {
+	minClouds := max(1, w.Spread.MinClouds)
+	if len(units) < z {
+		return option{}, fmt.Sprintf("needs %d zones, only %d offer it", z, len(units))
+	}
+	counts := replicaCounts(total, z)
+	val := make([]float64, len(units))
+	order := make([]int, len(units))
+	for i := range units {
+		val[i], order[i] = units[i].perHour, i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return val[order[a]] < val[order[b]] })
+	bestSel, _ := pickZones(units, val, order, counts, minClouds, nil)
 	if bestSel == nil {
 		return option{}, fmt.Sprintf("cannot cover %d clouds with %d zones", minClouds, z)
 	}
+	return s.layoutOption(units, bestSel, counts, total, minR, ct), ""
+}
+
+// layoutOption is the option of replicas counts[i] in units[sel[i]].
+func (s *solver) layoutOption(units []zoneUnit, sel, counts []int, total, minR int, ct pricing.CapacityType) option {
 	h := s.horizon
 	opt := option{cap: ct, replicas: total}
 	base, restart := 0.0, 0.0
-	for i, ui := range bestSel {
+	for i, ui := range sel {
 		u := units[ui]
 		o := &s.offers[u.offer]
 		n := counts[i]
@@ -914,7 +973,7 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 	opt.cost = base + restart
 	opt.restartCost = restart
 	opt.budgetUse = opt.cost * monthHours / h
-	return opt, ""
+	return opt
 }
 
 func addUse(us []use, row int32, amt float64) []use {

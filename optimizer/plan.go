@@ -20,6 +20,10 @@ type Plan struct {
 	Totals       Totals      `json:"totals"`
 	Bound        Bound       `json:"bound"`
 	Warnings     []string    `json:"warnings"`
+	// Blocked lists the workloads that could not be placed, each with the
+	// constraint that blocks it and how that is known; empty when every
+	// workload is placed.
+	Blocked []Blocked `json:"blocked"`
 }
 
 // CatalogInfo says which prices the plan used and how old they are.

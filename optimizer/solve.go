@@ -65,15 +65,25 @@ type solver struct {
 	where      []string
 	refScores  map[pricing.GPUModel]float64
 	jobClasses map[jobKey][]jobUnit
+	// shapes numbers the services' distinct Lagrangian subproblems (from 1).
+	shapes  map[string]int
+	nShapes int
 	// qcSlot maps a quota class to its index in the eval being built (-1:
 	// none yet); scratch space reset after each workload.
 	qcSlot []int32
 }
 
 // Solve places every workload of the policy on the catalog's offers at the
-// least expected cost that meets all constraints. It returns an error
-// wrapping ErrInfeasible (an *InfeasibleError) when some workload cannot be
-// placed, and one wrapping ErrInput when the input is unusable.
+// least expected cost that meets all constraints.
+//
+// When some workload cannot be placed it still returns the plan of every
+// workload it could place (Plan.Blocked names the others, each with its
+// constraint) together with an error wrapping ErrInfeasible (an
+// *InfeasibleError). Infeasibility is claimed only when proven: a
+// workload with no option that meets its own constraints, or an exhaustive
+// search over the workloads that share quota and budget rows with it; when
+// the search is cut short the Blocked entry says so. An error wrapping
+// ErrInput (and a nil plan) means the input is unusable.
 func Solve(in Input) (*Plan, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
@@ -81,6 +91,8 @@ func Solve(in Input) (*Plan, error) {
 	s := newSolver(in)
 	evals := make([]*eval, len(s.pol.Workloads))
 	var blocked []Blocked
+	var active []*eval
+	var activeIdx []int
 	for i := range s.pol.Workloads {
 		w := &s.pol.Workloads[i]
 		if w.Kind == policy.Inference {
@@ -89,12 +101,90 @@ func Solve(in Input) (*Plan, error) {
 			evals[i] = s.evalJob(w)
 		}
 		s.dropOversized(evals[i])
-		if evals[i].blocked != nil {
-			blocked = append(blocked, *evals[i].blocked)
+		if b := evals[i].blocked; b != nil {
+			b.Proof = proofOwn
+			blocked = append(blocked, *b)
+			continue
+		}
+		active = append(active, evals[i])
+		activeIdx = append(activeIdx, i)
+	}
+	res := s.solveFleet(active)
+	blocked = append(blocked, res.blocked...)
+	choice := make([]int, len(evals))
+	for i := range choice {
+		choice[i] = -1
+	}
+	for k, i := range activeIdx {
+		choice[i] = res.choice[k]
+	}
+	lb := res.lb
+	if len(blocked) > 0 {
+		// The problem has no full plan; bound the part that was placed.
+		var placed []*eval
+		ub := 0.0
+		for i, e := range evals {
+			if choice[i] >= 0 {
+				placed = append(placed, e)
+				ub += e.cands[choice[i]].cost
+			}
+		}
+		s.lb = nil
+		lb = 0
+		if len(placed) > 0 {
+			iters := 400
+			if len(placed) > smallSearch {
+				iters = 40
+			}
+			lb, _ = s.lowerBound(placed, ub, nil, iters)
 		}
 	}
+	plan := s.plan(in, evals, choice, lb)
 	if len(blocked) > 0 {
-		return nil, s.infeasible(blocked)
+		err := s.infeasible(blocked)
+		plan.Blocked = err.Blocked
+		sort.SliceStable(plan.Blocked, func(i, j int) bool {
+			return workloadIndex(s.pol, plan.Blocked[i].Workload) < workloadIndex(s.pol, plan.Blocked[j].Workload)
+		})
+		return plan, err
+	}
+	return plan, nil
+}
+
+func workloadIndex(p *policy.Policy, name string) int {
+	for i := range p.Workloads {
+		if p.Workloads[i].Name == name {
+			return i
+		}
+	}
+	return len(p.Workloads)
+}
+
+// Proofs of infeasibility, in Blocked.Proof.
+const (
+	proofOwn    = "no option meets the workload's own constraints"
+	proofSearch = "exhaustive search: no combination of options places every workload sharing its quota and budget rows"
+	proofLimit  = "not proven: the exhaustive search stopped at its node limit; the constraint shown is the one the heuristic could not satisfy"
+)
+
+// searchNodes bounds the exhaustive search that proves infeasibility or
+// repairs a plan the heuristic could not complete.
+const searchNodes = 400_000
+
+// polishSize is the largest constrained fleet whose heuristic plan is
+// polished by branch and bound (bounded by searchNodes).
+const polishSize = 40
+
+type fleetResult struct {
+	choice  []int
+	lb      float64
+	blocked []Blocked
+}
+
+// solveFleet places workloads that all have candidates.
+func (s *solver) solveFleet(evals []*eval) fleetResult {
+	if len(evals) == 0 {
+		return fleetResult{}
 	}
 	var (
 		choice       []int
@@ -140,18 +230,92 @@ func Solve(in Input) (*Plan, error) {
 	}
 	if len(fleetBlocked) > 0 && choice == nil {
 		choice, fleetBlocked = s.assign(evals)
-		if len(fleetBlocked) == 0 {
-			lb = min(lb, planCost(evals, choice))
-		}
 	}
 	if len(fleetBlocked) > 0 {
-		return nil, s.infeasible(fleetBlocked)
+		// The heuristic left workloads out: search exhaustively over the
+		// workloads that share rows with them, for a plan or a proof.
+		choice, fleetBlocked = s.repair(evals, choice)
 	}
-	return s.plan(in, evals, choice, lb), nil
+	if len(fleetBlocked) == 0 && len(s.caps) > 0 && len(evals) <= polishSize && ub-lb > eps*lb {
+		ub = planCost(evals, choice)
+		if r := s.search(evals, allIdx(len(evals)), choice, ub, searchNodes, false); r.choice != nil && r.cost < ub {
+			choice = r.choice
+		}
+	}
+	if len(fleetBlocked) == 0 {
+		lb = min(lb, planCost(evals, choice))
+	}
+	return fleetResult{choice: choice, lb: lb, blocked: fleetBlocked}
+}
+
+func allIdx(n int) []int {
+	xs := make([]int, n)
+	for i := range xs {
+		xs[i] = i
+	}
+	return xs
+}
+
+// repair runs the exhaustive search on each group of workloads sharing
+// rows with an unplaced one. A group where it finds a full assignment
+// takes it (then local improvement); a group it exhausts is proven
+// infeasible and keeps the heuristic's partial assignment, which places
+// as many of its workloads as it could.
+func (s *solver) repair(evals []*eval, choice []int) ([]int, []Blocked) {
+	unplaced := map[int]bool{}
+	for w, c := range choice {
+		if c < 0 {
+			unplaced[w] = true
+		}
+	}
+	proof := map[int]string{}
+	for _, comp := range s.components(evals, allIdx(len(evals))) {
+		hit := false
+		for _, w := range comp {
+			hit = hit || unplaced[w]
+		}
+		if !hit {
+			continue
+		}
+		r := s.search(evals, comp, choice, math.Inf(1), searchNodes, true)
+		switch {
+		case r.choice != nil:
+			for _, w := range comp {
+				choice[w] = r.choice[w]
+			}
+		case r.complete:
+			for _, w := range comp {
+				proof[w] = proofSearch
+			}
+		default:
+			for _, w := range comp {
+				proof[w] = proofLimit
+			}
+		}
+	}
+	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
+	for w, c := range choice {
+		if c >= 0 {
+			st.apply(evals[w], &evals[w].cands[c], 1)
+		}
+	}
+	st.improve(allIdx(len(evals)))
+	var blocked []Blocked
+	for w, c := range st.choice {
+		if c < 0 {
+			b := s.fleetBlocked(st, w)
+			b.Proof = proof[w]
+			if b.Proof == "" {
+				b.Proof = proofLimit
+			}
+			blocked = append(blocked, b)
+		}
+	}
+	return st.choice, blocked
 }
 
 // infeasible adds each blocked workload's position in the policy file.
-func (s *solver) infeasible(bs []Blocked) error {
+func (s *solver) infeasible(bs []Blocked) *InfeasibleError {
 	pos := map[string]string{}
 	for _, w := range s.pol.Workloads {
 		if w.Pos.Line > 0 {
@@ -260,6 +424,7 @@ func newSolver(in Input) *solver {
 		allowed:    map[string][]bool{},
 		refScores:  map[pricing.GPUModel]float64{},
 		jobClasses: map[jobKey][]jobUnit{},
+		shapes:     map[string]int{},
 	}
 	if s.speeds.ByGPU == nil && s.speeds.ByInstance == nil {
 		s.speeds = DefaultSpeeds()
@@ -808,6 +973,11 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 				break
 			}
 		}
+		for _, g := range e.svcBound {
+			for _, u := range g.units {
+				touches = touches || len(s.offerQuota[u.offer]) > 0
+			}
+		}
 		if touches {
 			free = append(free, w)
 		} else {
@@ -829,6 +999,17 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 	best := math.Inf(-1)
 	theta := 1.0
 	stall := 0
+	// Services with the same subproblem share one solution per iteration.
+	var sc svcScratch
+	type svcMemo struct {
+		it          int
+		val, budget float64
+		uses        []use
+	}
+	memo := make([]svcMemo, s.nShapes+1)
+	for i := range memo {
+		memo[i].it = -1
+	}
 	for it := 0; it < iters; it++ {
 		val := fixed
 		for k := range g {
@@ -840,6 +1021,21 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 			bmu := 0.0
 			for _, r := range e.budgetRows {
 				bmu += mu[r]
+			}
+			if len(e.svcBound) > 0 {
+				m := &memo[e.shape]
+				if m.it != it {
+					v, us, bu := s.svcPriced(e, mu, bmu, &sc)
+					m.it, m.val, m.budget, m.uses = it, v, bu, append(m.uses[:0], us...)
+				}
+				val += m.val
+				for _, u := range m.uses {
+					g[u.row] += u.amt
+				}
+				for _, r := range e.budgetRows {
+					g[r] += m.budget
+				}
+				continue
 			}
 			bj, bv := int32(-1), math.Inf(1)
 			for j := start[i]; j < start[i+1]; j++ {
