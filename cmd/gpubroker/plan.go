@@ -25,8 +25,10 @@ and Azure that meets its deadline, quotas, budgets and spreading, using the
 embedded price snapshot. Shows per placement the expected cost with preemption
 loss, the all-on-demand baseline, the savings, and why it won over the runner-up.
 
-Exit codes: 0 plan printed, 1 no feasible plan (the blocking constraints are
-printed), 2 bad flags or a bad policy file (every error printed).`,
+Exit codes: 0 plan printed, 1 some workload cannot be placed (the plan of
+the rest is printed, with each blocked workload, its constraint and how
+that is known; in JSON the "blocked" list), 2 bad flags or a bad policy file
+(every error printed).`,
 		Example: `  gpubroker plan -f examples/fleet.yaml
   gpubroker plan -f examples/fleet.yaml --output json`,
 		Args: cobra.NoArgs,
@@ -62,11 +64,19 @@ printed), 2 bad flags or a bad policy file (every error printed).`,
 
 func runPlan(w io.Writer, cat *pricing.Catalog, p *policy.Policy, output string, now time.Time) error {
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Speeds: optimizer.DefaultSpeeds(), Now: now})
+	if plan == nil {
+		return failErr(err)
+	}
+	// An infeasible workload never hides the rest: the plan of what could
+	// be placed is printed (with its blocked list), then exit code 1.
+	var werr error
+	if output == "json" {
+		werr = plan.WriteJSON(w)
+	} else {
+		werr = plan.WriteTable(w)
+	}
 	if err != nil {
 		return failErr(err)
 	}
-	if output == "json" {
-		return plan.WriteJSON(w)
-	}
-	return plan.WriteTable(w)
+	return werr
 }

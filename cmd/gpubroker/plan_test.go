@@ -28,6 +28,11 @@ func TestPlanCommand(t *testing.T) {
 		{name: "missing file", args: []string{"plan", "-f", "testdata/nope.yaml"}, wantCode: 2, wantStderr: []string{"nope.yaml"}},
 		{name: "infeasible", args: []string{"plan", "-f", "testdata/infeasible.yaml"}, wantCode: 1,
 			wantStderr: []string{"no feasible placement", "infeasible.yaml:3:5: too-big", "(deadline)"}},
+		{name: "partly infeasible: the rest is planned", args: []string{"plan", "-f", "testdata/partly.yaml"}, wantCode: 1,
+			wantStdout: []string{"fits", "Blocked (not placed):", "partly.yaml:8:5: too-big", "(deadline)", "proof: no option meets"},
+			wantStderr: []string{"no feasible placement for 1 workload(s)", "too-big"}},
+		{name: "partly infeasible json", args: []string{"plan", "-f", "testdata/partly.yaml", "-o", "json"}, wantCode: 1,
+			wantStdout: []string{`"blocked": [`, `"workload": "too-big"`, `"constraint": "deadline"`, `"workload": "fits"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
