@@ -159,6 +159,11 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 	if len(s.caps) == 0 {
 		p.Bound.Method = "sum of each workload's cheapest feasible option (no quotas or budgets)"
 	}
+	if s.boundNote != "" {
+		p.Bound.Method = s.boundNote
+	}
+	p.Solver = s.solverName
+	p.Warnings = append(p.Warnings, s.warnings...)
 	if lb > 0 {
 		sum := 0.0
 		for w, e := range evals {

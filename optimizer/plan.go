@@ -16,10 +16,13 @@ type Plan struct {
 	Policy       string      `json:"policy"`
 	Catalog      CatalogInfo `json:"catalog"`
 	HorizonHours float64     `json:"horizon_hours"`
-	Placements   []Placement `json:"placements"`
-	Totals       Totals      `json:"totals"`
-	Bound        Bound       `json:"bound"`
-	Warnings     []string    `json:"warnings"`
+	// Solver says what made the plan: "heuristic", or "exact (cbc 2.10.8:
+	// optimal)" when the exact solver ran.
+	Solver     string      `json:"solver"`
+	Placements []Placement `json:"placements"`
+	Totals     Totals      `json:"totals"`
+	Bound      Bound       `json:"bound"`
+	Warnings   []string    `json:"warnings"`
 	// Blocked lists the workloads that could not be placed, each with the
 	// constraint that blocks it and how that is known; empty when every
 	// workload is placed.

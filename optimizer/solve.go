@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -20,6 +21,11 @@ type Input struct {
 	Speeds SpeedTable
 	// Now is when the plan is made: catalog age is measured against it.
 	Now time.Time
+	// Solver is SolverHeuristic (""), SolverExact or SolverAuto.
+	Solver string
+	// Exact is the exact MILP solver for SolverExact and SolverAuto
+	// (package optimizer/cbc runs CBC); nil means none is installed.
+	Exact ExactSolver
 }
 
 // budgetRow is a policy budget and the workloads it covers.
@@ -68,6 +74,12 @@ type solver struct {
 	// shapes numbers the services' distinct Lagrangian subproblems (from 1).
 	shapes  map[string]int
 	nShapes int
+	ctx     context.Context
+	in      Input
+	// solverName, boundNote and warnings describe how the plan was made.
+	solverName string
+	boundNote  string
+	warnings   []string
 	// qcSlot maps a quota class to its index in the eval being built (-1:
 	// none yet); scratch space reset after each workload.
 	qcSlot []int32
@@ -85,10 +97,25 @@ type solver struct {
 // the search is cut short the Blocked entry says so. An error wrapping
 // ErrInput (and a nil plan) means the input is unusable.
 func Solve(in Input) (*Plan, error) {
+	return SolveContext(context.Background(), in)
+}
+
+// SolveContext is Solve with a context, which bounds the exact solver's run.
+func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
 	}
+	switch in.Solver {
+	case "", SolverHeuristic, SolverAuto:
+	case SolverExact:
+		if in.Exact == nil {
+			return nil, fmt.Errorf("%w: solver %q needs an exact solver (is cbc installed?)", ErrInput, in.Solver)
+		}
+	default:
+		return nil, fmt.Errorf("%w: solver %q: want heuristic, exact or auto", ErrInput, in.Solver)
+	}
 	s := newSolver(in)
+	s.ctx, s.in = ctx, in
 	evals := make([]*eval, len(s.pol.Workloads))
 	var blocked []Blocked
 	var active []*eval
@@ -167,9 +194,12 @@ const (
 	proofLimit  = "not proven: the exhaustive search stopped at its node limit; the constraint shown is the one the heuristic could not satisfy"
 )
 
-// searchNodes bounds the exhaustive search that proves infeasibility or
-// repairs a plan the heuristic could not complete.
-const searchNodes = 400_000
+// lnsWork is the large-neighbourhood search's budget of candidate scans
+// per workload.
+const lnsWork = 2_000_000
+
+// lnsMaxWork caps it for large fleets (≈ 1 s of CPU).
+const lnsMaxWork = 400_000_000
 
 // polishSize is the largest constrained fleet whose heuristic plan is
 // polished by branch and bound (bounded by searchNodes).
@@ -184,6 +214,7 @@ type fleetResult struct {
 // solveFleet places workloads that all have candidates.
 func (s *solver) solveFleet(evals []*eval) fleetResult {
 	if len(evals) == 0 {
+		s.solverName = SolverHeuristic
 		return fleetResult{}
 	}
 	var (
@@ -236,11 +267,18 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		// workloads that share rows with them, for a plan or a proof.
 		choice, fleetBlocked = s.repair(evals, choice)
 	}
-	if len(fleetBlocked) == 0 && len(s.caps) > 0 && len(evals) <= polishSize && ub-lb > eps*lb {
+	if len(fleetBlocked) == 0 && len(s.caps) > 0 && ub-lb > eps*lb {
+		choice = s.lns(evals, choice, mu, min(lnsWork*len(evals), lnsMaxWork))
 		ub = planCost(evals, choice)
-		if r := s.search(evals, allIdx(len(evals)), choice, ub, searchNodes, false); r.choice != nil && r.cost < ub {
-			choice = r.choice
+		if len(evals) <= polishSize && ub-lb > eps*lb {
+			if r := s.search(evals, allIdx(len(evals)), choice, ub, searchWork, false, mu); r.choice != nil && r.cost < ub {
+				choice = r.choice
+			}
 		}
+	}
+	s.solverName = SolverHeuristic
+	if s.useExact(evals) {
+		choice, fleetBlocked, lb = s.runExact(evals, choice, fleetBlocked, lb)
 	}
 	if len(fleetBlocked) == 0 {
 		lb = min(lb, planCost(evals, choice))
@@ -277,7 +315,7 @@ func (s *solver) repair(evals []*eval, choice []int) ([]int, []Blocked) {
 		if !hit {
 			continue
 		}
-		r := s.search(evals, comp, choice, math.Inf(1), searchNodes, true)
+		r := s.search(evals, comp, choice, math.Inf(1), searchWork, true, nil)
 		switch {
 		case r.choice != nil:
 			for _, w := range comp {
@@ -1081,4 +1119,74 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 		}
 	}
 	return min(best, ub), bestMu
+}
+
+// useExact says whether the exact solver runs on this fleet.
+func (s *solver) useExact(evals []*eval) bool {
+	if s.in.Exact == nil || len(s.caps) == 0 {
+		return false
+	}
+	switch s.in.Solver {
+	case SolverExact:
+		return true
+	case SolverAuto:
+		n := 0
+		for _, e := range evals {
+			n += len(e.cands)
+		}
+		return n <= AutoExactVariables
+	}
+	return false
+}
+
+// jobsOnly: every workload is a job, so the candidates hold every option
+// that is not dominated and the model's optimum is the problem's.
+func jobsOnly(evals []*eval) bool {
+	for _, e := range evals {
+		if e.svc != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// runExact hands the fleet problem to the exact solver, warm started from
+// the heuristic's plan, and keeps whichever plan is cheaper.
+func (s *solver) runExact(evals []*eval, choice []int, blocked []Blocked, lb float64) ([]int, []Blocked, float64) {
+	var start []int
+	if len(blocked) == 0 {
+		start = choice
+	}
+	res, err := s.exact(s.ctx, s.in.Exact, evals, start)
+	if err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("exact solver failed, the plan is the heuristic's: %v", err))
+		return choice, blocked, lb
+	}
+	s.solverName = fmt.Sprintf("%s (%s: %s)", SolverExact, res.Solver, res.Status)
+	complete := jobsOnly(evals)
+	switch {
+	case res.Choice != nil:
+		choice, blocked = res.Choice, nil
+	case res.Status == ExactInfeasible && len(blocked) > 0 && complete:
+		for i := range blocked {
+			if blocked[i].Proof == proofLimit {
+				blocked[i].Proof = "exact solver (" + res.Solver + ") proved that no combination of options places every workload"
+			}
+		}
+	}
+	if complete && len(blocked) == 0 {
+		switch res.Status {
+		case ExactOptimal:
+			if res.Objective > lb {
+				lb = res.Objective
+				s.boundNote = res.Solver + ": proven optimal"
+			}
+		case ExactFeasible:
+			if res.BestBound > lb {
+				lb = res.BestBound
+				s.boundNote = res.Solver + ": best bound when stopped"
+			}
+		}
+	}
+	return choice, blocked, lb
 }

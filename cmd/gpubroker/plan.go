@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,12 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/optimizer/cbc"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
 func newPlanCmd() *cobra.Command {
-	var file, output string
+	var file, output, solverMode string
+	var timeLimit time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan -f FILE",
 		Short: "Plan where each workload of a policy runs, and what it costs",
@@ -30,7 +33,8 @@ the rest is printed, with each blocked workload, its constraint and how
 that is known; in JSON the "blocked" list), 2 bad flags or a bad policy file
 (every error printed).`,
 		Example: `  gpubroker plan -f examples/fleet.yaml
-  gpubroker plan -f examples/fleet.yaml --output json`,
+  gpubroker plan -f examples/fleet.yaml --output json
+  gpubroker plan -f examples/fleet.yaml --solver exact --time-limit 2m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -54,16 +58,34 @@ that is known; in JSON the "blocked" list), 2 bad flags or a bad policy file
 			if err != nil {
 				return failErr(err)
 			}
-			return runPlan(cmd.OutOrStdout(), cat, p, output, time.Now().UTC().Truncate(time.Second))
+			in := optimizer.Input{Catalog: cat, Policy: p, Speeds: optimizer.DefaultSpeeds(), Now: time.Now().UTC().Truncate(time.Second)}
+			switch solverMode {
+			case optimizer.SolverHeuristic:
+			case optimizer.SolverExact, optimizer.SolverAuto:
+				in.Solver = solverMode
+				ex, err := cbc.Find()
+				if err != nil && solverMode == optimizer.SolverExact {
+					return failErr(fmt.Errorf("--solver exact: %w", err))
+				}
+				if err == nil {
+					ex.TimeLimit = timeLimit
+					in.Exact = ex
+				}
+			default:
+				return usageErr(fmt.Errorf("--solver %q: want heuristic, exact or auto", solverMode))
+			}
+			return runPlan(cmd.Context(), cmd.OutOrStdout(), in, output)
 		},
 	}
+	cmd.Flags().StringVar(&solverMode, "solver", optimizer.SolverHeuristic, "heuristic, exact (CBC, warm-started from the heuristic) or auto (exact when cbc is installed and the fleet is small)")
+	cmd.Flags().DurationVar(&timeLimit, "time-limit", time.Minute, "time limit of the exact solver")
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
 }
 
-func runPlan(w io.Writer, cat *pricing.Catalog, p *policy.Policy, output string, now time.Time) error {
-	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Speeds: optimizer.DefaultSpeeds(), Now: now})
+func runPlan(ctx context.Context, w io.Writer, in optimizer.Input, output string) error {
+	plan, err := optimizer.SolveContext(ctx, in)
 	if plan == nil {
 		return failErr(err)
 	}

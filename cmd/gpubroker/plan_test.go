@@ -31,6 +31,9 @@ func TestPlanCommand(t *testing.T) {
 		{name: "partly infeasible: the rest is planned", args: []string{"plan", "-f", "testdata/partly.yaml"}, wantCode: 1,
 			wantStdout: []string{"fits", "Blocked (not placed):", "partly.yaml:8:5: too-big", "(deadline)", "proof: no option meets"},
 			wantStderr: []string{"no feasible placement for 1 workload(s)", "too-big"}},
+		{name: "exact solver", args: []string{"plan", "-f", "../../examples/fleet.yaml", "--solver", "auto"}, wantCode: 0,
+			wantStdout: []string{"Total: expected"}},
+		{name: "bad solver", args: []string{"plan", "-f", "../../examples/fleet.yaml", "--solver", "magic"}, wantCode: 2, wantStderr: []string{"want heuristic, exact or auto"}},
 		{name: "partly infeasible json", args: []string{"plan", "-f", "testdata/partly.yaml", "-o", "json"}, wantCode: 1,
 			wantStdout: []string{`"blocked": [`, `"workload": "too-big"`, `"constraint": "deadline"`, `"workload": "fits"`}},
 	}
