@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/gpubroker/gpubroker/policy"
 )
 
 // Solver modes (Input.Solver).
@@ -171,4 +173,29 @@ func (s *solver) exact(ctx context.Context, ex ExactSolver, evals []*eval, choic
 		}
 	}
 	return res, nil
+}
+
+// BuildModel is the 0-1 program Solve would hand to an exact solver for
+// the input (its candidates after the static checks), for benchmarks and
+// for writing the model out. Workloads with no option are left out.
+func BuildModel(in Input) (*Model, error) {
+	if in.Catalog == nil || in.Policy == nil {
+		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
+	}
+	s := newSolver(in)
+	var evals []*eval
+	for i := range s.pol.Workloads {
+		w := &s.pol.Workloads[i]
+		var e *eval
+		if w.Kind == policy.Inference {
+			e = s.evalService(w)
+		} else {
+			e = s.evalJob(w)
+		}
+		s.dropOversized(e)
+		if e.blocked == nil {
+			evals = append(evals, e)
+		}
+	}
+	return s.model(evals), nil
 }

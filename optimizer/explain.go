@@ -212,13 +212,15 @@ func (s *solver) placement(st *state, e *eval, j int) Placement {
 	}
 	if o.groups == nil {
 		pl.RelativeSpeed = round(o.rel, 3)
+		pl.ScalingEfficiency = round(o.eff, 4)
 		pl.Breakdown = CostBreakdown{
 			Compute:        round(o.price*o.est.Compute, 2),
 			PreemptionLoss: round(o.price*o.est.PreemptionLoss, 2),
 			Restart:        round(o.price*o.est.Restart, 2),
 		}
 		pl.Groups = []Group{{Cloud: f.Cloud, Region: f.Region, Zone: f.Zone, InstanceType: f.InstanceType, GPU: f.GPU,
-			GPUsPerInstance: f.GPUCount, Instances: o.inst, Capacity: o.cap, PricePerHour: round(o.price/float64(o.inst), 4)}}
+			GPUsPerInstance: f.GPUCount, Instances: o.inst, Capacity: o.cap, PricePerHour: round(o.price/float64(o.inst), 4),
+			Interconnect: Interconnect(f.Cloud, f.InstanceType)}}
 	} else {
 		pl.MinReplicas, pl.MaxReplicas = max(1, w.Replicas.Min), max(w.Replicas.Max, w.Replicas.Min, 1)
 		pl.Breakdown = CostBreakdown{
@@ -412,6 +414,9 @@ func (s *solver) explain(e *eval, o *option, pl *Placement) []string {
 		lines = append(lines, fmt.Sprintf("%s: %d replicas (min %d, %d hedge) at $%.2f/h over %.0fh; %s vs on-demand baseline %s; worst case at max %d replicas %s",
 			s.describe(o), o.replicas, pl.MinReplicas, o.replicas-pl.MinReplicas, o.price, s.horizon, usd(o.cost), usd(pl.OnDemandBaseline), pl.MaxReplicas, usd(pl.WorstCaseCost)))
 	}
+	if o.groups == nil {
+		lines = append(lines, s.sizing(e, o))
+	}
 	unit := "per reference GPU-hour of work"
 	if o.groups != nil {
 		unit = "per replica-hour"
@@ -501,3 +506,26 @@ func (s *solver) ruleOfThumb(e *eval, o *option) string {
 
 // gib formats a memory size with at most one decimal.
 func gib(x float64) string { return strconv.FormatFloat(round(x, 1), 'f', -1, 64) }
+
+// sizing explains the compute hours: the work, the GPUs, their speed and
+// the scaling efficiency against the reference shape, with the policy
+// figures it comes from.
+func (s *solver) sizing(e *eval, o *option) string {
+	f := &s.offers[o.offer]
+	sc := workloadScaling(s.pol, e.w)
+	rg, ri := ReferenceShape(o.gpus)
+	ref := e.w.ReferenceGPU
+	if ref == "" {
+		ref = DefaultReferenceGPU
+	}
+	shape := fmt.Sprintf("%d×%d GPUs", o.inst, f.GPUCount)
+	refShape := fmt.Sprintf("%d×%d", ri, rg)
+	text := fmt.Sprintf("sizing: %s reference GPU-hours (%s) ÷ (%d GPUs × %.2f relative speed × %.3f scaling) = %.1fh compute; scaling is %s against the reference shape %s (%.2f per doubling of GPUs in an instance, %.2f per doubling of instances: %.3f vs %.3f)",
+		gib(e.work), ref, o.gpus, o.rel, o.eff, o.est.Compute, shape, refShape, sc.Intra, sc.Inter, sc.Efficiency(f.GPUCount, o.inst), sc.Efficiency(rg, ri))
+	if ic := Interconnect(f.Cloud, f.InstanceType); o.inst > 1 && ic != "" {
+		text += "; instances in one zone over " + ic
+	} else if o.inst > 1 {
+		text += "; instances in one zone, no GPU network (gpu.interconnect: required would exclude it)"
+	}
+	return text
+}

@@ -68,6 +68,7 @@ type option struct {
 	model  pricing.GPUModel
 	why    reason
 	rel    float64 // relative speed per GPU (jobs)
+	eff    float64 // scaling efficiency against the reference shape (jobs)
 	rate   float64 // interruptions per hour of the whole placement
 	price  float64 // USD per hour of the whole placement
 	est    runEstimate
@@ -115,8 +116,11 @@ type unit struct {
 // constraint blocks a workload that has no option.
 type funnel struct {
 	model, place, memory, count, capacity int
-	maxMemory                             float64
-	counts                                map[int]bool
+	// noInterconnect counts offers dropped only for lacking the GPU
+	// network a multi-instance job asked for.
+	noInterconnect int
+	maxMemory      float64
+	counts         map[int]bool
 }
 
 // class is the static-check result shared by workloads with the same GPU
@@ -141,6 +145,8 @@ func classKey(p *policy.Policy, w *policy.Workload) string {
 	b = strconv.AppendInt(b, int64(gpuCount(w)), 10)
 	b = append(b, '#')
 	b = strconv.AppendFloat(b, w.GPU.MinMemoryGiB, 'g', -1, 64)
+	b = append(b, '#')
+	b = append(b, w.GPU.Interconnect...)
 	b = append(b, '#')
 	b = append(b, w.Spot...)
 	for _, l := range [][]string{w.Limits.Regions, w.Limits.Zones, w.Limits.Residency} {
@@ -199,6 +205,10 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 				continue
 			}
 			inst = count / o.GPUCount
+			if inst > 1 && w.GPU.Interconnect == policy.InterconnectRequired && Interconnect(o.Cloud, o.InstanceType) == "" {
+				c.f.noInterconnect++
+				continue
+			}
 		}
 		if soft == ok {
 			c.f.count++
@@ -373,6 +383,7 @@ type jobUnit struct {
 	price        float64 // USD per hour, all instances
 	rate         float64 // interruptions per hour, all instances
 	rel          float64
+	eff          float64 // scaling efficiency relative to the reference shape
 	model        uint8
 	qclass       int32
 	idx          int32 // position in the class's unit list
@@ -382,10 +393,30 @@ type jobUnit struct {
 type jobKey struct {
 	c   *class
 	ref pricing.GPUModel
+	sc  Scaling
 }
 
-func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, count int) []jobUnit {
-	k := jobKey{c, ref}
+// workloadScaling is the workload's scaling efficiency, defaults filled in
+// for policies built in code.
+func workloadScaling(p *policy.Policy, w *policy.Workload) Scaling {
+	sc := Scaling{w.Scaling.IntraNode, w.Scaling.InterNode}
+	if sc.Intra <= 0 || sc.Intra > 1 {
+		sc.Intra = p.Scaling.IntraNode
+	}
+	if sc.Inter <= 0 || sc.Inter > 1 {
+		sc.Inter = p.Scaling.InterNode
+	}
+	if sc.Intra <= 0 || sc.Intra > 1 {
+		sc.Intra = policy.DefaultIntraNodeScaling
+	}
+	if sc.Inter <= 0 || sc.Inter > 1 {
+		sc.Inter = policy.DefaultInterNodeScaling
+	}
+	return sc
+}
+
+func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, count int, sc Scaling) []jobUnit {
+	k := jobKey{c, ref, sc}
 	if us, ok := s.jobClasses[k]; ok {
 		return us
 	}
@@ -396,7 +427,8 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 		rel := s.score[u.offer] / refScore
 		p, _ := o.Price(u.cap)
 		ju := jobUnit{unit: u, idx: int32(i), spot: u.cap == pricing.Spot, rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
-		ju.hoursPerWork = 1 / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
+		ju.eff = sc.RelativeEfficiency(o.GPUCount, inst)
+		ju.hoursPerWork = 1 / (float64(count) * rel * ju.eff)
 		if u.cap == pricing.Spot {
 			ju.rate = s.rate[u.offer] * float64(inst)
 		}
@@ -409,7 +441,7 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 // jobOption builds the full option of one unit for a work size.
 func (s *solver) jobOption(u *jobUnit, count int, work, ckpt, restart float64) option {
 	o := &s.offers[u.offer]
-	opt := option{unit: u.idx, offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, price: u.price, rate: u.rate}
+	opt := option{unit: u.idx, offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, eff: u.eff, price: u.price, rate: u.rate}
 	compute := work * u.hoursPerWork
 	if u.cap == pricing.Spot {
 		opt.est = estimateRun(compute, u.rate, ckpt, restart)
@@ -454,7 +486,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 	if w.Spot != policy.SpotOnly {
 		spotLimit = deadline / (1 + SpotDeadlineMargin)
 	}
-	units := s.jobUnits(c, refGPU, refScore, count)
+	units := s.jobUnits(c, refGPU, refScore, count, workloadScaling(s.pol, w))
 	e.units, e.count, e.work, e.ckpt, e.restart = units, count, work, ckpt, restart
 	baseline := math.Inf(1)
 	var fastest option
@@ -584,6 +616,8 @@ func (s *solver) jobBlocked(w *policy.Workload, c *class, fastest *option, deadl
 		b.Constraint, b.Reason = "placement", "no offer of an allowed GPU in the allowed clouds, regions, zones and residency"
 	case c.f.memory == 0:
 		b.Constraint, b.Reason = "memory", fmt.Sprintf("needs %s GiB per GPU; the largest allowed GPU has %s GiB", gib(w.GPU.MinMemoryGiB), gib(c.f.maxMemory))
+	case c.f.count == 0 && c.f.noInterconnect > 0:
+		b.Constraint, b.Reason = "interconnect", fmt.Sprintf("%d GPUs span several instances, and no allowed instance type with a divisor of %d GPUs has the GPU network asked for (AWS EFA, GCP GPUDirect, Azure InfiniBand)", gpuCount(w), gpuCount(w))
 	case c.f.count == 0:
 		b.Constraint, b.Reason = "gpu_count", fmt.Sprintf("no instance type with %d GPUs (or a divisor of %d) meets the GPU need; instances have %s GPUs", gpuCount(w), gpuCount(w), countList(c.f.counts))
 	case c.f.capacity == 0:

@@ -288,7 +288,9 @@ func bruteOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []
 		}
 		inst := count / o.GPUCount
 		rel, _ := sp.RelativeSpeed(&o, w.ReferenceGPU)
-		h := w.WorkGPUHours / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
+		// Work is measured on the reference shape (docs/plan.md).
+		rg, ri := ReferenceShape(count)
+		h := w.WorkGPUHours / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst) / ScalingEfficiency(rg, ri))
 		for _, ct := range []pricing.CapacityType{pricing.OnDemand, pricing.Spot} {
 			price, sold := o.Price(ct)
 			if !sold || !spotAllows(w.Spot, ct) {

@@ -56,8 +56,9 @@ func TestSolveDecisions(t *testing.T) {
 			w: job("a", 800, 0, policy.SpotPrefer), wantIT: "a2-highgpu-8g", wantCap: pricing.Spot,
 			wantRunner: "memory", wantReason: "needs 8×T4 with 16 GiB < min 40 GiB"},
 		{name: "deadline leaves no spot margin: on-demand wins, spot is the runner-up",
-			// 800 A100-h on 8 A100 at 0.857 scaling = 116.7h; spot adds ~2%: 119h > 125/1.1 = 113.6h
-			w: a100Only(job("a", 800, 125*time.Hour, policy.SpotPrefer)), wantIT: "a2-highgpu-8g", wantCap: pricing.OnDemand,
+			// 800 A100-h on one 8×A100 instance (the reference shape) = 100h;
+			// spot adds ~2%: 102.3h > 110/1.1 = 100h
+			w: a100Only(job("a", 800, 110*time.Hour, policy.SpotPrefer)), wantIT: "a2-highgpu-8g", wantCap: pricing.OnDemand,
 			wantRunner: "deadline", wantReason: "spot margin"},
 		{name: "tight deadline: only H100 is fast enough",
 			w: job("a", 800, 60*time.Hour, policy.SpotPrefer), wantIT: "p5.48xlarge", wantCap: pricing.Spot,
