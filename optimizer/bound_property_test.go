@@ -52,7 +52,7 @@ func bruteServiceOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workl
 				if ct == pricing.Spot {
 					rate := o.Spot.InterruptionsPerHour
 					if rate == 0 {
-						rate = pricing.DefaultSpotDefaults()[o.Cloud].InterruptionsPerHour
+						rate = DefaultInterruptionRate(o.Cloud, o.GPU)
 					}
 					ph = price * (1 + rate*w.RestartOverhead.Hours())
 				}

@@ -180,7 +180,7 @@ func (s *solver) defaultRate(c pricing.Cloud) float64 {
 	if v, ok := s.pol.SpotDefaults[c]; ok {
 		return v
 	}
-	return pricing.DefaultSpotDefaults()[c].InterruptionsPerHour
+	return DefaultInterruptionRate(c, "")
 }
 
 func round(x float64, digits int) float64 {

@@ -300,7 +300,7 @@ func bruteOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []
 			if ct == pricing.Spot {
 				rate := o.Spot.InterruptionsPerHour
 				if rate == 0 {
-					rate = pricing.DefaultSpotDefaults()[o.Cloud].InterruptionsPerHour
+					rate = DefaultInterruptionRate(o.Cloud, o.GPU)
 				}
 				e := estimateRun(h, rate*float64(inst), w.CheckpointInterval.Hours(), w.RestartOverhead.Hours())
 				if !e.Finishes {

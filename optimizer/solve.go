@@ -483,7 +483,6 @@ func newSolver(in Input) *solver {
 		s.modelIdx[spec.Model] = len(s.models)
 		s.models = append(s.models, spec.Model)
 	}
-	defaults := pricing.DefaultSpotDefaults()
 	n := len(s.offers)
 	s.score, s.rate, s.rateDefault = make([]float64, n), make([]float64, n), make([]bool, n)
 	s.offerQuota, s.offerQClass = make([][]int32, n), make([]int32, n)
@@ -494,12 +493,17 @@ func newSolver(in Input) *solver {
 			s.score[i] = s.speeds.blend(th)
 		}
 		if o.SpotPrice > 0 {
+			// An observed bucket is scaled to the traces; a default is the
+			// policy's spot_defaults for the cloud, else the trace rate.
 			r, def := o.Spot.InterruptionsPerHour, o.Spot.Default || o.Spot.InterruptionsPerHour <= 0
+			if b, ok := BucketInterruptionRate(o.Spot.Bucket); ok && !o.Spot.Default {
+				r, def = b, false
+			}
 			if def {
 				if v, ok := p.SpotDefaults[o.Cloud]; ok {
 					r = v
-				} else if r <= 0 {
-					r = defaults[o.Cloud].InterruptionsPerHour
+				} else {
+					r = DefaultInterruptionRate(o.Cloud, o.GPU)
 				}
 			}
 			s.rate[i], s.rateDefault[i] = r, def

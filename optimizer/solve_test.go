@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -271,7 +272,7 @@ func TestPolicySpotDefaults(t *testing.T) {
 		defaults map[pricing.Cloud]float64
 		want     float64
 	}{
-		{nil, 0.03}, // built-in gcp default
+		{nil, TraceGPUInterruptionsPerHour}, // the trace-derived default
 		{map[pricing.Cloud]float64{pricing.GCP: 0.1}, 0.1},
 	} {
 		p := &policy.Policy{File: "t.yaml", Horizon: 720 * time.Hour, SpotDefaults: tt.defaults, Workloads: []policy.Workload{w}}
@@ -282,6 +283,23 @@ func TestPolicySpotDefaults(t *testing.T) {
 		pl := plan.Placements[0]
 		if pl.InterruptionsPerHour != tt.want || !pl.SpotSignalDefault {
 			t.Errorf("defaults %v: rate %v (default %v), want %v", tt.defaults, pl.InterruptionsPerHour, pl.SpotSignalDefault, tt.want)
+		}
+	}
+}
+
+func TestBucketInterruptionRate(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"<5%", 0.229 * 2.5 / 25, true}, {"5-10%", 0.229 * 7.5 / 25, true}, {">20%", 0.229, true},
+		{"0-5", 0.229 * 2.5 / 25, true}, {"20+", 0.229, true}, {"15-20", 0.229 * 17.5 / 25, true},
+		{"", 0, false}, {"high", 0, false}, {"10-5", 0, false}, {"<0%", 0, false},
+	} {
+		got, ok := BucketInterruptionRate(tt.in)
+		if ok != tt.ok || math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("BucketInterruptionRate(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
 	}
 }
