@@ -94,3 +94,27 @@ func TestInterconnect(t *testing.T) {
 		}
 	}
 }
+
+// TestSpotPoolCapacity: a 64-GPU job cannot take 64 spot GPUs from one
+// pool (default 32), so it runs on demand; raising spot_pool_gpus lets it
+// use spot.
+func TestSpotPoolCapacity(t *testing.T) {
+	cat := pricing.NewCatalog([]pricing.Offer{
+		offer(pricing.AWS, "us-east-1", "use1-az1", "p5.48xlarge", pricing.H100, 8, 98.32, 30, 0.005),
+	}, testNow.Add(-time.Hour), "pool")
+	w := policy.Workload{Name: "big", Kind: policy.Training, Spot: policy.SpotPrefer, GPU: policy.GPUNeed{Count: 64},
+		WorkGPUHours: 640, ReferenceGPU: pricing.H100, CheckpointInterval: time.Hour}
+	for _, tt := range []struct {
+		pool int
+		want pricing.CapacityType
+	}{{0, pricing.OnDemand}, {64, pricing.Spot}} {
+		p := &policy.Policy{File: "p.yaml", Horizon: 720 * time.Hour, SpotPoolGPUs: tt.pool, Workloads: []policy.Workload{w}}
+		plan, err := Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := plan.Placements[0].Capacity; got != tt.want {
+			t.Errorf("spot_pool_gpus %d: %s, want %s", tt.pool, got, tt.want)
+		}
+	}
+}

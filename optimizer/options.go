@@ -217,6 +217,9 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 			if _, sold := o.Price(ct); !sold {
 				continue
 			}
+			if ct == pricing.Spot && inst*o.GPUCount > s.spotPool {
+				continue // more spot GPUs than one pool gives
+			}
 			why := soft
 			if why == ok && !spotAllows(w.Spot, ct) {
 				why = rSpotPolicy
@@ -777,7 +780,7 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 			units = scratch
 		}
 		if g.why == ok {
-			if shapes := replicaShapes(w, len(units), g.cap); len(shapes) > 0 {
+			if shapes := replicaShapes(w, len(units), g.cap, s.spotPool); len(shapes) > 0 {
 				e.svcBound = append(e.svcBound, svcBoundGroup{model: g.model, cap: g.cap, units: append([]zoneUnit(nil), units...), shapes: shapes})
 			}
 		}
@@ -852,6 +855,10 @@ func (s *solver) spread(w *policy.Workload, units []zoneUnit, ct pricing.Capacit
 		}
 		if total > maxR {
 			why = fmt.Sprintf("spot needs %d replicas over %d zones to survive a zone's spot loss but max replicas is %d", total, z, maxR)
+			continue
+		}
+		if ceilDiv(total, z)*gpuCount(w) > s.spotPool {
+			why = fmt.Sprintf("spot needs %d replicas in one zone, more than the %d spot GPUs a pool gives (spot_pool_gpus)", ceilDiv(total, z), s.spotPool)
 			continue
 		}
 		opt, w2 := s.layout(w, units, z, total, minR, ct)

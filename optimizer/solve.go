@@ -71,6 +71,8 @@ type solver struct {
 	where      []string
 	refScores  map[pricing.GPUModel]float64
 	jobClasses map[jobKey][]jobUnit
+	// spotPool is the most spot GPUs one pool gives one workload.
+	spotPool int
 	// shapes numbers the services' distinct Lagrangian subproblems (from 1).
 	shapes  map[string]int
 	nShapes int
@@ -469,6 +471,10 @@ func newSolver(in Input) *solver {
 	}
 	if s.horizon <= 0 {
 		s.horizon = monthHours
+	}
+	s.spotPool = p.SpotPoolGPUs
+	if s.spotPool <= 0 {
+		s.spotPool = policy.DefaultSpotPoolGPUs
 	}
 	for _, b := range p.Budgets {
 		s.budgets = append(s.budgets, budgetRow{b})

@@ -34,7 +34,7 @@ type replicaShape struct{ z, total int }
 
 // replicaShapes lists the (zones, replicas) layouts the spreading rules
 // allow for a capacity type; docs/plan.md "Inference" gives the rules.
-func replicaShapes(w *policy.Workload, nUnits int, ct pricing.CapacityType) []replicaShape {
+func replicaShapes(w *policy.Workload, nUnits int, ct pricing.CapacityType, spotPool int) []replicaShape {
 	minR := max(1, w.Replicas.Min)
 	maxR := max(w.Replicas.Max, minR)
 	minZones := max(1, w.Spread.MinZones, w.Spread.MinClouds)
@@ -51,7 +51,7 @@ func replicaShapes(w *policy.Workload, nUnits int, ct pricing.CapacityType) []re
 		for total-ceilDiv(total, z) < minR {
 			total++
 		}
-		if total <= maxR {
+		if total <= maxR && ceilDiv(total, z)*max(1, w.GPU.Count) <= spotPool {
 			out = append(out, replicaShape{z, total})
 		}
 	}

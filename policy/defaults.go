@@ -44,6 +44,9 @@ const (
 	// data-parallel scaling studies (≈90-95% inside, ≈85-90% across).
 	DefaultIntraNodeScaling = 0.95
 	DefaultInterNodeScaling = 0.90
+	// DefaultSpotPoolGPUs is the spot GPUs assumed available per pool when
+	// no placement score says otherwise: four 8-GPU instances.
+	DefaultSpotPoolGPUs = 32
 )
 
 // SetDefaults fills in every field left at its zero value with its default,
@@ -74,6 +77,9 @@ func (p *Policy) applyDefaults(isSet func(s scope, i int, field string) bool) {
 	}
 	if p.Horizon == 0 && !isSet(scopeTop, 0, "horizon") {
 		p.Horizon = DefaultHorizon
+	}
+	if p.SpotPoolGPUs == 0 && !isSet(scopeTop, 0, "spot_pool_gpus") {
+		p.SpotPoolGPUs = DefaultSpotPoolGPUs
 	}
 	if p.Scaling.IntraNode == 0 && !isSet(scopeTop, 0, "scaling.intra_node") {
 		p.Scaling.IntraNode = DefaultIntraNodeScaling

@@ -489,6 +489,7 @@ func (d *decoder) policy(n *yaml.Node, p *Policy) {
 		{"horizon", func(v *yaml.Node) { d.duration(v, "horizon", &p.Horizon) }},
 		{"spot_defaults", func(v *yaml.Node) { d.spotDefaults(v, p) }},
 		{"scaling", func(v *yaml.Node) { d.scaling(v, "scaling", &p.Scaling) }},
+		{"spot_pool_gpus", func(v *yaml.Node) { d.integer(v, "spot_pool_gpus", &p.SpotPoolGPUs) }},
 		{"workloads", func(v *yaml.Node) { wl = v }},
 		{"quotas", func(v *yaml.Node) { qs = v }},
 		{"budgets", func(v *yaml.Node) { bs = v }},

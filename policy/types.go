@@ -55,6 +55,10 @@ type Policy struct {
 	// SpotDefaults overrides the built-in expected interruptions per hour per
 	// cloud, used where the catalog has no spot signal.
 	SpotDefaults map[pricing.Cloud]float64
+	// SpotPoolGPUs is the most spot GPUs the planner puts in one pool (an
+	// instance type in one zone, or Azure region) for one workload: spot
+	// capacity is finite, and large asks are where preemptions cluster.
+	SpotPoolGPUs int
 	// Scaling is how much of the linear speed-up multi-GPU jobs keep;
 	// workloads may override it.
 	Scaling   Scaling

@@ -78,6 +78,9 @@ func (r *reporter) check() {
 		r.errf(scopeTop, 0, "horizon", "horizon must be positive, e.g. 720h")
 	}
 	r.checkScaling(scopeTop, 0, "scaling", p.Scaling)
+	if p.SpotPoolGPUs < 1 {
+		r.errf(scopeTop, 0, "spot_pool_gpus", "spot_pool_gpus %d: want the spot GPUs one pool can give a workload, at least 1 (default %d)", p.SpotPoolGPUs, DefaultSpotPoolGPUs)
+	}
 	for _, c := range sortedClouds(p.SpotDefaults) {
 		v := p.SpotDefaults[c]
 		if !knownCloud(c) {
