@@ -155,7 +155,8 @@ func (s *Solver) SolveModel(ctx context.Context, m *optimizer.Model, start []int
 		limit = time.Minute
 	}
 	threads := max(1, s.Threads)
-	args := []string{lp, "-sec", strconv.FormatFloat(limit.Seconds(), 'f', 1, 64), "-threads", strconv.Itoa(threads)}
+	// Wall-clock time: the limit is what the user waits.
+	args := []string{lp, "-timeMode", "elapsed", "-sec", strconv.FormatFloat(limit.Seconds(), 'f', 1, 64), "-threads", strconv.Itoa(threads)}
 	if start != nil {
 		ms := filepath.Join(dir, "start.sol")
 		if err := writeFile(ms, func(w io.Writer) error { return writeStart(w, m, start) }); err != nil {
@@ -164,14 +165,18 @@ func (s *Solver) SolveModel(ctx context.Context, m *optimizer.Model, start []int
 		args = append(args, "-mips", ms)
 	}
 	args = append(args, "-solve", "-solu", sol)
-	// A hard stop a little after CBC's own limit, in case it overruns.
-	cctx, cancel := context.WithTimeout(ctx, limit+30*time.Second)
+	// A hard stop after CBC's own limit, in case it overruns (its root
+	// node and cut loop do not check the limit often on large models).
+	cctx, cancel := context.WithTimeout(ctx, limit+limit/2+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, s.Path, args...)
 	cmd.Dir = dir
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stdout
 	if err := cmd.Run(); err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return res, fmt.Errorf("cbc overran its %s time limit and was stopped: %w", limit, context.DeadlineExceeded)
+		}
 		return res, fmt.Errorf("cbc %s: %w: %s", strings.Join(args, " "), err, tail(stdout.String(), 400))
 	}
 	if v := versionRE.FindStringSubmatch(stdout.String()); v != nil {
