@@ -245,6 +245,11 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		iters = 400
 	}
 	lb, mu := s.lowerBound(evals, ub, nil, iters)
+	// Column generation: the services' layouts the multipliers price best
+	// join their candidates.
+	if s.addPricedColumns(evals, mu) {
+		s.resort(evals, choice)
+	}
 	// Alternate the Lagrangian heuristic with more bound iterations, warm
 	// started, while the gap is above target: a better plan makes the
 	// subgradient steps better, and better multipliers a better plan.
@@ -1199,4 +1204,29 @@ func (s *solver) runExact(evals []*eval, choice []int, blocked []Blocked, lb flo
 		}
 	}
 	return choice, blocked, lb
+}
+
+// resort restores the cheapest-first order of every candidate list after
+// columns were added, keeping each chosen option chosen, and drops the
+// bound's stale flat copy.
+func (s *solver) resort(evals []*eval, choice []int) {
+	for w, e := range evals {
+		if len(e.svcBound) == 0 {
+			continue
+		}
+		sig := ""
+		if choice != nil && choice[w] >= 0 {
+			sig = layoutSig(&e.cands[choice[w]])
+		}
+		sortOptions(e.cands)
+		if sig != "" {
+			for j := range e.cands {
+				if layoutSig(&e.cands[j]) == sig {
+					choice[w] = j
+					break
+				}
+			}
+		}
+	}
+	s.lb = nil
 }

@@ -139,7 +139,6 @@ type svcScratch struct {
 	val   []float64
 	order []int
 	sel   []int
-	best  []int
 	uses  []use
 }
 
@@ -263,8 +262,7 @@ func (s *solver) addPricedColumns(evals []*eval, mu []float64) bool {
 		if dup || s.oversized(e, &opt) {
 			continue
 		}
-		// Keep the candidates sorted: insert in place, since the fleet
-		// solver's choice indexes refer to positions.
+		// The caller restores the order (resort).
 		opt.model, opt.why = model, ok
 		opt.unit = int32(len(e.svc))
 		e.svc = append(e.svc, opt)
