@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -275,8 +276,37 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		choice, fleetBlocked = s.repair(evals, choice)
 	}
 	if len(fleetBlocked) == 0 && len(s.caps) > 0 && ub-lb > eps*lb {
-		choice = s.lns(evals, choice, mu, min(lnsWork*len(evals), lnsMaxWork))
+		budget := min(lnsWork*len(evals), lnsMaxWork)
+		choice = s.lns(evals, choice, mu, budget)
 		ub = planCost(evals, choice)
+		// Diversify: the Lagrangian heuristic on multipliers scaled up and
+		// down lands in other basins; each start gets its own search.
+		// Scales of all multipliers, then per-row perturbations from a
+		// fixed-seed generator (deterministic).
+		scales := []float64{0.5, 0.8, 1.25, 1.6, 2.5, 4}
+		rng := rand.New(rand.NewPCG(uint64(len(evals)), uint64(len(s.caps))))
+		const restarts = 14
+		for i := 0; i < restarts; i++ {
+			if ub-lb <= targetGap*lb/2 {
+				break
+			}
+			scaled := make([]float64, len(mu))
+			for k := range mu {
+				if i < len(scales) {
+					scaled[k] = mu[k] * scales[i]
+				} else {
+					scaled[k] = mu[k] * math.Exp(2*rng.Float64()-1) * 1.5
+				}
+			}
+			alt := s.lagrangeAssign(evals, scaled)
+			if alt == nil {
+				continue
+			}
+			alt = s.lns(evals, alt, mu, budget/restarts)
+			if c := planCost(evals, alt); c < ub-eps*ub {
+				choice, ub = alt, c
+			}
+		}
 		if len(evals) <= polishSize && ub-lb > eps*lb {
 			if r := s.search(evals, allIdx(len(evals)), choice, ub, searchWork, false, mu); r.choice != nil && r.cost < ub {
 				choice = r.choice
