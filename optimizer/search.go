@@ -11,12 +11,13 @@ const searchWork = 20_000_000
 // searchResult is the outcome of the complete search over a set of
 // workloads' candidates.
 type searchResult struct {
-	// choice is the best full assignment found (nil when none was found).
-	choice []int
-	cost   float64
+	// pick is the best assignment found for the searched workloads, in
+	// the order given (nil when none was found); cost is its cost.
+	pick []int
+	cost float64
 	// complete is true when the search visited every branch it did not
-	// prove useless: then choice is optimal over the candidates, and nil
-	// choice proves that no assignment places every workload.
+	// prove useless: then pick is optimal over the candidates, and nil
+	// pick proves that no assignment places every workload.
 	complete bool
 	nodes    int
 }
@@ -33,19 +34,24 @@ type searchResult struct {
 // mu, when not nil, are Lagrangian multipliers of the rows: the bound is
 // then cost + Σ_remaining min_j (c_wj + μ·a_wj) − μ·rem, valid for any
 // μ ≥ 0 and much tighter than the plain sum of cheapest options.
-func (s *solver) search(evals []*eval, ws []int, fixed []int, incumbent float64, budget int, firstOnly bool, mu []float64) searchResult {
-	st := &state{s: s, evals: evals, choice: append([]int(nil), fixed...), rem: append([]float64(nil), s.caps...)}
-	for w, c := range st.choice {
-		if c >= 0 {
-			st.apply(evals[w], &evals[w].cands[c], 1)
-		}
-	}
-	for _, w := range ws {
+func (s *solver) search(base *state, ws []int, incumbent float64, budget int, firstOnly bool, mu []float64) searchResult {
+	evals := base.evals
+	// Work on base's choices (restored on return) with a copy of its
+	// remaining capacity: O(rows + |ws|), not O(fleet), per call.
+	st := &state{s: s, evals: evals, choice: base.choice, rem: append([]float64(nil), base.rem...)}
+	orig := make([]int, len(ws))
+	for i, w := range ws {
+		orig[i] = st.choice[w]
 		if c := st.choice[w]; c >= 0 {
 			st.apply(evals[w], &evals[w].cands[c], -1)
 			st.choice[w] = -1
 		}
 	}
+	defer func() {
+		for i, w := range ws {
+			base.choice[w] = orig[i]
+		}
+	}()
 	// The node limit is a work budget: each node scans every remaining
 	// workload's candidates.
 	work := 0
@@ -54,9 +60,9 @@ func (s *solver) search(evals []*eval, ws []int, fixed []int, incumbent float64,
 	}
 	nodeLimit := max(100, budget/max(1, work))
 	res := searchResult{cost: incumbent}
-	var priced [][]float64
+	var priced map[int][]float64
 	if mu != nil {
-		priced = make([][]float64, len(evals))
+		priced = make(map[int][]float64, len(ws))
 		for _, w := range ws {
 			e := evals[w]
 			bmu := 0.0
@@ -84,9 +90,12 @@ func (s *solver) search(evals []*eval, ws []int, fixed []int, incumbent float64,
 			return true
 		}
 		if depth == len(free) {
-			if cost < res.cost-eps*max(1, res.cost) || res.choice == nil && cost <= res.cost {
+			if cost < res.cost-eps*max(1, res.cost) || res.pick == nil && cost <= res.cost {
 				res.cost = cost
-				res.choice = append(res.choice[:0], st.choice...)
+				res.pick = res.pick[:0]
+				for _, w := range ws {
+					res.pick = append(res.pick, st.choice[w])
+				}
 			}
 			return firstOnly
 		}
@@ -120,7 +129,7 @@ func (s *solver) search(evals []*eval, ws []int, fixed []int, incumbent float64,
 				bestI, bestN = i, n
 			}
 		}
-		if res.choice != nil && lower >= res.cost-eps*max(1, res.cost) {
+		if res.pick != nil && lower >= res.cost-eps*max(1, res.cost) {
 			return false
 		}
 		free[depth], free[bestI] = free[bestI], free[depth]
@@ -143,15 +152,6 @@ func (s *solver) search(evals []*eval, ws []int, fixed []int, incumbent float64,
 	}
 	rec(0, 0)
 	res.complete = !limitHit
-	if res.choice != nil {
-		full := 0.0
-		for w, c := range res.choice {
-			if c >= 0 {
-				full += evals[w].cands[c].cost
-			}
-		}
-		res.cost = full
-	}
 	return res
 }
 
@@ -231,12 +231,12 @@ func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []in
 	// that uses row r.
 	wantsOf := func() [][]int {
 		wants := make([][]int, len(s.caps))
+		seen := make([]int, len(s.caps)) // last workload that added itself, +1
 		for w, c := range st.choice {
-			seen := map[int32]bool{}
 			for j := 0; j < c; j++ {
 				for _, u := range evals[w].cands[j].uses {
-					if !seen[u.row] {
-						seen[u.row] = true
+					if seen[u.row] != w+1 {
+						seen[u.row] = w + 1
 						wants[u.row] = append(wants[u.row], w)
 					}
 				}
@@ -257,23 +257,16 @@ func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []in
 			old += evals[v].cands[st.choice[v]].cost
 			work += len(evals[v].cands)
 		}
-		r := s.search(evals, set, st.choice, old, 4000*work, false, mu)
+		r := s.search(st, set, old, 2000*work, false, mu)
 		spent += r.nodes * work
-		if r.choice == nil {
-			return false
-		}
-		nw := 0.0
-		for _, v := range set {
-			nw += evals[v].cands[r.choice[v]].cost
-		}
-		if nw >= old-eps*max(1, old) {
+		if r.pick == nil || r.cost >= old-eps*max(1, old) {
 			return false
 		}
 		for _, v := range set {
 			st.set(v, -1)
 		}
-		for _, v := range set {
-			st.set(v, r.choice[v])
+		for i, v := range set {
+			st.set(v, r.pick[i])
 		}
 		return true
 	}
@@ -380,9 +373,10 @@ func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []in
 				for _, v := range set {
 					inSet[v] = false
 				}
+				// users goes stale as moves are made; it only proposes
+				// sets, and every search runs on the current state.
 				if len(set) > 1 && try(set) {
 					improved = true
-					users = st.rowUsers()
 					break
 				}
 			}

@@ -199,10 +199,10 @@ const (
 
 // lnsWork is the large-neighbourhood search's budget of candidate scans
 // per workload.
-const lnsWork = 2_000_000
+const lnsWork = 500_000
 
 // lnsMaxWork caps it for large fleets (≈ 1 s of CPU).
-const lnsMaxWork = 400_000_000
+const lnsMaxWork = 150_000_000
 
 // polishSize is the largest constrained fleet whose heuristic plan is
 // polished by branch and bound (bounded by searchNodes).
@@ -273,7 +273,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 	if len(fleetBlocked) > 0 {
 		// The heuristic left workloads out: search exhaustively over the
 		// workloads that share rows with them, for a plan or a proof.
-		choice, fleetBlocked = s.repair(evals, choice)
+		choice, fleetBlocked = s.repair(evals, choice, mu)
 	}
 	if len(fleetBlocked) == 0 && len(s.caps) > 0 && ub-lb > eps*lb {
 		budget := min(lnsWork*len(evals), lnsMaxWork)
@@ -285,7 +285,10 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		// fixed-seed generator (deterministic).
 		scales := []float64{0.5, 0.8, 1.25, 1.6, 2.5, 4}
 		rng := rand.New(rand.NewPCG(uint64(len(evals)), uint64(len(s.caps))))
-		const restarts = 14
+		restarts := 14
+		if len(evals) > 2000 {
+			restarts = 4
+		}
 		for i := 0; i < restarts; i++ {
 			if ub-lb <= targetGap*lb/2 {
 				break
@@ -308,8 +311,9 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			}
 		}
 		if len(evals) <= polishSize && ub-lb > eps*lb {
-			if r := s.search(evals, allIdx(len(evals)), choice, ub, searchWork, false, mu); r.choice != nil && r.cost < ub {
-				choice = r.choice
+			st := newState(s, evals, choice)
+			if r := s.search(st, allIdx(len(evals)), ub, searchWork, false, mu); r.pick != nil && r.cost < ub {
+				copy(choice, r.pick)
 			}
 		}
 	}
@@ -336,27 +340,81 @@ func allIdx(n int) []int {
 // takes it (then local improvement); a group it exhausts is proven
 // infeasible and keeps the heuristic's partial assignment, which places
 // as many of its workloads as it could.
-func (s *solver) repair(evals []*eval, choice []int) ([]int, []Blocked) {
-	unplaced := map[int]bool{}
-	for w, c := range choice {
-		if c < 0 {
-			unplaced[w] = true
+func (s *solver) repair(evals []*eval, choice []int, mu []float64) ([]int, []Blocked) {
+	st := newState(s, evals, choice)
+	// Local repair first: each unplaced workload with the holders of the
+	// rows its cheapest options need, re-solved at least cost; a larger
+	// set if that fails.
+	users := st.rowUsers()
+	inSet := make([]bool, len(evals))
+	for w := range evals {
+		if st.choice[w] >= 0 {
+			continue
+		}
+		for _, size := range []int{12, 24} {
+			set := []int{w}
+			inSet[w] = true
+			for j := 0; j < min(4, len(evals[w].cands)) && len(set) < size; j++ {
+				o := &evals[w].cands[j]
+				var hold []int
+				for _, u := range o.uses {
+					if st.rem[u.row] < u.amt-eps {
+						hold = append(hold, users[u.row]...)
+					}
+				}
+				for _, r := range evals[w].budgetRows {
+					if st.rem[r] < o.budgetUse*(1-eps) {
+						hold = append(hold, users[r]...)
+					}
+				}
+				sort.SliceStable(hold, func(a, b int) bool {
+					ca, cb := st.choice[hold[a]], st.choice[hold[b]]
+					return ca >= 0 && (cb < 0 || evals[hold[a]].cands[ca].cost < evals[hold[b]].cands[cb].cost)
+				})
+				for _, v := range hold {
+					if len(set) < size && !inSet[v] {
+						inSet[v] = true
+						set = append(set, v)
+					}
+				}
+			}
+			for _, v := range set {
+				inSet[v] = false
+			}
+			work := 0
+			for _, v := range set {
+				work += len(evals[v].cands)
+			}
+			r := s.search(st, set, math.Inf(1), 2000*work, false, mu)
+			if r.pick != nil {
+				for _, v := range set {
+					st.set(v, -1)
+				}
+				for i, v := range set {
+					st.set(v, r.pick[i])
+				}
+				users = st.rowUsers()
+				break
+			}
 		}
 	}
 	proof := map[int]string{}
 	for _, comp := range s.components(evals, allIdx(len(evals))) {
 		hit := false
 		for _, w := range comp {
-			hit = hit || unplaced[w]
+			hit = hit || st.choice[w] < 0
 		}
 		if !hit {
 			continue
 		}
-		r := s.search(evals, comp, choice, math.Inf(1), searchWork, true, nil)
+		r := s.search(st, comp, math.Inf(1), searchWork, true, nil)
 		switch {
-		case r.choice != nil:
+		case r.pick != nil:
 			for _, w := range comp {
-				choice[w] = r.choice[w]
+				st.set(w, -1)
+			}
+			for i, w := range comp {
+				st.set(w, r.pick[i])
 			}
 		case r.complete:
 			for _, w := range comp {
@@ -366,12 +424,6 @@ func (s *solver) repair(evals []*eval, choice []int) ([]int, []Blocked) {
 			for _, w := range comp {
 				proof[w] = proofLimit
 			}
-		}
-	}
-	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
-	for w, c := range choice {
-		if c >= 0 {
-			st.apply(evals[w], &evals[w].cands[c], 1)
 		}
 	}
 	st.improve(allIdx(len(evals)))
@@ -479,7 +531,13 @@ func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
 	st.improve(order)
 	for _, c := range st.choice {
 		if c < 0 {
-			return nil
+			// Nearly complete: repair the few left out locally rather
+			// than throw the assignment away.
+			ch, blocked := s.repair(evals, st.choice, mu)
+			if len(blocked) > 0 {
+				return nil
+			}
+			return ch
 		}
 	}
 	return st.choice
@@ -1259,4 +1317,15 @@ func (s *solver) resort(evals []*eval, choice []int) {
 		}
 	}
 	s.lb = nil
+}
+
+// newState is the state of an assignment (-1: unplaced).
+func newState(s *solver, evals []*eval, choice []int) *state {
+	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
+	for w, c := range choice {
+		if c >= 0 {
+			st.apply(evals[w], &evals[w].cands[c], 1)
+		}
+	}
+	return st
 }
