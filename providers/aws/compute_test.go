@@ -425,7 +425,11 @@ func TestComputeConfigValidate(t *testing.T) {
 		{"no regions", func(c *ComputeConfig) { c.Regions = nil }, "regions: none configured"},
 		{"bad region", func(c *ComputeConfig) { c.Regions["useast1"] = c.Regions["us-east-1"] }, `"useast1" is not an AWS region`},
 		{"bad ami", func(c *ComputeConfig) { r := c.Regions["us-east-1"]; r.ImageID = "ubuntu"; c.Regions["us-east-1"] = r }, `image_id: "ubuntu" is not an AMI id`},
-		{"no sg", func(c *ComputeConfig) { r := c.Regions["us-east-1"]; r.SecurityGroupIDs = nil; c.Regions["us-east-1"] = r }, "security_group_ids: none"},
+		{"no sg", func(c *ComputeConfig) {
+			r := c.Regions["us-east-1"]
+			r.SecurityGroupIDs = nil
+			c.Regions["us-east-1"] = r
+		}, "security_group_ids: none"},
 		{"bad subnet", func(c *ComputeConfig) {
 			r := c.Regions["us-east-1"]
 			r.Subnets = map[string]string{"us-east-1a": "sub-1"}
