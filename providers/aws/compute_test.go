@@ -477,3 +477,15 @@ func TestClientToken(t *testing.T) {
 		t.Errorf("non-ASCII token kept: %q", got)
 	}
 }
+
+func FuzzClientToken(f *testing.F) {
+	for _, s := range []string{"", "slot-train-0-gen-1", strings.Repeat("é", 40), "a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := ClientToken(s)
+		if len(got) > 64 || !isASCII(got) && got != "" || ClientToken(s) != got {
+			t.Fatalf("ClientToken(%q) = %q", s, got)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -347,4 +348,20 @@ func TestVMName(t *testing.T) {
 			t.Errorf("VMName(%q) = %q", n, got)
 		}
 	}
+}
+
+func FuzzVMName(f *testing.F) {
+	for _, s := range []string{"train-0", "", "Über/GPU job", "---"} {
+		f.Add(s, "tok")
+	}
+	re := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	f.Fuzz(func(t *testing.T, s, token string) {
+		got := VMName(s, token)
+		if len(got) > 60 || !re.MatchString(got) {
+			t.Fatalf("VMName(%q) = %q", s, got)
+		}
+		if strings.ContainsAny(tagName(s), `<>%&\?/`) {
+			t.Fatalf("tagName(%q) keeps a forbidden character", s)
+		}
+	})
 }

@@ -369,3 +369,32 @@ func TestGCPNamesAndLabels(t *testing.T) {
 		t.Error("malformed N1 type accepted")
 	}
 }
+
+// Names, labels and instance types come from users' policies and the
+// price catalog: whatever they hold, the results must be valid for the API
+// and nothing may panic.
+func FuzzGCPNames(f *testing.F) {
+	for _, s := range []string{"Train/0", "", "n1-standard-8+nvidia-tesla-t4x1", "n1-standard-8+x", "+x0", "ÜBER", "a2-highgpu-1g"} {
+		f.Add(s, "tok")
+	}
+	name := regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	label := regexp.MustCompile(`^[a-z0-9_-]{0,63}$`)
+	key := regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	f.Fuzz(func(t *testing.T, s, token string) {
+		if n := InstanceName(s, token); !name.MatchString(n) {
+			t.Fatalf("InstanceName(%q) = %q", s, n)
+		}
+		if l := Label(s, false); !label.MatchString(l) {
+			t.Fatalf("Label(%q) = %q", s, l)
+		}
+		if k := Label(s, true); !key.MatchString(k) {
+			t.Fatalf("Label key (%q) = %q", s, k)
+		}
+		if m, a, n, err := n1Accelerator(pricing.Offer{InstanceType: s}); err == nil && a != "" && (n <= 0 || m == "") {
+			t.Fatalf("n1Accelerator(%q) = %q %q %d", s, m, a, n)
+		}
+		if !reUUID.MatchString(RequestID(token)) {
+			t.Fatal("RequestID not a UUID")
+		}
+	})
+}
