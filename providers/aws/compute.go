@@ -308,15 +308,15 @@ func mapCode(code string) error {
 
 // mapErr wraps err with its sentinel, keeping the SDK error (and its code)
 // in the chain.
-func mapErr(err error) (error, string) {
+func mapErr(err error) (string, error) {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		if s := mapCode(ae.ErrorCode()); s != nil {
-			return fmt.Errorf("%w: %w", s, err), ae.ErrorCode()
+			return ae.ErrorCode(), fmt.Errorf("%w: %w", s, err)
 		}
-		return err, ae.ErrorCode()
+		return ae.ErrorCode(), err
 	}
-	return err, ""
+	return "", err
 }
 
 // ClientToken turns a launch intent's token into one EC2 accepts (at most
@@ -368,7 +368,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 	}
 	spec, err := c.template(ctx, region, rl)
 	if err != nil {
-		mapped, code := mapErr(err)
+		code, mapped := mapErr(err)
 		return providers.Instance{}, &providers.LaunchError{Pool: firstPool, Code: code, Err: fmt.Errorf("launch template: %w", mapped)}
 	}
 	spec.LaunchTemplateSpecificationUserData = aws.String(base64.StdEncoding.EncodeToString([]byte(req.UserData)))
@@ -397,7 +397,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 	}
 	out, err := c.clients[region].CreateFleet(ctx, in)
 	if err != nil {
-		mapped, code := mapErr(err)
+		code, mapped := mapErr(err)
 		return providers.Instance{}, &providers.LaunchError{Pool: firstPool, Code: code, Err: fmt.Errorf("CreateFleet: %w", mapped)}
 	}
 	for _, fi := range out.Instances {
@@ -411,7 +411,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 		if len(out.Errors) > 0 {
 			c.log.Info("launched after other pools failed", "token", req.ClientToken, "errors", len(out.Errors))
 		}
-		tags := maps(req)
+		tags := withName(req)
 		return providers.Instance{
 			InstanceRef:  providers.InstanceRef{Cloud: pricing.AWS, Region: region, Zone: zone, ID: fi.InstanceIds[0]},
 			InstanceType: string(fi.InstanceType),
@@ -502,7 +502,7 @@ func (c *Compute) zoneOf(rl RegionLaunch, ov *types.FleetLaunchTemplateOverrides
 	return ""
 }
 
-func maps(req providers.LaunchRequest) map[string]string {
+func withName(req providers.LaunchRequest) map[string]string {
 	tags := make(map[string]string, len(req.Tags)+1)
 	for k, v := range req.Tags {
 		tags[k] = v
@@ -516,7 +516,7 @@ func maps(req providers.LaunchRequest) map[string]string {
 // tagSpecs tags the instance, its volumes and the (instant) fleet record at
 // creation, so nothing the launch makes is ever untagged.
 func tagSpecs(req providers.LaunchRequest) []types.TagSpecification {
-	tags := maps(req)
+	tags := withName(req)
 	var ts []types.Tag
 	for _, k := range sortedKeys(tags) {
 		ts = append(ts, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
@@ -601,7 +601,7 @@ func (c *Compute) Terminate(ctx context.Context, ref providers.InstanceRef) erro
 	}
 	_, err := cl.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{ref.ID}})
 	if err != nil {
-		mapped, _ := mapErr(err)
+		_, mapped := mapErr(err)
 		if errors.Is(mapped, providers.ErrNotFound) {
 			return nil
 		}
@@ -638,7 +638,7 @@ func (c *Compute) List(ctx context.Context, f providers.Filter) ([]providers.Ins
 			for p.HasMorePages() {
 				page, err := p.NextPage(gctx)
 				if err != nil {
-					mapped, _ := mapErr(err)
+					_, mapped := mapErr(err)
 					errs[i] = &providers.RegionError{Cloud: pricing.AWS, Region: region, Err: fmt.Errorf("DescribeInstances: %w", mapped)}
 					return nil
 				}

@@ -290,10 +290,10 @@ func (c *Compute) azureTags(tags map[string]string) map[string]*string {
 
 // mapErr maps an ARM error by its code (OperationNotAllowed by code and
 // status together: quota on 409, throttling on 429).
-func mapErr(err error) (error, string) {
+func mapErr(err error) (string, error) {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
-		return err, ""
+		return "", err
 	}
 	var s error
 	switch re.ErrorCode {
@@ -321,9 +321,9 @@ func mapErr(err error) (error, string) {
 		s = providers.ErrBadConfig
 	}
 	if s == nil {
-		return err, re.ErrorCode
+		return re.ErrorCode, err
 	}
-	return fmt.Errorf("%w: %w", s, err), re.ErrorCode
+	return re.ErrorCode, fmt.Errorf("%w: %w", s, err)
 }
 
 // Launch creates a NIC in the location's subnet, then the VM (Spot with
@@ -340,7 +340,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 	o := req.Candidates[0]
 	pool := providers.PoolKey{Cloud: pricing.Azure, Zone: o.Zone, InstanceType: o.InstanceType, Capacity: req.Capacity}
 	fail := func(stage string, err error) (providers.Instance, error) {
-		mapped, code := mapErr(err)
+		code, mapped := mapErr(err)
 		return providers.Instance{}, &providers.LaunchError{Pool: pool, Code: code, Err: fmt.Errorf("%s: %w", stage, mapped)}
 	}
 	subnet, ok := c.cfg.Subnets[o.Region]
@@ -476,7 +476,7 @@ func (c *Compute) deleteAll(ctx context.Context, name string) error {
 		if err == nil {
 			return nil
 		}
-		mapped, _ := mapErr(err)
+		_, mapped := mapErr(err)
 		if errors.Is(mapped, providers.ErrNotFound) {
 			return nil
 		}
@@ -533,7 +533,7 @@ func (c *Compute) List(ctx context.Context, f providers.Filter) ([]providers.Ins
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			mapped, _ := mapErr(err)
+			_, mapped := mapErr(err)
 			return nil, fmt.Errorf("azure list: virtual machines in %s: %w", c.cfg.ResourceGroup, mapped)
 		}
 		for _, vm := range page.Value {

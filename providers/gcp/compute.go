@@ -344,7 +344,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 			}
 			err = gerr
 		}
-		s, code := mapAPIErr(err)
+		code, s := mapAPIErr(err)
 		return fail(code, fmt.Errorf("instances.insert %s: %w", name, s))
 	}
 	if err := c.wait(ctx, o.Zone, op.Proto()); err != nil {
@@ -352,7 +352,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 		if errors.As(err, &oe) {
 			return fail(oe.code, fmt.Errorf("instances.insert %s: %w", name, err))
 		}
-		s, code := mapAPIErr(err)
+		code, s := mapAPIErr(err)
 		return fail(code, fmt.Errorf("instances.insert %s: waiting: %w", name, s))
 	}
 	tags := map[string]string{}
@@ -512,7 +512,7 @@ func reasonOf(err error) string {
 
 // mapAPIErr maps a failed call by its reason, never its status alone: a
 // 403 is a missing permission, an exhausted quota or a rate limit.
-func mapAPIErr(err error) (error, string) {
+func mapAPIErr(err error) (string, error) {
 	reason := reasonOf(err)
 	var s error
 	switch reason {
@@ -535,9 +535,9 @@ func mapAPIErr(err error) (error, string) {
 		}
 	}
 	if s == nil {
-		return err, reason
+		return reason, err
 	}
-	return fmt.Errorf("%w: %w", s, err), reason
+	return reason, fmt.Errorf("%w: %w", s, err)
 }
 
 // Terminate deletes the instance (its boot disk is auto-deleted) and waits
@@ -547,7 +547,7 @@ func (c *Compute) Terminate(ctx context.Context, ref providers.InstanceRef) erro
 		Project: c.cfg.Project, Zone: ref.Zone, Instance: ref.ID, RequestId: proto.String(RequestID("delete/" + ref.Zone + "/" + ref.ID)),
 	}, c.callOpts...)
 	if err != nil {
-		s, _ := mapAPIErr(err)
+		_, s := mapAPIErr(err)
 		if errors.Is(s, providers.ErrNotFound) {
 			return nil
 		}
@@ -559,7 +559,7 @@ func (c *Compute) Terminate(ctx context.Context, ref providers.InstanceRef) erro
 			return nil
 		}
 		if !errors.As(err, &oe) {
-			err, _ = mapAPIErr(err)
+			_, err = mapAPIErr(err)
 		}
 		return fmt.Errorf("gcp terminate %s in %s: %w", ref.ID, ref.Zone, err)
 	}
@@ -601,7 +601,7 @@ func (c *Compute) List(ctx context.Context, f providers.Filter) ([]providers.Ins
 			break
 		}
 		if err != nil {
-			s, _ := mapAPIErr(err)
+			_, s := mapAPIErr(err)
 			return nil, fmt.Errorf("gcp list: instances.aggregatedList: %w", s)
 		}
 		for _, in := range pair.Value.GetInstances() {
