@@ -90,6 +90,10 @@ type RegionLaunch struct {
 	// zone without a subnet is skipped; a candidate without a zone may go
 	// to any of them.
 	Subnets map[string]string
+	// SubnetIDs is the short form: subnets whose zones NewCompute looks up
+	// with DescribeSubnets (the first subnet of a zone wins). Set it or
+	// Subnets.
+	SubnetIDs []string
 }
 
 // ec2Compute is the part of EC2 that Compute calls.
@@ -97,6 +101,7 @@ type ec2Compute interface {
 	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
 	CreateLaunchTemplate(context.Context, *ec2.CreateLaunchTemplateInput, ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateOutput, error)
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	DescribeSubnets(context.Context, *ec2.DescribeSubnetsInput, ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
@@ -163,8 +168,16 @@ func (c ComputeConfig) Validate() error {
 				}
 			}
 		}
-		if len(r.Subnets) == 0 {
-			bad("%s.subnets: none; map each availability zone to a subnet, e.g. %sa: subnet-0abc1234def567890", p, region)
+		if len(r.Subnets) == 0 && len(r.SubnetIDs) == 0 {
+			bad("%s.subnets: none; map each availability zone to a subnet, e.g. %sa: subnet-0abc1234def567890, or list subnet_ids", p, region)
+		}
+		if len(r.Subnets) > 0 && len(r.SubnetIDs) > 0 {
+			bad("%s: set subnets or subnet_ids, not both", p)
+		}
+		for _, id := range r.SubnetIDs {
+			if !reSubnet.MatchString(id) {
+				bad("%s.subnet_ids: %q is not a subnet id such as subnet-0abc1234def567890", p, id)
+			}
 		}
 		for _, zone := range sortedKeys(r.Subnets) {
 			if !strings.HasPrefix(zone, region) || len(zone) <= len(region) {
@@ -248,15 +261,53 @@ func NewCompute(ctx context.Context, cfg ComputeConfig) (*Compute, error) {
 		clients:   map[string]ec2Compute{},
 		templates: map[string]*types.FleetLaunchTemplateSpecificationRequest{},
 	}
-	for region := range cfg.Regions {
+	// The caller's map is not modified: zones found for SubnetIDs go into
+	// a copy.
+	c.cfg.Regions = make(map[string]RegionLaunch, len(cfg.Regions))
+	for region, rl := range cfg.Regions {
 		c.clients[region] = ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
 			o.Region = region
 			if cfg.EC2Endpoint != "" {
 				o.BaseEndpoint = aws.String(cfg.EC2Endpoint)
 			}
 		})
+		if len(rl.SubnetIDs) > 0 {
+			zones, err := c.subnetZones(ctx, region, rl.SubnetIDs)
+			if err != nil {
+				return nil, fmt.Errorf("aws compute: regions.%s.subnet_ids: %w", region, err)
+			}
+			rl.Subnets = zones
+		}
+		c.cfg.Regions[region] = rl
 	}
 	return c, nil
+}
+
+// subnetZones maps each zone of the given subnets to the first of them in
+// it, through DescribeSubnets.
+func (c *Compute) subnetZones(ctx context.Context, region string, ids []string) (map[string]string, error) {
+	out, err := c.clients[region].DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: ids})
+	if err != nil {
+		_, mapped := mapErr(err)
+		return nil, fmt.Errorf("DescribeSubnets: %w", mapped)
+	}
+	byID := map[string]string{}
+	for _, s := range out.Subnets {
+		byID[aws.ToString(s.SubnetId)] = aws.ToString(s.AvailabilityZone)
+	}
+	zones := map[string]string{}
+	for _, id := range ids {
+		z, ok := byID[id]
+		if !ok || z == "" {
+			return nil, fmt.Errorf("%w: subnet %s not found in %s", providers.ErrBadConfig, id, region)
+		}
+		if prev, dup := zones[z]; dup {
+			c.log.Warn("two subnets in one zone; using the first", "zone", z, "used", prev, "ignored", id)
+			continue
+		}
+		zones[z] = id
+	}
+	return zones, nil
 }
 
 // newComputeRetryer is the SDK's standard retryer, except that errors the

@@ -173,6 +173,8 @@ func (f *fakeEC2) serve(w http.ResponseWriter, r *http.Request) {
 		status, body = f.describeInstances(region, form)
 	case "TerminateInstances":
 		status, body = f.terminateInstances(region, form)
+	case "DescribeSubnets":
+		status, body = f.describeSubnets(form)
 	default:
 		status, body = http.StatusBadRequest, errBody("InvalidAction", "The action "+action+" is not valid for this web service.")
 	}
@@ -412,5 +414,22 @@ func (f *fakeEC2) terminateInstances(region string, form url.Values) (int, strin
 		fmt.Fprintf(&b, `<item><instanceId>%s</instanceId><currentState><code>32</code><name>shutting-down</name></currentState><previousState><code>%d</code><name>%s</name></previousState></item>`, id, stateCode[prev], prev)
 	}
 	b.WriteString(`</instancesSet></TerminateInstancesResponse>`)
+	return 200, b.String()
+}
+
+// describeSubnets answers by the subnetZone convention; an id holding
+// "dead" does not exist.
+func (f *fakeEC2) describeSubnets(form url.Values) (int, string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, `<DescribeSubnetsResponse %s><requestId>a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d</requestId><subnetSet>`, ec2NS)
+	for i := 1; form.Get(fmt.Sprintf("SubnetId.%d", i)) != ""; i++ {
+		id := form.Get(fmt.Sprintf("SubnetId.%d", i))
+		if strings.Contains(id, "dead") {
+			return 400, errBody("InvalidSubnetID.NotFound", "The subnet ID '"+id+"' does not exist")
+		}
+		fmt.Fprintf(&b, `<item><subnetId>%s</subnetId><subnetArn>arn:aws:ec2:us-east-1:123456789012:subnet/%s</subnetArn><state>available</state><ownerId>123456789012</ownerId><vpcId>vpc-0123456789abcdef0</vpcId><cidrBlock>10.0.%d.0/24</cidrBlock><availableIpAddressCount>250</availableIpAddressCount><availabilityZone>%s</availabilityZone><availabilityZoneId>use1-az%d</availabilityZoneId><defaultForAz>false</defaultForAz><mapPublicIpOnLaunch>false</mapPublicIpOnLaunch></item>`,
+			id, id, i, subnetZone(id), i)
+	}
+	b.WriteString(`</subnetSet></DescribeSubnetsResponse>`)
 	return 200, b.String()
 }

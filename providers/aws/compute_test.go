@@ -387,6 +387,31 @@ func TestComputeTerminate(t *testing.T) {
 	}
 }
 
+func TestComputeSubnetIDsResolvedToZones(t *testing.T) {
+	f := newFakeEC2(t)
+	c := newTestCompute(t, f, func(c *ComputeConfig) {
+		c.Regions = map[string]RegionLaunch{"us-east-1": {ImageID: "ami-0123456789abcdef0", SecurityGroupIDs: []string{"sg-0123456789abcdef0"},
+			SubnetIDs: []string{"subnet-0b23456789abcdef0", "subnet-0d23456789abcdef0", "subnet-0b99999999abcdef0"}}}
+	})
+	inst, err := c.Launch(context.Background(), launchReq("tok", offer("us-east-1", "us-east-1d", "g5.xlarge")))
+	if err != nil || inst.Zone != "us-east-1d" {
+		t.Fatalf("launch: %+v %v", inst, err)
+	}
+	if got := f.lastForm("CreateFleet").Get("LaunchTemplateConfigs.1.Overrides.1.SubnetId"); got != "subnet-0d23456789abcdef0" {
+		t.Errorf("subnet %s", got)
+	}
+	if got := c.cfg.Regions["us-east-1"].Subnets["us-east-1b"]; got != "subnet-0b23456789abcdef0" {
+		t.Errorf("first subnet of a zone should win, got %s", got)
+	}
+	cfg := testLaunchConfig()
+	cfg.Regions = map[string]RegionLaunch{"us-east-1": {ImageID: "ami-0123456789abcdef0", SecurityGroupIDs: []string{"sg-0123456789abcdef0"}, SubnetIDs: []string{"subnet-0deadbeefabcdef00"}}}
+	cfg.AWS = &aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "SECRETEXAMPLE", "")}
+	cfg.EC2Endpoint = f.srv.URL
+	if _, err := NewCompute(context.Background(), cfg); !errors.Is(err, providers.ErrBadConfig) || !strings.Contains(err.Error(), "subnet_ids") {
+		t.Fatalf("unknown subnet: %v", err)
+	}
+}
+
 // AWS_ENDPOINT_URL_EC2 reaches the SDK's own endpoint resolution when no
 // endpoint is configured (users behind VPC endpoints or proxies).
 func TestComputeHonoursAWSEndpointURL(t *testing.T) {
