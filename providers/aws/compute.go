@@ -349,6 +349,10 @@ func mapCode(code string) error {
 		return providers.ErrThrottled
 	case "InvalidInstanceID.NotFound":
 		return providers.ErrNotFound
+	// A token reused with other parameters (user data, overrides): the
+	// request must be rebuilt as it was, so retrying as is cannot help.
+	case "IdempotentParameterMismatch":
+		return providers.ErrBadConfig
 	}
 	if strings.HasPrefix(code, "Invalid") || strings.HasPrefix(code, "MissingParameter") ||
 		strings.HasPrefix(code, "Unknown") {

@@ -212,6 +212,7 @@ func TestComputeLaunchCallErrors(t *testing.T) {
 		// EC2 sends capacity errors with HTTP 500; the SDK would retry them.
 		{"capacity as 500 is not retried", []fault{{status: 500, body: errBody("InsufficientInstanceCapacity", "We currently do not have sufficient p4d.24xlarge capacity in the Availability Zone you requested (us-east-1a).")}}, providers.ErrInsufficientCapacity, "InsufficientInstanceCapacity", 1},
 		{"quota", []fault{{status: 400, body: errBody("MaxSpotInstanceCountExceeded", "Max spot instance count exceeded")}}, providers.ErrQuotaExceeded, "MaxSpotInstanceCountExceeded", 1},
+		{"token reused with other parameters", []fault{{status: 400, body: errBody("IdempotentParameterMismatch", "The client token you have provided is associated with a resource that is already deleted, or has different parameters.")}}, providers.ErrBadConfig, "IdempotentParameterMismatch", 1},
 		{"bad parameter", []fault{{status: 400, body: errBody("InvalidParameterValue", "Value (p9.huge) for parameter instanceType is invalid.")}}, providers.ErrBadConfig, "InvalidParameterValue", 1},
 		{"throttled to the end", []fault{{status: 503, body: errBody("RequestLimitExceeded", "Request limit exceeded."), times: -1}}, providers.ErrThrottled, "RequestLimitExceeded", 3},
 		{"throttled then served", []fault{{status: 503, body: errBody("RequestLimitExceeded", "Request limit exceeded."), times: 2}}, nil, "", 3},
