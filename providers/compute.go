@@ -189,3 +189,14 @@ func CheckLaunchRequest(cloud pricing.Cloud, req LaunchRequest) error {
 	}
 	return fmt.Errorf("%w: %w", ErrBadConfig, errors.Join(errs...))
 }
+
+// HasTags reports whether have carries every tag of want with the same
+// value.
+func HasTags(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -390,7 +390,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 		}
 		return fail("virtual machine "+name, err)
 	}
-	inst := instanceOf(res.VirtualMachine)
+	inst, _ := instanceOf(res.VirtualMachine)
 	if inst.LaunchedAt.IsZero() {
 		inst.LaunchedAt = c.cfg.Now()
 	}
@@ -540,8 +540,13 @@ func (c *Compute) List(ctx context.Context, f providers.Filter) ([]providers.Ins
 			if vm == nil || !hasTags(vm.Tags, f.Tags) {
 				continue
 			}
-			inst := instanceOf(*vm)
+			inst, verbatim := instanceOf(*vm)
 			if len(want) > 0 && !want[strings.ToLower(inst.Region)] {
+				continue
+			}
+			// Sanitised names can collide ("a/b" and "a_b"): with the
+			// verbatim tags at hand, match exactly.
+			if verbatim && !providers.HasTags(inst.Tags, f.Tags) {
 				continue
 			}
 			out = append(out, inst)
@@ -565,7 +570,9 @@ func hasTags(have map[string]*string, want map[string]string) bool {
 	return true
 }
 
-func instanceOf(vm armcompute.VirtualMachine) providers.Instance {
+// instanceOf converts a VM; verbatim says whether its tags came from the
+// TagsKey copy.
+func instanceOf(vm armcompute.VirtualMachine) (providers.Instance, bool) {
 	inst := providers.Instance{
 		InstanceRef: providers.InstanceRef{Cloud: pricing.Azure, Region: str(vm.Location), ID: str(vm.Name)},
 		Capacity:    pricing.OnDemand,
@@ -607,9 +614,10 @@ func instanceOf(vm armcompute.VirtualMachine) providers.Instance {
 	}
 	if raw != "" {
 		var orig map[string]string
-		if json.Unmarshal([]byte(raw), &orig) == nil {
+		if json.Unmarshal([]byte(raw), &orig) == nil && orig != nil {
 			inst.Tags = orig
+			return inst, true
 		}
 	}
-	return inst
+	return inst, false
 }

@@ -122,6 +122,25 @@ func TestAzureLaunchSpot(t *testing.T) {
 	}
 }
 
+// "a/b" and "a_b" are one Azure tag name; List tells them apart by the
+// verbatim tags.
+func TestAzureListMatchesVerbatimTags(t *testing.T) {
+	f := newFakeARM(t)
+	c := newTestCompute(t, f, nil)
+	a := azReq("a", pricing.Spot, azOffer("eastus", "1", "Standard_NC4as_T4_v3"))
+	b := azReq("b", pricing.Spot, azOffer("eastus", "1", "Standard_NC4as_T4_v3"))
+	b.Tags = map[string]string{"gpubroker_slot": "train/0"}
+	for _, r := range []providers.LaunchRequest{a, b} {
+		if _, err := c.Launch(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.List(context.Background(), providers.Filter{Tags: map[string]string{"gpubroker/slot": "train/0"}})
+	if err != nil || len(got) != 1 || got[0].ID != VMName("train-0", "a") {
+		t.Fatalf("list: %+v %v", got, err)
+	}
+}
+
 func TestAzureLaunchRegular(t *testing.T) {
 	f := newFakeARM(t)
 	c := newTestCompute(t, f, func(c *ComputeConfig) {

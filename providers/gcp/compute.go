@@ -340,7 +340,8 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 			// may be forgotten by now): adopt that instance.
 			got, gerr := c.inst.Get(ctx, &computepb.GetInstanceRequest{Project: c.cfg.Project, Zone: o.Zone, Instance: name}, c.callOpts...)
 			if gerr == nil {
-				return instanceOf(got), nil
+				inst, _ := instanceOf(got)
+				return inst, nil
 			}
 			err = gerr
 		}
@@ -605,8 +606,13 @@ func (c *Compute) List(ctx context.Context, f providers.Filter) ([]providers.Ins
 			return nil, fmt.Errorf("gcp list: instances.aggregatedList: %w", s)
 		}
 		for _, in := range pair.Value.GetInstances() {
-			i := instanceOf(in)
+			i, verbatim := instanceOf(in)
 			if len(want) > 0 && !want[i.Region] {
+				continue
+			}
+			// Sanitising can make two tags one label ("train/0" and
+			// "train_0"): with the verbatim tags at hand, match exactly.
+			if verbatim && !providers.HasTags(i.Tags, f.Tags) {
 				continue
 			}
 			out = append(out, i)
@@ -619,8 +625,9 @@ func lastPart(u string) string {
 	return u[strings.LastIndex(u, "/")+1:]
 }
 
-// instanceOf converts an instance as the API returns it.
-func instanceOf(in *computepb.Instance) providers.Instance {
+// instanceOf converts an instance as the API returns it; verbatim says
+// whether its tags came from the metadata copy rather than the labels.
+func instanceOf(in *computepb.Instance) (providers.Instance, bool) {
 	zone := lastPart(in.GetZone())
 	region := zone
 	if i := strings.LastIndex(zone, "-"); i > 0 {
@@ -660,8 +667,9 @@ func instanceOf(in *computepb.Instance) providers.Instance {
 	}
 	restored := false
 	for _, it := range in.GetMetadata().GetItems() {
-		if it.GetKey() == TagsMetadataKey && json.Unmarshal([]byte(it.GetValue()), &out.Tags) == nil {
-			restored = true
+		var tags map[string]string
+		if it.GetKey() == TagsMetadataKey && json.Unmarshal([]byte(it.GetValue()), &tags) == nil && tags != nil {
+			out.Tags, restored = tags, true
 		}
 	}
 	if !restored {
@@ -669,5 +677,5 @@ func instanceOf(in *computepb.Instance) providers.Instance {
 			out.Tags[k] = v
 		}
 	}
-	return out
+	return out, restored
 }

@@ -126,6 +126,25 @@ func TestGCPLaunchSpotN1WithT4(t *testing.T) {
 	}
 }
 
+// "Train/0" and "train_0" are one label value; List tells them apart by
+// the verbatim tags.
+func TestGCPListMatchesVerbatimTags(t *testing.T) {
+	f := newFakeCompute(t)
+	c := newTestGCPCompute(t, f, nil)
+	a := gcpReq("a", pricing.Spot, gcpOffer("us-central1-a", "g2-standard-8"))
+	b := gcpReq("b", pricing.Spot, gcpOffer("us-central1-a", "g2-standard-8"))
+	b.Tags = map[string]string{"gpubroker/managed": "true", "gpubroker/slot": "train_0"}
+	for _, r := range []providers.LaunchRequest{a, b} {
+		if _, err := c.Launch(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.List(context.Background(), providers.Filter{Tags: map[string]string{"gpubroker/slot": "Train/0"}})
+	if err != nil || len(got) != 1 || got[0].Tags["gpubroker/slot"] != "Train/0" {
+		t.Fatalf("list: %+v %v", got, err)
+	}
+}
+
 func TestGCPLaunchOnDemandBuiltInGPU(t *testing.T) {
 	f := newFakeCompute(t)
 	c := newTestGCPCompute(t, f, func(c *ComputeConfig) { c.ExternalIP = true; c.SSHKeys = "ops:ssh-ed25519 AAAAC3Nz ops" })
