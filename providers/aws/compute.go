@@ -416,6 +416,11 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 		return providers.Instance{}, &providers.LaunchError{Pool: firstPool, Code: "RegionNotConfigured",
 			Err: fmt.Errorf("%w: region %s has no launch settings (configured: %s)", providers.ErrBadConfig, region, strings.Join(sortedKeys(c.cfg.Regions), ", "))}
 	}
+	// EC2 caps user data at 16 KiB before base64.
+	if len(req.UserData) > 16<<10 {
+		return providers.Instance{}, &providers.LaunchError{Pool: firstPool, Code: "UserDataTooLarge",
+			Err: fmt.Errorf("%w: user data is %d bytes; EC2 takes at most 16384", providers.ErrBadConfig, len(req.UserData))}
+	}
 	ovs := c.overrides(req, rl)
 	if len(ovs) == 0 {
 		return providers.Instance{}, &providers.LaunchError{Pool: firstPool, Code: "NoSubnet",

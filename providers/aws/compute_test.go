@@ -290,6 +290,11 @@ func TestComputeLaunchRejectsBadRequests(t *testing.T) {
 		"other cloud":      launchReq("tok", pricing.Offer{Cloud: pricing.GCP, Region: "us-central1", InstanceType: "a2-highgpu-1g"}),
 		"unknown region":   launchReq("tok", offer("eu-west-1", "eu-west-1a", "p4d.24xlarge")),
 		"zone sans subnet": launchReq("tok", offer("us-east-1", "us-east-1f", "p4d.24xlarge")),
+		"user data > 16 KiB": func() providers.LaunchRequest {
+			r := launchReq("tok", offer("us-east-1", "us-east-1a", "p4d.24xlarge"))
+			r.UserData = strings.Repeat("x", 16<<10+1)
+			return r
+		}(),
 	} {
 		if _, err := c.Launch(context.Background(), req); !errors.Is(err, providers.ErrBadConfig) {
 			t.Errorf("%s: err = %v, want ErrBadConfig", name, err)

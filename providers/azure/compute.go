@@ -348,6 +348,11 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 		return providers.Instance{}, &providers.LaunchError{Pool: pool, Code: "NoSubnet",
 			Err: fmt.Errorf("%w: no subnet configured for location %s", providers.ErrBadConfig, o.Region)}
 	}
+	// Custom data is at most 64 KiB before base64.
+	if len(req.UserData) > 64<<10 {
+		return providers.Instance{}, &providers.LaunchError{Pool: pool, Code: "UserDataTooLarge",
+			Err: fmt.Errorf("%w: user data is %d bytes; Azure custom data takes at most 65536", providers.ErrBadConfig, len(req.UserData))}
+	}
 	name := VMName(req.Name, req.ClientToken)
 	tags := c.azureTags(req.Tags)
 	rg := c.cfg.ResourceGroup

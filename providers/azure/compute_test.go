@@ -254,6 +254,25 @@ func TestAzureLaunchLostResponse(t *testing.T) {
 	}
 }
 
+func TestAzureLaunchRejectsBadRequests(t *testing.T) {
+	f := newFakeARM(t)
+	c := newTestCompute(t, f, nil)
+	big := azReq("t", pricing.Spot, azOffer("eastus", "1", "Standard_NC4as_T4_v3"))
+	big.UserData = strings.Repeat("x", 64<<10+1)
+	for name, req := range map[string]providers.LaunchRequest{
+		"user data":   big,
+		"no subnet":   azReq("t", pricing.Spot, azOffer("japaneast", "1", "Standard_NC4as_T4_v3")),
+		"other cloud": azReq("t", pricing.Spot, pricing.Offer{Cloud: pricing.AWS, Region: "us-east-1", InstanceType: "g5.xlarge"}),
+	} {
+		if _, err := c.Launch(context.Background(), req); !errors.Is(err, providers.ErrBadConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if f.count("nic-put")+f.count("vm-put") != 0 {
+		t.Error("bad requests reached ARM")
+	}
+}
+
 func TestAzureLaunchTimeoutLeavesNoCleanup(t *testing.T) {
 	f := newFakeARM(t)
 	f.fail("op", armFault{delay: 5 * time.Second, times: -1})

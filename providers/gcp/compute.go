@@ -325,6 +325,10 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 	if o.Zone == "" {
 		return fail("NoZone", fmt.Errorf("%w: GCP instances are zonal; candidate %s in %s names no zone", providers.ErrBadConfig, o.InstanceType, o.Region))
 	}
+	// A metadata value holds at most 256 KiB.
+	if len(req.UserData) > 256<<10 {
+		return fail("UserDataTooLarge", fmt.Errorf("%w: user data is %d bytes; a metadata value takes at most 262144", providers.ErrBadConfig, len(req.UserData)))
+	}
 	machine, accel, count, err := n1Accelerator(o)
 	if err != nil {
 		return fail("BadInstanceType", fmt.Errorf("%w: %v", providers.ErrBadConfig, err))

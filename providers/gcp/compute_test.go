@@ -256,6 +256,23 @@ func TestGCPLaunchLostResponse(t *testing.T) {
 	}
 }
 
+func TestGCPLaunchRejectsBadRequests(t *testing.T) {
+	f := newFakeCompute(t)
+	c := newTestGCPCompute(t, f, nil)
+	big := gcpReq("tok", pricing.Spot, gcpOffer("us-central1-a", "g2-standard-8"))
+	big.UserData = strings.Repeat("x", 256<<10+1)
+	noZone := gcpReq("tok", pricing.Spot, pricing.Offer{Cloud: pricing.GCP, Region: "us-central1", InstanceType: "g2-standard-8"})
+	badType := gcpReq("tok", pricing.Spot, gcpOffer("us-central1-a", "n1-standard-8+nvidia-tesla-t4"))
+	for name, req := range map[string]providers.LaunchRequest{"user data": big, "no zone": noZone, "bad type": badType, "no token": gcpReq("", pricing.Spot, gcpOffer("us-central1-a", "g2-standard-8"))} {
+		if _, err := c.Launch(context.Background(), req); !errors.Is(err, providers.ErrBadConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if f.count("insert") != 0 {
+		t.Error("bad requests reached the API")
+	}
+}
+
 func TestGCPLaunchTimeout(t *testing.T) {
 	f := newFakeCompute(t)
 	f.fail("wait", cfault{delay: 5 * time.Second, times: -1})
