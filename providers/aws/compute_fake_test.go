@@ -24,7 +24,7 @@ import (
 // (served before the real handling); drop makes an action do its work and
 // then cut the connection, as when a response is lost.
 type fakeEC2 struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	mu        sync.Mutex
@@ -47,7 +47,7 @@ type fakeInstance struct {
 	launched                                            time.Time
 }
 
-func newFakeEC2(t *testing.T) *fakeEC2 {
+func newFakeEC2(t testing.TB) *fakeEC2 {
 	f := &fakeEC2{t: t, fleets: map[string]string{}, templates: map[string]string{}, poolErr: map[string]string{},
 		faults: map[string][]fault{}, drop: map[string]int{}, calls: map[string]int{}, forms: map[string][]url.Values{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))

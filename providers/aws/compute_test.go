@@ -33,7 +33,7 @@ func testLaunchConfig() ComputeConfig {
 	}
 }
 
-func newTestCompute(t *testing.T, f *fakeEC2, mod func(*ComputeConfig)) *Compute {
+func newTestCompute(t testing.TB, f *fakeEC2, mod func(*ComputeConfig)) *Compute {
 	t.Helper()
 	cfg := testLaunchConfig()
 	cfg.AWS = &aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "SECRETEXAMPLE", "")}

@@ -26,7 +26,7 @@ import (
 // Failed VM, its NIC and its OS disk, as Azure does); faults script
 // answers per call kind; drop does the work and loses the answer.
 type fakeARM struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *httptest.Server
 	base string
 
@@ -60,7 +60,7 @@ type armFault struct {
 	times  int
 }
 
-func newFakeARM(t *testing.T) *fakeARM {
+func newFakeARM(t testing.TB) *fakeARM {
 	f := &fakeARM{t: t, vms: map[string]map[string]any{}, nics: map[string]map[string]any{}, disks: map[string]bool{},
 		ops: map[string]*armOp{}, syncFail: map[string]armFault{}, asyncFail: map[string]string{}, faults: map[string][]armFault{},
 		calls: map[string]int{}, pageSize: 50}
@@ -88,7 +88,7 @@ func (f *fakeARM) state() (vms, nics, disks int) {
 	return len(f.vms), len(f.nics), len(f.disks)
 }
 
-func armFixture(t *testing.T, name string) string {
+func armFixture(t testing.TB, name string) string {
 	if strings.HasPrefix(name, "{") {
 		return name
 	}

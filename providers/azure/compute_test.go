@@ -42,7 +42,7 @@ func testComputeConfig(f *fakeARM) ComputeConfig {
 	}
 }
 
-func newTestCompute(t *testing.T, f *fakeARM, mod func(*ComputeConfig)) *Compute {
+func newTestCompute(t testing.TB, f *fakeARM, mod func(*ComputeConfig)) *Compute {
 	t.Helper()
 	cfg := testComputeConfig(f)
 	if mod != nil {

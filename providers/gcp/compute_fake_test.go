@@ -25,7 +25,7 @@ import (
 // faults script answers per call kind ("insert", "wait", "delete", "get",
 // "list"); a fault with drop does the work and cuts the connection.
 type fakeCompute struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	mu        sync.Mutex
@@ -58,7 +58,7 @@ type cfault struct {
 	times  int // < 0: for ever
 }
 
-func newFakeCompute(t *testing.T) *fakeCompute {
+func newFakeCompute(t testing.TB) *fakeCompute {
 	f := &fakeCompute{t: t, instances: map[string]*fakeVM{}, ops: map[string]map[string]any{}, requests: map[string]string{},
 		poolFail: map[string]string{}, pending: map[string]string{}, faults: map[string][]cfault{}, calls: map[string]int{}, bodies: map[string][]map[string]any{}, queries: map[string][]string{}}
 	f.srv = httptest.NewServer(f)
@@ -104,7 +104,7 @@ func (f *fakeCompute) add(zone, name, machine, model, status string, labels map[
 			"scheduling": map[string]any{"provisioningModel": model}, "networkInterfaces": []any{map[string]any{"network": "global/networks/default"}}}}
 }
 
-func fixture(t *testing.T, name string) string {
+func fixture(t testing.TB, name string) string {
 	if strings.HasPrefix(name, "{") {
 		return name
 	}

@@ -16,7 +16,7 @@ import (
 
 const testImage = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
 
-func newTestGCPCompute(t *testing.T, f *fakeCompute, mod func(*ComputeConfig)) *Compute {
+func newTestGCPCompute(t testing.TB, f *fakeCompute, mod func(*ComputeConfig)) *Compute {
 	t.Helper()
 	cfg := ComputeConfig{
 		Project: "gpubroker-test", Image: testImage, Endpoint: f.srv.URL, WithoutAuthentication: true,
