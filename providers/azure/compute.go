@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -65,9 +66,12 @@ type ComputeConfig struct {
 
 	// Credential for ARM; nil means azidentity.DefaultAzureCredential.
 	Credential azcore.TokenCredential
-	// Cloud selects ARM's endpoint and audience (sovereign clouds, private
-	// endpoints, test servers); zero means Azure public cloud.
+	// Cloud selects ARM's endpoint and audience (sovereign clouds); zero
+	// means Azure public cloud.
 	Cloud cloud.Configuration
+	// Endpoint overrides ARM's endpoint of Cloud, keeping its token
+	// audience (a private link or a proxy in front of management.azure.com).
+	Endpoint string
 	// HTTPClient carries every request; nil means azcore's default.
 	HTTPClient *http.Client
 	// InsecureAllowCredentialWithHTTP: for local test servers only.
@@ -158,6 +162,11 @@ func (c ComputeConfig) Validate() error {
 	if c.OSDiskGB < 0 || (c.OSDiskGB > 0 && c.OSDiskGB < 30) {
 		bad("os_disk_gb: %d, want at least 30 (or 0 for 128)", c.OSDiskGB)
 	}
+	if c.Endpoint != "" {
+		if u, err := url.Parse(c.Endpoint); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			bad("endpoint: %q is not a URL such as https://management.azure.com", c.Endpoint)
+		}
+	}
 	if c.Identity != "" && !reIdentity.MatchString(c.Identity) {
 		bad("identity: %q is not a user-assigned identity resource ID", c.Identity)
 	}
@@ -194,6 +203,17 @@ func NewCompute(ctx context.Context, cfg ComputeConfig) (*Compute, error) {
 	}
 	if cfg.Cloud.Services == nil {
 		cfg.Cloud = cloud.AzurePublic
+	}
+	if cfg.Endpoint != "" {
+		// Copy: cloud.AzurePublic's map is shared by every client.
+		svcs := make(map[cloud.ServiceName]cloud.ServiceConfiguration, len(cfg.Cloud.Services))
+		for k, v := range cfg.Cloud.Services {
+			svcs[k] = v
+		}
+		rm := svcs[cloud.ResourceManager]
+		rm.Endpoint = cfg.Endpoint
+		svcs[cloud.ResourceManager] = rm
+		cfg.Cloud.Services = svcs
 	}
 	if cfg.Retry.MaxRetries == 0 {
 		cfg.Retry.MaxRetries = 4

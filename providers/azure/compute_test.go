@@ -144,6 +144,9 @@ func TestAzureListMatchesVerbatimTags(t *testing.T) {
 func TestAzureLaunchRegular(t *testing.T) {
 	f := newFakeARM(t)
 	c := newTestCompute(t, f, func(c *ComputeConfig) {
+		// The public cloud's audience, this server as ARM endpoint.
+		c.Cloud = cloud.Configuration{}
+		c.Endpoint = f.srv.URL
 		c.SSHPublicKey = "" // a throw-away key
 		c.Image = "/subscriptions/" + testSub + "/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/cuda/versions/1.0.0"
 	})
@@ -362,6 +365,7 @@ func TestAzureComputeConfigValidate(t *testing.T) {
 		{"root", func(c *ComputeConfig) { c.AdminUsername = "root" }, "admin_username"},
 		{"small disk", func(c *ComputeConfig) { c.OSDiskGB = 8 }, "os_disk_gb"},
 		{"identity", func(c *ComputeConfig) { c.Identity = "me" }, "identity"},
+		{"endpoint", func(c *ComputeConfig) { c.Endpoint = "management" }, "endpoint:"},
 	} {
 		cfg := ok
 		cfg.Subnets = map[string]string{"eastus": testSubnet}
