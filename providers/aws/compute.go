@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -186,6 +187,11 @@ func (c ComputeConfig) Validate() error {
 			if !reSubnet.MatchString(r.Subnets[zone]) {
 				bad("%s.subnets.%s: %q is not a subnet id such as subnet-0abc1234def567890", p, zone, r.Subnets[zone])
 			}
+		}
+	}
+	if c.EC2Endpoint != "" {
+		if u, err := url.Parse(c.EC2Endpoint); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			bad("ec2_endpoint: %q is not a URL such as https://ec2.us-east-1.amazonaws.com", c.EC2Endpoint)
 		}
 	}
 	switch types.SpotAllocationStrategy(c.SpotStrategy) {

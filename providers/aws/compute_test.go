@@ -477,6 +477,7 @@ func TestComputeConfigValidate(t *testing.T) {
 			c.Regions["us-west-2"] = r
 		}, "come from the launch template"},
 		{"strategy", func(c *ComputeConfig) { c.SpotStrategy = "cheapest" }, `spot_strategy: "cheapest"`},
+		{"endpoint", func(c *ComputeConfig) { c.EC2Endpoint = "vpce-123" }, `ec2_endpoint: "vpce-123"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testLaunchConfig()

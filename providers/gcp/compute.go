@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -130,6 +131,11 @@ func (c ComputeConfig) Validate() error {
 	}
 	if c.ServiceAccount != "" && !strings.Contains(c.ServiceAccount, "@") {
 		bad("service_account: %q is not an e-mail such as gpubroker-vm@PROJECT.iam.gserviceaccount.com", c.ServiceAccount)
+	}
+	if c.Endpoint != "" {
+		if u, err := url.Parse(c.Endpoint); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			bad("endpoint: %q is not a URL such as https://compute.googleapis.com", c.Endpoint)
+		}
 	}
 	for region, sn := range c.Subnetworks {
 		if !strings.Contains(sn, "subnetworks/") {

@@ -358,6 +358,7 @@ func TestGCPComputeConfigValidate(t *testing.T) {
 		{"small disk", ComputeConfig{Image: testImage, DiskSizeGB: 5}, "disk_size_gb"},
 		{"bad sa", ComputeConfig{Image: testImage, ServiceAccount: "robot"}, "service_account"},
 		{"bad subnet", ComputeConfig{Image: testImage, Subnetworks: map[string]string{"us-central1": "gpu"}}, "subnetworks.us-central1"},
+		{"bad endpoint", ComputeConfig{Image: testImage, Endpoint: "compute"}, "endpoint:"},
 	} {
 		err := tc.cfg.Validate()
 		if tc.want == "" {
