@@ -321,11 +321,19 @@ func mapErr(err error) (string, error) {
 		"SkuNotAvailable", "ZonalAllocationFailedVmSizeNotAvailable":
 		s = providers.ErrInsufficientCapacity
 	case "OperationNotAllowed":
-		if re.StatusCode == http.StatusTooManyRequests {
+		// Quota on a 409, throttling on a 429. A 409 that names no quota
+		// is an operation already under way on the resource (a retried
+		// PUT racing the first): try again later.
+		switch {
+		case re.StatusCode == http.StatusTooManyRequests:
 			s = providers.ErrThrottled
-		} else {
+		case strings.Contains(strings.ToLower(re.Error()), "quota"):
 			s = providers.ErrQuotaExceeded
+		default:
+			s = providers.ErrThrottled
 		}
+	case "AnotherOperationInProgress", "Conflict":
+		s = providers.ErrThrottled
 	case "QuotaExceeded", "SpotQuotaExceeded":
 		s = providers.ErrQuotaExceeded
 	case "TooManyRequests", "SubscriptionRequestsThrottled", "RetryableError", "NicReservedForAnotherVm":
@@ -397,7 +405,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 		nic, err = nicPoller.PollUntilDone(ctx, c.poll)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		if failedForGood(ctx, err) {
 			c.cleanup(ctx, name)
 		}
 		return fail("network interface "+nicName(name), err)
@@ -410,7 +418,7 @@ func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (prov
 		res, err = vmPoller.PollUntilDone(ctx, c.poll)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		if failedForGood(ctx, err) {
 			c.cleanup(ctx, name)
 		}
 		return fail("virtual machine "+name, err)
@@ -483,6 +491,23 @@ func (c *Compute) vmSpec(req providers.LaunchRequest, o pricing.Offer, name stri
 		}
 	}
 	return vm
+}
+
+// failedForGood reports whether a launch error means the launch is over:
+// capacity, quota, configuration or permission. A launch cut short by ctx,
+// throttled, or racing an operation still under way may yet succeed, and a
+// retry with the same token adopts it, so it is not cleaned up.
+func failedForGood(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	_, mapped := mapErr(err)
+	for _, s := range []error{providers.ErrInsufficientCapacity, providers.ErrQuotaExceeded, providers.ErrBadConfig, providers.ErrUnauthorized} {
+		if errors.Is(mapped, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanup deletes what a failed launch left, logging what it could not.
