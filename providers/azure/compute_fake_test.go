@@ -76,6 +76,19 @@ func (f *fakeARM) count(kind string) int {
 	return f.calls[kind]
 }
 
+// put is the i-th VM PUT body.
+func (f *fakeARM) put(i int) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.puts[i]
+}
+
+func (f *fakeARM) nic(name string) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nics[name]
+}
+
 func (f *fakeARM) fail(kind string, fs ...armFault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -87,7 +87,7 @@ func TestAzureLaunchSpot(t *testing.T) {
 	if f.count("op") < 2 {
 		t.Errorf("polled %d operation statuses; want the VM's polled to the end", f.count("op"))
 	}
-	body := f.puts[0]
+	body := f.put(0)
 	for _, tc := range []struct {
 		path []any
 		want any
@@ -113,7 +113,7 @@ func TestAzureLaunchSpot(t *testing.T) {
 	if string(cd) != "#cloud-config\nruncmd: [gpubroker agent]\n" {
 		t.Errorf("custom data = %q", cd)
 	}
-	if dig(f.nics[inst.ID+"-nic"], "properties", "ipConfigurations", 0, "properties", "subnet", "id") != testSubnet {
+	if dig(f.nic(inst.ID+"-nic"), "properties", "ipConfigurations", 0, "properties", "subnet", "id") != testSubnet {
 		t.Error("NIC not in the configured subnet")
 	}
 	got, err := c.List(context.Background(), providers.Filter{Tags: map[string]string{"gpubroker/slot": "train/0"}})
@@ -153,7 +153,7 @@ func TestAzureLaunchRegular(t *testing.T) {
 	if _, err := c.Launch(context.Background(), azReq("od", pricing.OnDemand, azOffer("westeurope", "", "Standard_NC4as_T4_v3"))); err != nil {
 		t.Fatal(err)
 	}
-	body := f.puts[0]
+	body := f.put(0)
 	if dig(body, "properties", "priority") != "Regular" || dig(body, "properties", "evictionPolicy") != nil || dig(body, "zones") != nil {
 		t.Errorf("regular VM body: %v", body["properties"])
 	}

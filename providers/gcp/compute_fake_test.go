@@ -72,6 +72,20 @@ func (f *fakeCompute) count(kind string) int {
 	return f.calls[kind]
 }
 
+// body is the i-th request body of a kind of call.
+func (f *fakeCompute) body(kind string, i int) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bodies[kind][i]
+}
+
+// query is the i-th raw query of a kind of call.
+func (f *fakeCompute) query(kind string, i int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queries[kind][i]
+}
+
 func (f *fakeCompute) fail(kind string, fs ...cfault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -80,7 +80,7 @@ func TestGCPLaunchSpotN1WithT4(t *testing.T) {
 	if f.count("wait") != 1 {
 		t.Errorf("waited %d times on the operation, want 1", f.count("wait"))
 	}
-	b := f.bodies["insert"][0]
+	b := f.body("insert", 0)
 	for _, tc := range []struct {
 		path []any
 		want any
@@ -111,7 +111,7 @@ func TestGCPLaunchSpotN1WithT4(t *testing.T) {
 	if meta["startup-script"] != "#!/bin/sh\ngpubroker agent --token t0k3n\n" || meta["user-data"] != meta["startup-script"] {
 		t.Errorf("metadata = %v", meta)
 	}
-	q, _ := url.ParseQuery(f.queries["insert"][0])
+	q, _ := url.ParseQuery(f.query("insert", 0))
 	if q.Get("requestId") != RequestID("slot-a-gen-1") {
 		t.Errorf("requestId = %q", q.Get("requestId"))
 	}
@@ -151,7 +151,7 @@ func TestGCPLaunchOnDemandBuiltInGPU(t *testing.T) {
 	if _, err := c.Launch(context.Background(), gcpReq("od", pricing.OnDemand, gcpOffer("europe-west4-a", "a2-highgpu-1g"))); err != nil {
 		t.Fatal(err)
 	}
-	b := f.bodies["insert"][0]
+	b := f.body("insert", 0)
 	if dig(b, "guestAccelerators") != nil {
 		t.Error("a2 has its GPU built in; no guestAccelerators")
 	}
@@ -306,7 +306,7 @@ func TestGCPListPaginatesAndFilters(t *testing.T) {
 	if f.count("list") != 3 {
 		t.Errorf("%d pages, want 3", f.count("list"))
 	}
-	q, _ := url.ParseQuery(f.queries["list"][0])
+	q, _ := url.ParseQuery(f.query("list", 0))
 	if q.Get("filter") != `(labels.gpubroker_managed = "true")` {
 		t.Errorf("filter = %q", q.Get("filter"))
 	}
