@@ -128,7 +128,11 @@ func TestInferenceHeldOutTable(t *testing.T) {
 		t.Skip("set GPUBROKER_HELDOUT_TABLE=1 to print the table")
 	}
 	for _, s := range heldOutSets(t) {
-		line := fmt.Sprintf("%-90s", s.Name)
+		lb, err := InferenceCostBound(heldOutSetting, s.Pools, 0.99)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%s | %d | %.3f", s.Name, len(s.Pools.Traces), lb)
 		for _, name := range spotpolicy.InferencePolicies() {
 			pol, _ := spotpolicy.NewInference(name)
 			r, err := RunInference(heldOutSetting, s.Pools, pol, false)

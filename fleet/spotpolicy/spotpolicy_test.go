@@ -136,13 +136,13 @@ func TestRiskHedge(t *testing.T) {
 		s.Zones = append(s.Zones, Zone{Pool: stable, Capacity: 1})
 	}
 	sp := []int{1, 1, 1, 1, 1, 1}
-	if got := riskHedge(s, sp, 0.01); got != 0 {
+	if got := riskHedge(s, sp, make([]float64, 6), 0.01, 0); got != 0 {
 		t.Fatalf("six stable zones: hedge %d; want 0", got)
 	}
 	for k := range s.Zones {
 		s.Zones[k].Pool = flaky
 	}
-	if got := riskHedge(s, sp, 0.01); got != 4 {
+	if got := riskHedge(s, sp, []float64{0.9, 0.9, 0.9, 0.9, 0.9, 0.9}, 0.01, 0); got != 4 {
 		t.Fatalf("six flaky zones: hedge %d; want the whole target", got)
 	}
 }
