@@ -216,6 +216,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	// over-provision.
 	a.observe(s, s.Target+cfg.Extra+s.Target)
 	fail := a.failChance(s)
+	risk := cfg.Risk
 	rho := a.together()
 	spotP, odP := s.SpotPrice, s.OnDemandPrice
 	if odP <= 0 {
@@ -233,7 +234,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 			break // no zone can take more
 		}
 		placed = n
-		o, r := a.hedge(s, cand, fail, rho)
+		o, r := a.hedge(s, cand, fail, rho, risk)
 		if c := float64(n)*spotP + float64(o)*odP; c < bestCost-1e-9 {
 			sp, od, risky, bestCost = cand, o, r, c
 		}
@@ -275,7 +276,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 // on-demand reaches Target+Spare, at least Spare when fewer than Zones
 // zones have capacity, and at least what the risk model asks for.
 // risky reports that the risk model alone asks for the whole target.
-func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, fail []float64, rho float64) (od int, risky bool) {
+func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, fail []float64, rho, risk float64) (od int, risky bool) {
 	cfg := a.cfg
 	readySpot, stable, open := 0, 0, 0
 	for k, z := range s.Zones {
@@ -289,7 +290,7 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, fail []float64, r
 	}
 	od = max(0, s.Target+cfg.Spare-min(readySpot, stable))
 	if cfg.Risk > 0 {
-		r := riskHedge(s, sp, fail, cfg.Risk, rho)
+		r := riskHedge(s, sp, fail, risk, rho)
 		od, risky = max(od, r), r >= s.Target
 	}
 	if open < cfg.Zones {
