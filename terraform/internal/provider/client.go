@@ -32,7 +32,9 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("broker answered %d %s: %s", e.Status, e.Code, e.Message)
 }
 
-func (e *apiError) Is(target error) bool { return target == errNotFound && e.Status == http.StatusNotFound }
+func (e *apiError) Is(target error) bool {
+	return target == errNotFound && e.Status == http.StatusNotFound
+}
 
 // brokerClient calls the broker's JSON API (docs/api.md) with an admin
 // token.

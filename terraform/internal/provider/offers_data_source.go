@@ -2,9 +2,9 @@ package provider
 
 import (
 	"context"
-	stdpath "path"
 	"fmt"
 	"math"
+	stdpath "path"
 	"sort"
 	"time"
 
@@ -81,7 +81,9 @@ func (d *offersDataSource) Metadata(_ context.Context, req datasource.MetadataRe
 }
 
 func (d *offersDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	computed := func(desc string) schema.StringAttribute { return schema.StringAttribute{Computed: true, MarkdownDescription: desc} }
+	computed := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "GPU offers of the catalog (the broker's, or the embedded snapshot offline), filtered and sorted " +
 			"by price per GPU-hour or per TFLOP-hour, with the same fields as `gpubroker prices --output json`. " +
@@ -352,10 +354,10 @@ func (r rankedOffer) model(now time.Time, staleAfter time.Duration) (offerModel,
 		GPUCount: types.Int64Value(int64(r.GPUCount)), GPUMemoryGiB: types.Float64Value(r.GPUMemoryGiB),
 		VCPUs: types.Float64Value(r.VCPUs), MemoryGiB: types.Float64Value(r.Offer.MemoryGiB),
 		OnDemandPerHour: types.Float64Null(), SpotPerHour: types.Float64Null(),
-		SpotSignal:  types.ObjectNull(spotSignalTypes),
-		ObservedAt:  types.StringValue(r.ObservedAt.UTC().Format(time.RFC3339)),
-		Stale:       types.BoolValue(pricing.Stale(r.Offer, now, staleAfter)),
-		Source:      types.StringValue(r.Offer.Source),
+		SpotSignal: types.ObjectNull(spotSignalTypes),
+		ObservedAt: types.StringValue(r.ObservedAt.UTC().Format(time.RFC3339)),
+		Stale:      types.BoolValue(pricing.Stale(r.Offer, now, staleAfter)),
+		Source:     types.StringValue(r.Offer.Source),
 	}
 	if p, ok := r.Price(pricing.OnDemand); ok {
 		m.OnDemandPerHour = types.Float64Value(p)

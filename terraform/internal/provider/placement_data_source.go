@@ -80,8 +80,12 @@ func (d *placementDataSource) Metadata(_ context.Context, req datasource.Metadat
 }
 
 func (d *placementDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	str := func(desc string) schema.StringAttribute { return schema.StringAttribute{Computed: true, MarkdownDescription: desc} }
-	num := func(desc string) schema.Float64Attribute { return schema.Float64Attribute{Computed: true, MarkdownDescription: desc} }
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
+	num := func(desc string) schema.Float64Attribute {
+		return schema.Float64Attribute{Computed: true, MarkdownDescription: desc}
+	}
 	attrs := dsAttributes(workloadFields())
 	attrs["horizon"] = schema.StringAttribute{Optional: true,
 		MarkdownDescription: "Period an inference service is costed over, e.g. `720h` (the policy's `horizon`, default 30 days)."}
