@@ -1,0 +1,134 @@
+package terraform_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpubroker/gpubroker/terraform/internal/tofutest"
+)
+
+// TestExampleEndToEnd runs examples/terraform as a user would: the provider
+// binary built with go build, installed through dev_overrides in a CLI
+// configuration file, a real broker, and the real OpenTofu CLI running
+// init, plan, apply, output and destroy.
+func TestExampleEndToEnd(t *testing.T) {
+	tofu := tofutest.Binary(t)
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "bin")
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "terraform-provider-gpubroker"), "./cmd/terraform-provider-gpubroker")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the provider: %v\n%s", err, out)
+	}
+	cliConfig := filepath.Join(tmp, "tofurc")
+	writeFile(t, cliConfig, fmt.Sprintf(`provider_installation {
+  dev_overrides {
+    "registry.opentofu.org/gpubroker/gpubroker" = %q
+  }
+  direct {}
+}
+`, bin))
+	work := filepath.Join(tmp, "work")
+	src := "../examples/terraform"
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tf") {
+			b, err := os.ReadFile(filepath.Join(src, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(work, e.Name()), string(b))
+		}
+	}
+	b := tofutest.StartBroker(t)
+	env := append(os.Environ(),
+		"TF_CLI_CONFIG_FILE="+cliConfig,
+		"GPUBROKER_ENDPOINT="+b.URL,
+		"GPUBROKER_TOKEN="+b.Token,
+		"CHECKPOINT_DISABLE=1",
+		"TF_IN_AUTOMATION=1",
+		"TF_DATA_DIR="+filepath.Join(tmp, "data"),
+	)
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, tofu, args...)
+		cmd.Dir, cmd.Env = work, env
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("tofu %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		if strings.Contains(out.String(), b.Token) {
+			t.Fatalf("tofu %s printed the broker token", args[0])
+		}
+		return out.String()
+	}
+	run("init", "-input=false", "-no-color")
+	plan := run("plan", "-input=false", "-no-color", "-out=tfplan")
+	if !strings.Contains(plan, "gpubroker_workload.finetune will be created") {
+		t.Fatalf("plan does not create the workload:\n%s", plan)
+	}
+	run("apply", "-input=false", "-no-color", "tfplan")
+
+	var outputs struct {
+		Cheapest  struct{ Value []string }       `json:"cheapest_a100_spot"`
+		Placement struct{ Value map[string]any } `json:"finetune_placement"`
+		Workload  struct{ Value string }         `json:"registered_workload"`
+	}
+	if err := json.Unmarshal([]byte(run("output", "-json")), &outputs); err != nil {
+		t.Fatal(err)
+	}
+	if len(outputs.Cheapest.Value) != 3 || outputs.Workload.Value != "finetune-llama" {
+		t.Fatalf("outputs: %+v", outputs)
+	}
+	if c, _ := outputs.Placement.Value["expected_cost"].(float64); c <= 0 || outputs.Placement.Value["instance_type"] == "" {
+		t.Fatalf("placement output: %+v", outputs.Placement.Value)
+	}
+	if code := get(t, b, "/api/v1/workloads/finetune-llama"); code != 200 {
+		t.Fatalf("the broker answers %d for the applied workload", code)
+	}
+	// A second plan finds nothing to do.
+	if out := run("plan", "-input=false", "-no-color", "-detailed-exitcode"); !strings.Contains(out, "No changes") {
+		t.Fatalf("second plan is not empty:\n%s", out)
+	}
+	run("destroy", "-auto-approve", "-input=false", "-no-color")
+	if code := get(t, b, "/api/v1/workloads/finetune-llama"); code != 404 {
+		t.Fatalf("after destroy the broker answers %d; want 404", code)
+	}
+}
+
+func get(t *testing.T, b tofutest.Broker, path string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", b.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+b.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
