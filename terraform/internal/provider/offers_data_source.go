@@ -314,17 +314,22 @@ type rankedOffer struct {
 // rankOffers sorts offers as `gpubroker prices` does: by price per GPU-hour
 // (or per TFLOP-hour) at the requested capacity type (on-demand when none),
 // and offers not sold that way (p5e has no on-demand price) after the rest,
-// ranked by the price they do have.
+// ranked by the price they do have. With capacity_type set the catalog query
+// has already dropped those.
 func rankOffers(offers []pricing.Offer, want pricing.CapacityType, sortBy string) ([]rankedOffer, pricing.CapacityType) {
 	capacity := want
 	if capacity == "" {
 		capacity = pricing.OnDemand
 	}
+	other := pricing.Spot
+	if capacity == pricing.Spot {
+		other = pricing.OnDemand
+	}
 	rows := make([]rankedOffer, 0, len(offers))
 	for _, o := range offers {
 		ct := capacity
 		if _, ok := o.Price(ct); !ok {
-			ct = pricing.Spot
+			ct = other
 		}
 		rows = append(rows, rankedOffer{o, ct})
 	}
