@@ -16,20 +16,18 @@ import (
 	"github.com/gpubroker/gpubroker/terraform/internal/tofutest"
 )
 
-// TestExampleEndToEnd runs examples/terraform as a user would: the provider
-// binary built with go build, installed through dev_overrides in a CLI
-// configuration file, a real broker, and the real OpenTofu CLI running
-// init, plan, apply, output and destroy.
-func TestExampleEndToEnd(t *testing.T) {
-	tofu := tofutest.Binary(t)
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "bin")
+// buildProvider builds the provider binary into dir/bin and writes a CLI
+// configuration that installs it through dev_overrides; it returns the
+// configuration's path.
+func buildProvider(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "bin")
 	build := exec.Command("go", "build", "-o", filepath.Join(bin, "terraform-provider-gpubroker"), "./cmd/terraform-provider-gpubroker")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the provider: %v\n%s", err, out)
 	}
-	cliConfig := filepath.Join(tmp, "tofurc")
+	cliConfig := filepath.Join(dir, "tofurc")
 	writeFile(t, cliConfig, fmt.Sprintf(`provider_installation {
   dev_overrides {
     "registry.opentofu.org/gpubroker/gpubroker" = %q
@@ -37,6 +35,90 @@ func TestExampleEndToEnd(t *testing.T) {
   direct {}
 }
 `, bin))
+	return cliConfig
+}
+
+// tofuRunner runs tofu in a directory with an environment, failing the
+// test on a non-zero exit.
+func tofuRunner(t *testing.T, tofu, dir string, env []string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, tofu, args...)
+		cmd.Dir, cmd.Env = dir, env
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("tofu %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out.String())
+		}
+		return out.String()
+	}
+}
+
+// baseEnv is the environment without a developer's broker settings.
+func baseEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GPUBROKER_ENDPOINT=") && !strings.HasPrefix(kv, "GPUBROKER_TOKEN=") && !strings.HasPrefix(kv, "TF_") {
+			env = append(env, kv)
+		}
+	}
+	return append(append(env, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1"), extra...)
+}
+
+// TestDocExamples runs the examples the registry docs show: every data
+// source example is planned offline (so its outputs are real answers), the
+// provider and resource examples are validated.
+func TestDocExamples(t *testing.T) {
+	tofu := tofutest.Binary(t)
+	tmp := t.TempDir()
+	cliConfig := buildProvider(t, tmp)
+	const versions = `terraform {
+  required_providers {
+    gpubroker = { source = "gpubroker/gpubroker" }
+  }
+}
+`
+	for _, ex := range []struct {
+		dir, file string
+		plan      bool
+	}{
+		{"examples/provider", "provider.tf", false},
+		{"examples/data-sources/gpubroker_offers", "data-source.tf", true},
+		{"examples/data-sources/gpubroker_placement", "data-source.tf", true},
+		{"examples/resources/gpubroker_workload", "resource.tf", false},
+	} {
+		t.Run(ex.dir, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(ex.dir, ex.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			work := filepath.Join(tmp, strings.ReplaceAll(ex.dir, "/", "_"))
+			writeFile(t, filepath.Join(work, ex.file), string(b))
+			if !strings.Contains(string(b), "required_providers") {
+				writeFile(t, filepath.Join(work, "versions.tf"), versions)
+			}
+			run := tofuRunner(t, tofu, work, baseEnv("TF_CLI_CONFIG_FILE="+cliConfig))
+			run("validate", "-no-color")
+			if ex.plan {
+				out := run("plan", "-input=false", "-no-color")
+				if !strings.Contains(out, "Changes to Outputs") {
+					t.Fatalf("plan shows no outputs:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
+// TestExampleEndToEnd runs examples/terraform as a user would: the provider
+// binary built with go build, installed through dev_overrides in a CLI
+// configuration file, a real broker, and the real OpenTofu CLI running
+// init, plan, apply, output and destroy.
+func TestExampleEndToEnd(t *testing.T) {
+	tofu := tofutest.Binary(t)
+	tmp := t.TempDir()
+	cliConfig := buildProvider(t, tmp)
 	work := filepath.Join(tmp, "work")
 	src := "../examples/terraform"
 	entries, err := os.ReadDir(src)
@@ -53,29 +135,15 @@ func TestExampleEndToEnd(t *testing.T) {
 		}
 	}
 	b := tofutest.StartBroker(t)
-	env := append(os.Environ(),
-		"TF_CLI_CONFIG_FILE="+cliConfig,
-		"GPUBROKER_ENDPOINT="+b.URL,
-		"GPUBROKER_TOKEN="+b.Token,
-		"CHECKPOINT_DISABLE=1",
-		"TF_IN_AUTOMATION=1",
-		"TF_DATA_DIR="+filepath.Join(tmp, "data"),
-	)
+	tofuRun := tofuRunner(t, tofu, work, baseEnv("TF_CLI_CONFIG_FILE="+cliConfig,
+		"GPUBROKER_ENDPOINT="+b.URL, "GPUBROKER_TOKEN="+b.Token))
 	run := func(args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, tofu, args...)
-		cmd.Dir, cmd.Env = work, env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("tofu %s: %v\n%s", strings.Join(args, " "), err, out.String())
-		}
-		if strings.Contains(out.String(), b.Token) {
+		out := tofuRun(args...)
+		if strings.Contains(out, b.Token) {
 			t.Fatalf("tofu %s printed the broker token", args[0])
 		}
-		return out.String()
+		return out
 	}
 	run("init", "-input=false", "-no-color")
 	plan := run("plan", "-input=false", "-no-color", "-out=tfplan")
