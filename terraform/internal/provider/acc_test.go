@@ -393,3 +393,40 @@ resource "gpubroker_workload" "x" {
 		}},
 	})
 }
+
+func TestAccBudgetsOnline(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	b := tofutest.StartBrokerWithPolicy(t, "../../../examples/fleet.yaml")
+	code, body := api(t, b, "GET", "/api/v1/budgets", "")
+	if code != 200 {
+		t.Fatalf("budgets: %d %s", code, body)
+	}
+	var want struct {
+		Budgets []struct {
+			Name       string
+			PlannedUSD float64 `json:"planned_usd"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &want); err != nil || len(want.Budgets) == 0 {
+		t.Fatalf("budgets answer %s: %v", body, err)
+	}
+	const n = "data.gpubroker_budgets.all"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{
+			{
+				Config: online(b) + `data "gpubroker_budgets" "all" {}`,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(n, "budgets.#", strconv.Itoa(len(want.Budgets))),
+					resource.TestCheckResourceAttr(n, "budgets.0.name", want.Budgets[0].Name),
+					resource.TestCheckResourceAttr(n, "budgets.0.planned_usd", strconv.FormatFloat(want.Budgets[0].PlannedUSD, 'f', -1, 64)),
+					resource.TestCheckResourceAttr(n, "horizon_hours", "720"),
+				),
+			},
+			{
+				Config:      header + `data "gpubroker_budgets" "offline" {}`,
+				ExpectError: regexp.MustCompile(`No broker configured`),
+			},
+		},
+	})
+}

@@ -150,7 +150,7 @@ func (p *gpubrokerProvider) Resources(context.Context) []func() resource.Resourc
 }
 
 func (p *gpubrokerProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{newOffersDataSource, newPlacementDataSource}
+	return []func() datasource.DataSource{newOffersDataSource, newPlacementDataSource, newBudgetsDataSource}
 }
 
 // source answers the data sources: the broker online, the embedded

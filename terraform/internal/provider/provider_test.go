@@ -76,7 +76,7 @@ func TestSchema(t *testing.T) {
 	for name, sc := range s.ResourceSchemas {
 		walk(name, sc.Block.Attributes)
 	}
-	if len(s.DataSourceSchemas) != 2 || len(s.ResourceSchemas) != 1 {
+	if len(s.DataSourceSchemas) != 3 || len(s.ResourceSchemas) != 1 {
 		t.Fatalf("data sources %d, resources %d", len(s.DataSourceSchemas), len(s.ResourceSchemas))
 	}
 	inputs := func(as []*tfprotov6.SchemaAttribute) []string {

@@ -128,13 +128,20 @@ func (s *syncBuffer) String() string {
 // stops when the test ends.
 func StartBroker(tb testing.TB) Broker {
 	tb.Helper()
+	return StartBrokerWithPolicy(tb, "")
+}
+
+// StartBrokerWithPolicy is StartBroker with a policy file loaded (as
+// `gpubroker serve -f FILE`), for its plan and budgets.
+func StartBrokerWithPolicy(tb testing.TB, policyPath string) Broker {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatalf("listening: %v", err)
 	}
 	out := &syncBuffer{}
 	started := make(chan net.Addr, 1)
-	cfg := broker.Config{DSN: filepath.Join(tb.TempDir(), "broker.db"), Listener: ln, Out: out,
+	cfg := broker.Config{PolicyPath: policyPath, DSN: filepath.Join(tb.TempDir(), "broker.db"), Listener: ln, Out: out,
 		Plan: broker.OptimizerPlan, NoRefresh: true, Started: started, ShutdownGrace: 5 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
