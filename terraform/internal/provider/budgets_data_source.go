@@ -58,8 +58,12 @@ func (d *budgetsDataSource) Metadata(_ context.Context, req datasource.MetadataR
 }
 
 func (d *budgetsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	str := func(desc string) schema.StringAttribute { return schema.StringAttribute{Computed: true, MarkdownDescription: desc} }
-	num := func(desc string) schema.Float64Attribute { return schema.Float64Attribute{Computed: true, MarkdownDescription: desc} }
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
+	num := func(desc string) schema.Float64Attribute {
+		return schema.Float64Attribute{Computed: true, MarkdownDescription: desc}
+	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The budgets of the policy the broker runs (`gpubroker serve -f policy.yaml`) next to the spend " +
 			"its current plan expects under each (`GET /api/v1/budgets`). Needs the provider's `endpoint`.",
