@@ -110,8 +110,9 @@ func (m *workloadModel) fromRecord(rec workloadRecord, prior *workloadSpec) erro
 		}
 	}
 	m.Name, m.Kind, m.ID = types.StringValue(rec.Name), types.StringValue(rec.Kind), types.StringValue(rec.Name)
+	// The broker stores no team as ""; keep a written team = "" as written.
 	m.Team = types.StringNull()
-	if rec.Team != "" {
+	if rec.Team != "" || (prior != nil && prior.Team.ValueString() == "" && !prior.Team.IsNull() && !prior.Team.IsUnknown()) {
 		m.Team = types.StringValue(rec.Team)
 	}
 	m.fromSpec(s, prior)
