@@ -139,12 +139,14 @@ func TestAccOffersOffline(t *testing.T) {
 	tofutest.AcceptanceEnv(t)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(nil),
+		// Steps that must fail come first: the framework destroys with the
+		// last step's configuration.
 		Steps: []resource.TestStep{
-			{Config: header + offersConfig, Check: offersChecks(t)},
 			{
 				Config:      header + `data "gpubroker_offers" "bad" { clouds = ["aws", "gpc"] }`,
-				ExpectError: regexp.MustCompile(`(?s)Invalid filter.*clouds\s+=.*unknown cloud "gpc"`),
+				ExpectError: regexp.MustCompile(`(?s)Invalid filter.*clouds\s+=.*unknown\s+cloud\s+"gpc"`),
 			},
+			{Config: header + offersConfig, Check: offersChecks(t)},
 		},
 	})
 }
@@ -202,7 +204,6 @@ func TestAccPlacementOffline(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(nil),
 		Steps: []resource.TestStep{
-			{Config: header + minimalPlacement, Check: placementChecks(t)},
 			{
 				// A bad attribute: the policy's message, at the attribute.
 				Config: header + `
@@ -215,7 +216,9 @@ data "gpubroker_placement" "bad" {
   work = { gpu_hours = 40 }
 }
 `,
-				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*in data "gpubroker_placement" "bad".*models = \["A100-80GB", "A100-80"\].*unknown GPU "A100-80"; did you mean`),
+				// OpenTofu shows the block of a nested attribute; the detail
+				// names the attribute.
+				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*in data "gpubroker_placement" "bad".*gpu.models\[1\]:\s+unknown\s+GPU\s+"A100-80";\s+did\s+you\s+mean\s+"A100-80GB"`),
 			},
 			{
 				// Valid, but nothing finishes 10,000 GPU-hours in 2 hours.
@@ -227,8 +230,9 @@ data "gpubroker_placement" "late" {
   deadline = "2h"
 }
 `,
-				ExpectError: regexp.MustCompile(`(?s)No feasible placement.*"huge" cannot be placed`),
+				ExpectError: regexp.MustCompile(`(?s)No feasible placement.*"huge"\s+cannot\s+be\s+placed`),
 			},
+			{Config: header + minimalPlacement, Check: placementChecks(t)},
 		},
 	})
 }
@@ -371,8 +375,10 @@ func TestAccWorkloadResource(t *testing.T) {
 			// A bad attribute is refused before anything is sent, at its path.
 			{
 				Config:      strings.Replace(workloadConfig(b, "96h"), `count = 8`, `count = 64`, 1),
-				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*resource "gpubroker_workload" "train".*count = 64.*gpu.count 64: want 1 to 16`),
+				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*resource "gpubroker_workload" "train".*gpu.count\s+64:\s+want\s+1\s+to\s+16`),
 			},
+			// The broker still holds the last good workload.
+			{Config: workloadConfig(b, "96h"), PlanOnly: true},
 		},
 	})
 }
@@ -415,6 +421,10 @@ func TestAccBudgetsOnline(t *testing.T) {
 		ProtoV6ProviderFactories: factories(nil),
 		Steps: []resource.TestStep{
 			{
+				Config:      header + `data "gpubroker_budgets" "offline" {}`,
+				ExpectError: regexp.MustCompile(`No broker configured`),
+			},
+			{
 				Config: online(b) + `data "gpubroker_budgets" "all" {}`,
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(n, "budgets.#", strconv.Itoa(len(want.Budgets))),
@@ -423,10 +433,25 @@ func TestAccBudgetsOnline(t *testing.T) {
 					resource.TestCheckResourceAttr(n, "horizon_hours", "720"),
 				),
 			},
-			{
-				Config:      header + `data "gpubroker_budgets" "offline" {}`,
-				ExpectError: regexp.MustCompile(`No broker configured`),
-			},
 		},
+	})
+}
+
+// TestAccTopLevelAttributeDiagnostic checks OpenTofu shows a top-level
+// attribute's problem on that attribute's own line.
+func TestAccTopLevelAttributeDiagnostic(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{{
+			Config: header + `
+data "gpubroker_placement" "typo" {
+  name = "finetune"
+  kind = "trainin"
+  work = { gpu_hours = 40 }
+}
+`,
+			ExpectError: regexp.MustCompile(`(?s)Invalid workload.*\d+:\s+kind = "trainin".*unknown\s+kind\s+"trainin";\s+want\s+training,\s+inference\s+or\s+batch;\s+did\s+you\s+mean\s+"training"`),
+		}},
 	})
 }

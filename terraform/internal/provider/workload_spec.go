@@ -214,7 +214,13 @@ func (w *workloadSpec) parsePolicy(horizon types.String) (*policy.Policy, diag.D
 	}
 	for _, e := range list {
 		if ap, ok := attributePath(e.Path); ok {
-			diags.AddAttributeError(ap, "Invalid workload", e.Msg)
+			msg := e.Msg
+			if len(ap.Steps()) > 1 && !strings.HasPrefix(msg, ap.String()) {
+				// OpenTofu 1.9 and Terraform point at the block, not
+				// inside a nested attribute's value: name the field.
+				msg = ap.String() + ": " + msg
+			}
+			diags.AddAttributeError(ap, "Invalid workload", msg)
 		} else {
 			diags.AddError("Invalid workload", e.Msg)
 		}

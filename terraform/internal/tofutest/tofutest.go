@@ -73,7 +73,14 @@ func Binary(tb testing.TB) string {
 func AcceptanceEnv(tb testing.TB) {
 	tb.Helper()
 	bin := Binary(tb)
+	// An empty CLI configuration: no warning about a missing ~/.terraformrc,
+	// and nothing from the developer's own.
+	cliConfig := filepath.Join(tb.TempDir(), "tofurc")
+	if err := os.WriteFile(cliConfig, nil, 0o644); err != nil {
+		tb.Fatal(err)
+	}
 	for k, v := range map[string]string{
+		"TF_CLI_CONFIG_FILE":        cliConfig,
 		"TF_ACC":                    "1",
 		"TF_ACC_TERRAFORM_PATH":     bin,
 		"TF_ACC_PROVIDER_HOST":      "registry.opentofu.org",
