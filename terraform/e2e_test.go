@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -27,14 +28,33 @@ func buildProvider(t *testing.T, dir string) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the provider: %v\n%s", err, out)
 	}
+	// `tofu init` still asks an installation method for every provider,
+	// and this machine reaches no registry: a filesystem mirror holding the
+	// same binary answers it, as it would for a team sharing a build.
+	mirror := filepath.Join(dir, "mirror")
+	exe, err := os.ReadFile(filepath.Join(bin, "terraform-provider-gpubroker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrored := filepath.Join(mirror, "registry.opentofu.org", "gpubroker", "gpubroker", "0.1.0", runtime.GOOS+"_"+runtime.GOARCH, "terraform-provider-gpubroker_v0.1.0")
+	writeFile(t, mirrored, string(exe))
+	if err := os.Chmod(mirrored, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cliConfig := filepath.Join(dir, "tofurc")
 	writeFile(t, cliConfig, fmt.Sprintf(`provider_installation {
   dev_overrides {
     "registry.opentofu.org/gpubroker/gpubroker" = %q
   }
-  direct {}
+  filesystem_mirror {
+    path    = %q
+    include = ["registry.opentofu.org/gpubroker/gpubroker"]
+  }
+  direct {
+    exclude = ["registry.opentofu.org/gpubroker/gpubroker"]
+  }
 }
-`, bin))
+`, bin, mirror))
 	return cliConfig
 }
 

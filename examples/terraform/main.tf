@@ -24,7 +24,7 @@ locals {
     name                = "finetune-llama"
     team                = "research"
     kind                = "training"
-    gpu                 = { models = ["A100-80GB", "H100"], min_memory_gib = 40 }
+    gpu                 = { models = ["A100-80GB", "H100"], count = 8, min_memory_gib = 40 }
     work                = { gpu_hours = 400 }
     deadline            = "3d"
     checkpoint_interval = "1h"
@@ -61,7 +61,7 @@ resource "gpubroker_workload" "finetune" {
 }
 
 output "cheapest_a100_spot" {
-  value = [for o in data.gpubroker_offers.a100.offers : "${o.cloud} ${o.region} ${o.instance_type}: $${o.usd_per_gpu_hour}/GPU-h"]
+  value = [for o in data.gpubroker_offers.a100.offers : "${o.cloud} ${o.region} ${o.instance_type}: USD ${o.usd_per_gpu_hour}/GPU-hour"]
 }
 
 output "finetune_placement" {

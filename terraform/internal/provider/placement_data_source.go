@@ -182,6 +182,11 @@ func (d *placementDataSource) Read(ctx context.Context, req datasource.ReadReque
 				fmt.Sprintf("workload %q cannot be placed: %s (%s)", b.Workload, b.Reason, b.Constraint))
 			return
 		}
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Code == "infeasible" {
+			resp.Diagnostics.AddAttributeError(path.Root("name"), "No feasible placement", ae.Message)
+			return
+		}
 		resp.Diagnostics.AddError("No placement", err.Error())
 		return
 	}

@@ -7,8 +7,8 @@ data "gpubroker_offers" "h100_spot" {
 }
 
 output "cheapest_h100_spot" {
-  value = {
+  value = [
     for o in data.gpubroker_offers.h100_spot.offers :
-    "${o.cloud}/${o.region}/${o.instance_type}" => o.usd_per_gpu_hour
-  }
+    "${o.cloud} ${o.zone != "" ? o.zone : o.region} ${o.instance_type}: USD ${o.usd_per_gpu_hour}/GPU-hour"
+  ]
 }

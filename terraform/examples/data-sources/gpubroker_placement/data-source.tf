@@ -1,9 +1,11 @@
-# Where a 400 GPU-hour fine-tune that must finish in three days is cheapest.
+# Where an 8-GPU fine-tune of 400 GPU-hours that must finish in three days
+# is cheapest on AWS.
 data "gpubroker_placement" "finetune" {
   name = "finetune"
   kind = "training"
   gpu = {
     models         = ["A100-80GB", "H100"]
+    count          = 8
     min_memory_gib = 40
   }
   work                = { gpu_hours = 400 }
