@@ -8,13 +8,13 @@ import (
 
 // BenchmarkRecord is one measured benchmark of an instance's GPU.
 type BenchmarkRecord struct {
-	ID             int64     `json:"id"`
-	Instance       string    `json:"instance"`
-	InstanceType   string    `json:"instance_type,omitempty"`
-	GPU            string    `json:"gpu"`
-	TFLOPS         float64   `json:"tflops"`
-	MemBandwidthGB float64   `json:"mem_bandwidth_gbps"`
-	At             time.Time `json:"at"`
+	ID             int64
+	Instance       string
+	InstanceType   string
+	GPU            string
+	TFLOPS         float64
+	MemBandwidthGB float64
+	At             time.Time
 }
 
 type benchmarkRow struct {

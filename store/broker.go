@@ -8,10 +8,17 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"gorm.io/gorm"
 )
@@ -22,6 +29,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means the record already exists (create) or changed.
 	ErrConflict = errors.New("already exists")
+	// ErrKeyReused means an idempotency key already recorded a different
+	// report.
+	ErrKeyReused = errors.New("idempotency key already used for a different report")
 )
 
 // Broker is the daemon's persistence. Every method commits before it
@@ -31,15 +41,16 @@ type Broker struct {
 	db *gorm.DB
 }
 
-// Broker migrates the broker daemon's tables and returns their store,
-// sharing this Store's connection pool. On SQLite the pool is narrowed to
-// one connection: writers then queue in Go instead of sleeping in SQLite's
-// busy handler, which keeps heartbeat latency flat under load.
+// Broker returns the broker daemon's view of this store, sharing its
+// connection pool (its tables were migrated by Open with every other
+// table). On SQLite the pool is narrowed to one connection: writers then
+// queue in Go instead of sleeping in SQLite's busy handler, which keeps
+// heartbeat latency flat under load.
 //
 // On PostgreSQL the pool is bounded (brokerPGConns): without a bound, a
 // burst of API requests opens a connection each, runs into the server's
 // max_connections and fails; with it, requests queue briefly in Go.
-func (s *Store) Broker(ctx context.Context) (*Broker, error) {
+func (s *Store) Broker(_ context.Context) (*Broker, error) {
 	if sqlDB, err := s.db.DB(); err == nil {
 		switch s.dialect {
 		case SQLite:
@@ -49,20 +60,11 @@ func (s *Store) Broker(ctx context.Context) (*Broker, error) {
 			sqlDB.SetMaxIdleConns(brokerPGConns)
 		}
 	}
-	return newBroker(ctx, s.db)
+	return &Broker{db: s.db}, nil
 }
 
 // brokerPGConns bounds the PostgreSQL pool per replica.
 const brokerPGConns = 16
-
-func newBroker(ctx context.Context, db *gorm.DB) (*Broker, error) {
-	err := db.WithContext(ctx).AutoMigrate(&workloadRow{}, &instanceRow{}, &eventRow{},
-		&benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{})
-	if err != nil {
-		return nil, fmt.Errorf("migrating broker tables: %w", err)
-	}
-	return &Broker{db: db}, nil
-}
 
 // Dialect is "sqlite" or "postgres".
 func (b *Broker) Dialect() string { return b.db.Name() }
@@ -106,4 +108,65 @@ func rawOrNil(s string) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(s)
+}
+
+// ErrInvalidText is wrapped when a value to store is not valid UTF-8 or
+// holds a NUL byte. PostgreSQL rejects both in text columns, and SQLite
+// would store them and serve them back as invalid JSON; the API checks its
+// input first, and this check keeps one bad value from failing a shared
+// transaction (a heartbeat group commit) should anything slip through.
+var ErrInvalidText = errors.New("text is not valid UTF-8 or holds a NUL byte")
+
+// checkText returns ErrInvalidText, naming field, when any of vals is not
+// storable text.
+func checkText(field string, vals ...string) error {
+	for _, v := range vals {
+		if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%s: %w", field, ErrInvalidText)
+		}
+	}
+	return nil
+}
+
+// ErrUnavailable marks an error as "the database cannot be reached now";
+// IsUnavailable also recognises the drivers' own connection errors.
+var ErrUnavailable = errors.New("the database is unavailable")
+
+// IsUnavailable reports whether err means the database could not be
+// reached or is shutting down or overloaded, rather than that the request
+// was wrong: the caller should answer "try again later" (503), not blame
+// the client or report an internal bug.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	// A connection cut mid-query surfaces from pgx as a bare (unexpected)
+	// EOF.
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 53: insufficient resources;
+		// 57P01-57P03: admin shutdown, crash shutdown, cannot connect now.
+		c := pgErr.Code
+		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || c == "57P01" || c == "57P02" || c == "57P03"
+	}
+	msg := err.Error()
+	for _, s := range []string{"database is locked", "SQLITE_BUSY", "connection refused", "conn closed",
+		"failed to connect", "sql: database is closed", "unable to open database file"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

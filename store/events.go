@@ -12,16 +12,16 @@ import (
 // EventRecord is one thing that happened (launched, preemption notice,
 // drained, ...).
 type EventRecord struct {
-	ID       int64           `json:"id"`
-	At       time.Time       `json:"at"`
-	Kind     string          `json:"kind"`
-	Instance string          `json:"instance,omitempty"`
-	Workload string          `json:"workload,omitempty"`
-	Message  string          `json:"message,omitempty"`
-	Data     json.RawMessage `json:"data,omitempty"`
+	ID       int64
+	At       time.Time
+	Kind     string
+	Instance string
+	Workload string
+	Message  string
+	Data     json.RawMessage
 	// IdempotencyKey makes a report recorded once however often it is
 	// delivered; unique per instance.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	IdempotencyKey string
 }
 
 // EventFilter selects events; zero fields do not filter.

@@ -15,30 +15,30 @@ import (
 // InstanceRecord is a GPU instance known to the broker, with the latest
 // figures its agent reported.
 type InstanceRecord struct {
-	ID           string    `json:"id"`
-	Hostname     string    `json:"hostname,omitempty"`
-	AgentVersion string    `json:"agent_version,omitempty"`
-	Cloud        string    `json:"cloud"`
-	Region       string    `json:"region"`
-	Zone         string    `json:"zone,omitempty"`
-	InstanceType string    `json:"instance_type"`
-	GPU          string    `json:"gpu,omitempty"`
-	GPUCount     int       `json:"gpu_count,omitempty"`
-	Capacity     string    `json:"capacity,omitempty"`
-	Workload     string    `json:"workload,omitempty"`
-	State        string    `json:"state"`
-	RegisteredAt time.Time `json:"registered_at"`
+	ID           string
+	Hostname     string
+	AgentVersion string
+	Cloud        string
+	Region       string
+	Zone         string
+	InstanceType string
+	GPU          string
+	GPUCount     int
+	Capacity     string
+	Workload     string
+	State        string
+	RegisteredAt time.Time
 	// LastHeartbeat is zero until the first heartbeat.
-	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	LastHeartbeat time.Time
 	// Load1 is the one-minute load average; Utilization the mean GPU
 	// utilisation (0..1).
-	Load1       float64 `json:"load1"`
-	Utilization float64 `json:"gpu_utilization"`
+	Load1       float64
+	Utilization float64
 	// Telemetry is the last heartbeat's per-GPU figures as sent (JSON).
-	Telemetry  json.RawMessage `json:"telemetry,omitempty"`
-	DrainState string          `json:"drain_state,omitempty"`
+	Telemetry  json.RawMessage
+	DrainState string
 	// PreemptAt is when a preemption notice says the instance goes away.
-	PreemptAt time.Time `json:"preempt_at,omitzero"`
+	PreemptAt time.Time
 }
 
 // Instance states.
@@ -99,19 +99,72 @@ func (r instanceRow) record() InstanceRecord {
 
 // RegisterAgent upserts the instance and replaces any previous token of
 // that instance with tokenHash, in one transaction: after a re-register the
-// old token no longer works.
+// old token no longer works. It is the admin's registration; agents
+// register through RegisterAgentAs.
 func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHash string, now time.Time) (InstanceRecord, error) {
+	return b.RegisterAgentAs(ctx, inst, tokenHash, now, TokenRecord{Kind: TokenAdmin})
+}
+
+// RegisterAgentAs registers inst for the caller authenticated by token by:
+//   - admin: any instance, new or existing (re-registration);
+//   - registration: only the instance the token is bound to, once: the
+//     token is deleted in the same transaction, so it can never be used
+//     again (ErrTokenSpent when it was used or has expired, ErrTakeover
+//     when it is bound to another instance);
+//   - bootstrap: only an instance that is not registered yet
+//     (ErrTakeover otherwise), so a fleet-wide token cannot become another
+//     instance and report for it.
+func (b *Broker) RegisterAgentAs(ctx context.Context, inst InstanceRecord, tokenHash string, now time.Time, by TokenRecord) (InstanceRecord, error) {
+	if err := checkText("instance", inst.ID, inst.Hostname, inst.AgentVersion, inst.Cloud, inst.Region, inst.Zone,
+		inst.InstanceType, inst.GPU, inst.Capacity, inst.Workload, tokenHash); err != nil {
+		return InstanceRecord{}, err
+	}
 	row := instanceRow{ID: inst.ID, Hostname: inst.Hostname, AgentVersion: inst.AgentVersion, Cloud: inst.Cloud, Region: inst.Region, Zone: inst.Zone,
 		InstanceType: inst.InstanceType, GPU: inst.GPU, GPUCount: inst.GPUCount, Capacity: inst.Capacity,
 		Workload: inst.Workload, State: StateRunning, RegisteredAt: now}
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		err := tx.Clauses(clause.OnConflict{
-			Columns: []clause.Column{{Name: "id"}},
-			DoUpdates: clause.AssignmentColumns([]string{"hostname", "agent_version", "cloud", "region", "zone", "instance_type", "gpu",
-				"gpu_count", "capacity", "workload", "state", "registered_at"}),
-		}).Create(&row).Error
-		if err != nil {
-			return err
+		switch by.Kind {
+		case TokenAdmin:
+		case TokenRegistration:
+			if by.Subject != inst.ID {
+				return fmt.Errorf("%w: this registration token is bound to instance %q", ErrTakeover, by.Subject)
+			}
+			res := tx.Where("hash = ? AND kind = ? AND subject = ? AND (expires_at IS NULL OR expires_at > ?)",
+				by.Hash, TokenRegistration, inst.ID, now.UTC()).Delete(&tokenRow{})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != 1 {
+				return ErrTokenSpent
+			}
+		case TokenBootstrap:
+			// A plain insert: the instance must be new. The unique key
+			// also settles two bootstrap registrations racing for one id.
+			var n int64
+			if err := tx.Model(&instanceRow{}).Where("id = ?", inst.ID).Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("%w: instance %q is already registered; a bootstrap token only registers new instances", ErrTakeover, inst.ID)
+			}
+			if err := tx.Create(&row).Error; err != nil {
+				if isUniqueViolation(err) {
+					return fmt.Errorf("%w: instance %q is already registered", ErrTakeover, inst.ID)
+				}
+				return err
+			}
+		default:
+			return fmt.Errorf("%w: a %q token cannot register", ErrTakeover, by.Kind)
+		}
+		if by.Kind != TokenBootstrap {
+			err := tx.Clauses(clause.OnConflict{
+				Columns: []clause.Column{{Name: "id"}},
+				DoUpdates: clause.AssignmentColumns([]string{"hostname", "agent_version", "cloud", "region", "zone", "instance_type", "gpu",
+					"gpu_count", "capacity", "workload", "state", "registered_at"}),
+			}).Create(&row).Error
+			if err != nil {
+				return err
+			}
 		}
 		if err := tx.Where("kind = ? AND subject = ?", TokenAgent, inst.ID).Delete(&tokenRow{}).Error; err != nil {
 			return err
@@ -120,7 +173,7 @@ func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHa
 			return err
 		}
 		return tx.Create(&eventRow{At: now, Kind: "registered", Instance: inst.ID, Workload: inst.Workload,
-			Message: "agent registered"}).Error
+			Message: "agent registered (" + by.Kind + " token)"}).Error
 	})
 	if err != nil {
 		return InstanceRecord{}, fmt.Errorf("registering agent for %q: %w", inst.ID, err)
@@ -129,7 +182,12 @@ func (b *Broker) RegisterAgent(ctx context.Context, inst InstanceRecord, tokenHa
 }
 
 // Heartbeats applies heartbeats in one transaction (group commit). It
-// returns, per update, ErrNotFound for an unknown instance or nil.
+// returns, per update, nil, ErrNotFound for an unknown instance, or
+// ErrInvalidText for a heartbeat that holds text no database can store.
+// One bad heartbeat never fails the others: invalid text is refused before
+// the shared statement, and should the shared transaction still fail for a
+// reason other than the database being unreachable, each heartbeat is
+// applied again on its own so that only the one at fault gets an error.
 //
 // It is the hottest write path (every agent, every 10 s). On SQLite the
 // whole batch is one UPDATE ... FROM (VALUES ...) statement: one parse per
@@ -139,15 +197,36 @@ func (b *Broker) Heartbeats(ctx context.Context, ups []HeartbeatUpdate) ([]error
 	errs := make([]error, len(ups))
 	last := make(map[string]int, len(ups))
 	for i, u := range ups {
+		if err := checkText("heartbeat", u.Instance, string(u.Telemetry)); err != nil {
+			errs[i] = fmt.Errorf("instance %q: %w", u.Instance, err)
+			continue
+		}
 		last[u.Instance] = i
 	}
+	if len(last) == 0 {
+		return errs, nil
+	}
+	err := b.heartbeatBatch(ctx, ups, last, errs)
+	if err == nil {
+		return errs, nil
+	}
+	if ctx.Err() != nil || IsUnavailable(err) {
+		return nil, fmt.Errorf("recording heartbeats: %w", err)
+	}
+	b.heartbeatsOneByOne(ctx, ups, last, errs)
+	return errs, nil
+}
+
+// heartbeatBatch writes the heartbeats ups[i] with last[ups[i].Instance]
+// == i in one transaction and sets errs for unknown instances.
+func (b *Broker) heartbeatBatch(ctx context.Context, ups []HeartbeatUpdate, last map[string]int, errs []error) error {
 	pg := b.db.Name() == "postgres"
 	var q strings.Builder
 	args := make([]any, 0, 5*len(last))
 	q.WriteString("UPDATE broker_instances SET last_heartbeat = v.column2, load1 = v.column3, utilization = v.column4, telemetry = v.column5 FROM (VALUES ")
 	n := 0
 	for i, u := range ups {
-		if last[u.Instance] != i {
+		if j, ok := last[u.Instance]; !ok || j != i {
 			continue
 		}
 		if !pg {
@@ -160,7 +239,9 @@ func (b *Broker) Heartbeats(ctx context.Context, ups []HeartbeatUpdate) ([]error
 		n++
 	}
 	q.WriteString(") AS v WHERE broker_instances.id = v.column1")
+	var unknown []int
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		unknown = unknown[:0]
 		var affected int64
 		if pg {
 			// On PostgreSQL one UPDATE by primary key per heartbeat: pgx
@@ -168,11 +249,10 @@ func (b *Broker) Heartbeats(ctx context.Context, ups []HeartbeatUpdate) ([]error
 			// and the plan cannot go wrong on a freshly filled table (a
 			// joined VALUES list can, before ANALYZE has run).
 			for i, u := range ups {
-				if last[u.Instance] != i {
+				if j, ok := last[u.Instance]; !ok || j != i {
 					continue
 				}
-				res := tx.Exec("UPDATE broker_instances SET last_heartbeat = ?, load1 = ?, utilization = ?, telemetry = ? WHERE id = ?",
-					u.At, u.Load1, u.Utilization, string(u.Telemetry), u.Instance)
+				res := tx.Exec(heartbeatSQL, u.At, u.Load1, u.Utilization, string(u.Telemetry), u.Instance)
 				if res.Error != nil {
 					return res.Error
 				}
@@ -202,16 +282,49 @@ func (b *Broker) Heartbeats(ctx context.Context, ups []HeartbeatUpdate) ([]error
 			known[id] = true
 		}
 		for i, u := range ups {
-			if !known[u.Instance] {
-				errs[i] = fmt.Errorf("instance %q: %w", u.Instance, ErrNotFound)
+			if _, ok := last[u.Instance]; ok && !known[u.Instance] {
+				unknown = append(unknown, i)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("recording heartbeats: %w", err)
+		return err
 	}
-	return errs, nil
+	for _, i := range unknown {
+		errs[i] = fmt.Errorf("instance %q: %w", ups[i].Instance, ErrNotFound)
+	}
+	return nil
+}
+
+const heartbeatSQL = "UPDATE broker_instances SET last_heartbeat = ?, load1 = ?, utilization = ?, telemetry = ? WHERE id = ?"
+
+// heartbeatsOneByOne applies each heartbeat in its own statement after the
+// shared transaction failed, so that the failure lands on the heartbeat
+// that caused it.
+func (b *Broker) heartbeatsOneByOne(ctx context.Context, ups []HeartbeatUpdate, last map[string]int, errs []error) {
+	for i, u := range ups {
+		j, ok := last[u.Instance]
+		if !ok {
+			continue // already refused
+		}
+		if j != i {
+			continue // superseded by a later heartbeat of the same instance
+		}
+		res := b.db.WithContext(ctx).Exec(heartbeatSQL, u.At, u.Load1, u.Utilization, string(u.Telemetry), u.Instance)
+		switch {
+		case res.Error != nil:
+			errs[i] = fmt.Errorf("recording the heartbeat of %q: %w", u.Instance, res.Error)
+		case res.RowsAffected == 0:
+			errs[i] = fmt.Errorf("instance %q: %w", u.Instance, ErrNotFound)
+		}
+	}
+	// Superseded heartbeats share the fate of the one that replaced them.
+	for i, u := range ups {
+		if j, ok := last[u.Instance]; ok && j != i {
+			errs[i] = errs[j]
+		}
+	}
 }
 
 // GetInstance returns one instance or ErrNotFound.
@@ -270,12 +383,20 @@ type Report struct {
 	DrainState string
 	PreemptAt  time.Time
 	Benchmarks []BenchmarkRecord
+	// Next, when set, decides the new state from the instance's current
+	// one inside the transaction (the domain's transition rules,
+	// fleet/instance); it overrides State.
+	Next func(current string) string
 }
 
 // RecordReport applies r atomically: update the instance, add the event
 // and the benchmarks. A report whose idempotency key this instance already
-// used is not applied again; RecordReport then returns the first event and
-// duplicate=true. ErrNotFound when the instance is unknown.
+// used, with the same kind and data, is not applied again; RecordReport
+// then returns the first event and duplicate=true. The same key with other
+// kind or data is ErrKeyReused: the client reused a key for a different
+// report, and recording neither silently is the only safe answer.
+// ErrNotFound when the instance is unknown; ErrInvalidText when a value
+// cannot be stored.
 func (b *Broker) RecordReport(ctx context.Context, r Report) (ev EventRecord, duplicate bool, err error) {
 	ev = r.Event
 	findDup := func(tx *gorm.DB) (bool, error) {
@@ -289,8 +410,20 @@ func (b *Broker) RecordReport(ctx context.Context, r Report) (ev EventRecord, du
 		if row.ID == 0 {
 			return false, nil
 		}
+		if row.Kind != r.Event.Kind || row.Data != string(r.Event.Data) {
+			return false, fmt.Errorf("idempotency key %q of %q: %w", ev.IdempotencyKey, ev.Instance, ErrKeyReused)
+		}
 		ev = row.record()
 		return true, nil
+	}
+	if err := checkText("report", ev.Instance, ev.Kind, ev.Workload, ev.Message, string(ev.Data), ev.IdempotencyKey,
+		r.State, r.DrainState); err != nil {
+		return EventRecord{}, false, err
+	}
+	for _, bm := range r.Benchmarks {
+		if err := checkText("benchmark", bm.InstanceType, bm.GPU); err != nil {
+			return EventRecord{}, false, err
+		}
 	}
 	err = b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var inst instanceRow
@@ -304,8 +437,14 @@ func (b *Broker) RecordReport(ctx context.Context, r Report) (ev EventRecord, du
 			return err
 		}
 		set := map[string]any{}
-		if r.State != "" {
-			set["state"] = r.State
+		state := r.State
+		if r.Next != nil {
+			if state = r.Next(inst.State); state == inst.State {
+				state = "" // the rules keep the state (e.g. drained is final)
+			}
+		}
+		if state != "" {
+			set["state"] = state
 		}
 		if r.DrainState != "" {
 			set["drain_state"] = r.DrainState
@@ -339,8 +478,12 @@ func (b *Broker) RecordReport(ctx context.Context, r Report) (ev EventRecord, du
 	})
 	if err != nil && isUniqueViolation(err) {
 		// The same report raced in twice; the other delivery committed.
-		if dup, derr := findDup(b.db.WithContext(ctx)); derr == nil && dup {
+		dup, derr := findDup(b.db.WithContext(ctx))
+		if derr == nil && dup {
 			return ev, true, nil
+		}
+		if errors.Is(derr, ErrKeyReused) {
+			return EventRecord{}, false, derr
 		}
 	}
 	if err != nil {

@@ -52,7 +52,7 @@ func (b *Broker) ClaimJobRun(ctx context.Context, leaseName, job string, slot ti
 		if n == 0 {
 			return nil
 		}
-		row := jobRunRow{Job: job, Slot: slot.UTC(), Holder: holder, Epoch: epoch, StartedAt: now}
+		row := jobRunRow{Job: job, Slot: slotKey(slot), Holder: holder, Epoch: epoch, StartedAt: now}
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
 		if res.Error != nil {
 			return res.Error
@@ -67,6 +67,12 @@ func (b *Broker) ClaimJobRun(ctx context.Context, leaseName, job string, slot ti
 	}
 	return id, id != 0, nil
 }
+
+// slotKey is the slot as both databases store it: PostgreSQL keeps
+// microseconds, so two slots that differ only below a microsecond would be
+// one slot there and two on SQLite. Truncating here makes them one on both,
+// and makes the caller's slots collide only when they are truly the same.
+func slotKey(slot time.Time) time.Time { return slot.UTC().Truncate(time.Microsecond) }
 
 // FinishJobRun records the end of a claimed run.
 func (b *Broker) FinishJobRun(ctx context.Context, id int64, now time.Time, runErr error) error {

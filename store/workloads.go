@@ -13,12 +13,12 @@ import (
 // WorkloadRecord is a workload registered through the API. Spec is the
 // workload's definition as JSON, opaque to the store.
 type WorkloadRecord struct {
-	Name      string          `json:"name"`
-	Team      string          `json:"team,omitempty"`
-	Kind      string          `json:"kind"`
-	Spec      json.RawMessage `json:"spec,omitempty"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
+	Name      string
+	Team      string
+	Kind      string
+	Spec      json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 type workloadRow struct {
@@ -39,6 +39,9 @@ func (r workloadRow) record() WorkloadRecord {
 
 // CreateWorkload stores a new workload; ErrConflict when the name is taken.
 func (b *Broker) CreateWorkload(ctx context.Context, w WorkloadRecord, now time.Time) (WorkloadRecord, error) {
+	if err := checkText("workload", w.Name, w.Team, w.Kind, string(w.Spec)); err != nil {
+		return WorkloadRecord{}, err
+	}
 	row := workloadRow{Name: w.Name, Team: w.Team, Kind: w.Kind, Spec: string(w.Spec), CreatedAt: now, UpdatedAt: now}
 	if err := b.db.WithContext(ctx).Create(&row).Error; err != nil {
 		if isUniqueViolation(err) {
@@ -51,6 +54,9 @@ func (b *Broker) CreateWorkload(ctx context.Context, w WorkloadRecord, now time.
 
 // UpdateWorkload replaces a workload's fields; ErrNotFound when absent.
 func (b *Broker) UpdateWorkload(ctx context.Context, w WorkloadRecord, now time.Time) (WorkloadRecord, error) {
+	if err := checkText("workload", w.Name, w.Team, w.Kind, string(w.Spec)); err != nil {
+		return WorkloadRecord{}, err
+	}
 	var out WorkloadRecord
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&workloadRow{}).Where("name = ?", w.Name).
