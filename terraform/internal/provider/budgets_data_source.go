@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -30,27 +29,6 @@ type budgetModel struct {
 	MonthlyUSD types.Float64  `tfsdk:"monthly_usd"`
 	PlannedUSD types.Float64  `tfsdk:"planned_usd"`
 	Workloads  []types.String `tfsdk:"workloads"`
-}
-
-// budgetsAnswer is the answer of GET /api/v1/budgets.
-type budgetsAnswer struct {
-	Policy       string    `json:"policy"`
-	HorizonHours float64   `json:"horizon_hours"`
-	GeneratedAt  time.Time `json:"generated_at"`
-	Budgets      []struct {
-		Name       string   `json:"name"`
-		Team       string   `json:"team"`
-		Workload   string   `json:"workload"`
-		MonthlyUSD float64  `json:"monthly_usd"`
-		PlannedUSD float64  `json:"planned_usd"`
-		Workloads  []string `json:"workloads"`
-	} `json:"budgets"`
-}
-
-func (c *brokerClient) Budgets(ctx context.Context) (budgetsAnswer, error) {
-	var out budgetsAnswer
-	err := c.do(ctx, http.MethodGet, "/api/v1/budgets", nil, nil, "", &out)
-	return out, err
 }
 
 func (d *budgetsDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {

@@ -1,51 +1,22 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
-// errNotFound is what the broker answers 404 with: the workload is gone.
-var errNotFound = errors.New("not found")
-
-// apiError is a broker answer outside 2xx, with the broker's stable code
-// and its message (which says what to change). It never holds the token.
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("broker answered %d %s: %s", e.Status, e.Code, e.Message)
-}
-
-func (e *apiError) Is(target error) bool {
-	return target == errNotFound && e.Status == http.StatusNotFound
-}
-
-// brokerClient calls the broker's JSON API (docs/api.md) with an admin
-// token.
-type brokerClient struct {
-	base  *url.URL
-	token string
-	http  *http.Client
-	agent string
-}
-
-func newBrokerClient(endpoint, token string, hc *http.Client, version string) (*brokerClient, error) {
+// newBrokerClient checks the endpoint and returns the project's one typed
+// client of the broker API with the admin token.
+func newBrokerClient(endpoint, token string, hc *http.Client, version string) (*apiv1.Client, error) {
 	u, err := url.Parse(strings.TrimRight(endpoint, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("endpoint %q is not an http:// or https:// URL of a broker, e.g. http://127.0.0.1:8080", endpoint)
@@ -53,150 +24,72 @@ func newBrokerClient(endpoint, token string, hc *http.Client, version string) (*
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	return &brokerClient{base: u, token: token, http: hc, agent: "terraform-provider-gpubroker/" + version}, nil
+	c := apiv1.NewClient(u.String(), token, hc)
+	c.UserAgent = "terraform-provider-gpubroker/" + version
+	return c, nil
 }
 
-func (c *brokerClient) do(ctx context.Context, method, p string, q url.Values, body []byte, contentType string, out any) error {
-	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + p
-	u.RawQuery = q.Encode()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
-		return fmt.Errorf("building %s %s: %w", method, p, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.agent)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, p, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %w", method, p, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &apiError{Status: resp.StatusCode}
-		var wire struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(data, &wire) == nil && wire.Error.Message != "" {
-			e.Code, e.Message = wire.Error.Code, wire.Error.Message
-		} else {
-			e.Message = strings.TrimSpace(string(data[:min(len(data), 300)]))
-		}
-		return fmt.Errorf("%s %s: %w", method, p, e)
-	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: decoding the answer: %w", method, p, err)
-	}
-	return nil
-}
+// isNotFound reports a 404 from the broker: the workload is gone.
+func isNotFound(err error) bool { return apiv1.StatusOf(err) == http.StatusNotFound }
 
-// offersAnswer is the answer of GET /api/v1/offers.
+// offersAnswer is a catalog's answer to an offers query.
 type offersAnswer struct {
-	GeneratedAt time.Time       `json:"generated_at"`
-	Source      string          `json:"source"`
-	Count       int             `json:"count"`
-	Offers      []pricing.Offer `json:"offers"`
+	GeneratedAt time.Time
+	Source      string
+	Offers      []pricing.Offer
 }
 
-func (c *brokerClient) Offers(ctx context.Context, q pricing.Query) (offersAnswer, error) {
-	v := url.Values{}
+// brokerSource answers the data sources from a broker through apiv1.
+type brokerSource struct{ c *apiv1.Client }
+
+func (b brokerSource) Offers(ctx context.Context, q pricing.Query) (offersAnswer, error) {
+	aq := apiv1.OffersQuery{Regions: q.Regions, Capacity: string(q.Capacity), MinGPUs: q.MinGPUCount, MaxGPUs: q.MaxGPUCount,
+		MinGPUMemoryGiB: q.MinGPUMemoryGiB, MaxPrice: q.MaxPricePerHour}
 	for _, g := range q.GPUs {
-		v.Add("gpu", string(g))
+		aq.GPUs = append(aq.GPUs, string(g))
 	}
-	for _, cl := range q.Clouds {
-		v.Add("cloud", string(cl))
+	for _, c := range q.Clouds {
+		aq.Clouds = append(aq.Clouds, string(c))
 	}
-	for _, r := range q.Regions {
-		v.Add("region", r)
+	ans, err := b.c.Offers(ctx, aq)
+	if err != nil {
+		return offersAnswer{}, err
 	}
-	if q.Capacity != "" {
-		v.Set("capacity", string(q.Capacity))
+	out := offersAnswer{GeneratedAt: ans.GeneratedAt, Source: ans.Source, Offers: make([]pricing.Offer, 0, len(ans.Offers))}
+	for _, o := range ans.Offers {
+		out.Offers = append(out.Offers, pricingOffer(o))
 	}
-	if q.MinGPUCount > 0 {
-		v.Set("min_gpus", strconv.Itoa(q.MinGPUCount))
-	}
-	if q.MaxGPUCount > 0 {
-		v.Set("max_gpus", strconv.Itoa(q.MaxGPUCount))
-	}
-	if q.MinGPUMemoryGiB > 0 {
-		v.Set("min_gpu_memory_gib", strconv.FormatFloat(q.MinGPUMemoryGiB, 'f', -1, 64))
-	}
-	if q.MaxPricePerHour > 0 {
-		v.Set("max_price", strconv.FormatFloat(q.MaxPricePerHour, 'f', -1, 64))
-	}
-	var out offersAnswer
-	err := c.do(ctx, http.MethodGet, "/api/v1/offers", v, nil, "", &out)
-	return out, err
+	return out, nil
 }
 
-// Plan posts a policy document (YAML or JSON) to POST /api/v1/plan.
-func (c *brokerClient) Plan(ctx context.Context, name string, doc []byte) (*optimizer.Plan, error) {
-	var out optimizer.Plan
-	if err := c.do(ctx, http.MethodPost, "/api/v1/plan", url.Values{"name": {name}}, doc, "application/yaml", &out); err != nil {
+// pricingOffer is the wire offer as the pricing package's, so that prices
+// per GPU-hour and per TFLOP-hour and staleness come from pricing's own
+// methods, online as offline.
+func pricingOffer(o apiv1.Offer) pricing.Offer {
+	return pricing.Offer{Cloud: pricing.Cloud(o.Cloud), Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+		GPU: pricing.GPUModel(o.GPU), GPUCount: o.GPUCount, GPUMemoryGiB: o.GPUMemoryGiB, VCPUs: o.VCPUs, MemoryGiB: o.MemoryGiB,
+		OnDemandPrice: o.OnDemandPrice, SpotPrice: o.SpotPrice,
+		Spot: pricing.SpotSignal{Bucket: o.Spot.Bucket, InterruptionsPerHour: o.Spot.InterruptionsPerHour,
+			PlacementScore: o.Spot.PlacementScore, Availability: o.Spot.Availability, Default: o.Spot.Default},
+		ObservedAt: o.ObservedAt, Source: o.Source}
+}
+
+// Plan posts the policy document to the broker's plan API. The answer is
+// the optimizer's plan in its documented JSON (docs/plan.md), read back
+// into the optimizer's type so online and offline placements are set by
+// one function.
+func (b brokerSource) Plan(ctx context.Context, name string, doc []byte) (*optimizer.Plan, error) {
+	p, err := b.c.PlanPolicy(ctx, name, doc)
+	if err != nil {
 		return nil, err
 	}
-	return &out, nil
-}
-
-// workloadRecord is a workload registered through /api/v1/workloads.
-type workloadRecord struct {
-	Name      string          `json:"name"`
-	Team      string          `json:"team,omitempty"`
-	Kind      string          `json:"kind"`
-	Spec      json.RawMessage `json:"spec,omitempty"`
-	CreatedAt time.Time       `json:"created_at,omitzero"`
-	UpdatedAt time.Time       `json:"updated_at,omitzero"`
-}
-
-func (c *brokerClient) CreateWorkload(ctx context.Context, w workloadRecord) (workloadRecord, error) {
-	return c.sendWorkload(ctx, http.MethodPost, "/api/v1/workloads", w)
-}
-
-func (c *brokerClient) UpdateWorkload(ctx context.Context, w workloadRecord) (workloadRecord, error) {
-	return c.sendWorkload(ctx, http.MethodPut, "/api/v1/workloads/"+url.PathEscape(w.Name), w)
-}
-
-func (c *brokerClient) sendWorkload(ctx context.Context, method, p string, w workloadRecord) (workloadRecord, error) {
-	body := struct {
-		Name string          `json:"name"`
-		Team string          `json:"team,omitempty"`
-		Kind string          `json:"kind"`
-		Spec json.RawMessage `json:"spec"`
-	}{w.Name, w.Team, w.Kind, w.Spec}
-	b, err := json.Marshal(body)
+	data, err := json.Marshal(p)
 	if err != nil {
-		return workloadRecord{}, fmt.Errorf("encoding workload %q: %w", w.Name, err)
+		return nil, fmt.Errorf("encoding the broker's plan: %w", err)
 	}
-	var out workloadRecord
-	err = c.do(ctx, method, p, nil, b, "application/json", &out)
-	return out, err
-}
-
-func (c *brokerClient) GetWorkload(ctx context.Context, name string) (workloadRecord, error) {
-	var out workloadRecord
-	err := c.do(ctx, http.MethodGet, "/api/v1/workloads/"+url.PathEscape(name), nil, nil, "", &out)
-	return out, err
-}
-
-func (c *brokerClient) DeleteWorkload(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/api/v1/workloads/"+url.PathEscape(name), nil, nil, "", nil)
+	var out optimizer.Plan
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("reading the broker's plan: %w", err)
+	}
+	return &out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // FuzzWorkloadFromBroker feeds the provider what a broker (or anyone who
@@ -21,7 +23,7 @@ func FuzzWorkloadFromBroker(f *testing.F) {
 	f.Add(`{"deadline":"\u0000"}`, "training")
 	f.Fuzz(func(t *testing.T, spec, kind string) {
 		var m workloadModel
-		rec := workloadRecord{Name: "w", Kind: kind, Spec: []byte(spec), CreatedAt: time.Unix(0, 0)}
+		rec := apiv1.Workload{Name: "w", Kind: kind, Spec: []byte(spec), CreatedAt: time.Unix(0, 0)}
 		if err := m.fromRecord(rec, nil); err != nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/optimizer"
 )
 
@@ -182,8 +183,8 @@ func (d *placementDataSource) Read(ctx context.Context, req datasource.ReadReque
 				fmt.Sprintf("workload %q cannot be placed: %s (%s)", b.Workload, b.Reason, b.Constraint))
 			return
 		}
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Code == "infeasible" {
+		var ae *apiv1.Error
+		if errors.As(err, &ae) && ae.Code == apiv1.CodeInfeasible {
 			resp.Diagnostics.AddAttributeError(path.Root("name"), "No feasible placement", ae.Message)
 			return
 		}

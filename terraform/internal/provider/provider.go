@@ -22,6 +22,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -103,7 +105,7 @@ type providerData struct {
 	// source answers offers and plans: the broker, or the snapshot.
 	source source
 	// broker is nil offline.
-	broker *brokerClient
+	broker *apiv1.Client
 	now    func() time.Time
 }
 
@@ -139,7 +141,7 @@ func (p *gpubrokerProvider) Configure(ctx context.Context, req provider.Configur
 			resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid broker endpoint", err.Error())
 			return
 		}
-		data.source, data.broker = c, c
+		data.source, data.broker = brokerSource{c}, c
 	}
 	resp.DataSourceData = data
 	resp.ResourceData = data
@@ -163,7 +165,7 @@ type source interface {
 }
 
 var (
-	_ source = (*brokerClient)(nil)
+	_ source = brokerSource{}
 	_ source = (*snapshotSource)(nil)
 )
 
@@ -178,10 +180,9 @@ type snapshotSource struct {
 
 func (s *snapshotSource) catalog() (*pricing.Catalog, error) {
 	s.once.Do(func() {
-		s.cat, s.err = pricing.EmbeddedCatalog()
-		if s.err != nil {
-			s.err = fmt.Errorf("loading the embedded price snapshot: %w", s.err)
-		}
+		// The one catalog loader; with no store it is the embedded
+		// snapshot with the built-in spot defaults.
+		s.cat, s.err = catalog.Load(context.Background(), nil)
 	})
 	return s.cat, s.err
 }
@@ -191,8 +192,7 @@ func (s *snapshotSource) Offers(_ context.Context, q pricing.Query) (offersAnswe
 	if err != nil {
 		return offersAnswer{}, err
 	}
-	offers := cat.Query(q)
-	return offersAnswer{GeneratedAt: cat.GeneratedAt, Source: cat.Source, Count: len(offers), Offers: offers}, nil
+	return offersAnswer{GeneratedAt: cat.GeneratedAt, Source: cat.Source, Offers: cat.Query(q)}, nil
 }
 
 func (s *snapshotSource) Plan(_ context.Context, name string, doc []byte) (*optimizer.Plan, error) {

@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -136,9 +134,10 @@ func TestRankOffers(t *testing.T) {
 	}
 }
 
-// TestClientErrors checks broker answers become errors that carry the
-// broker's code and message, never the token, and that 404 is errNotFound.
-func TestClientErrors(t *testing.T) {
+// TestBrokerSource checks the online source: filters go out as the
+// broker's query parameters, its offers come back as pricing offers, and
+// errors carry the broker's message, never the token; 404 is "gone".
+func TestBrokerSource(t *testing.T) {
 	const token = "gpb_secretsecretsecretsecretsecretsecretsecret1"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
@@ -146,16 +145,22 @@ func TestClientErrors(t *testing.T) {
 			_, _ = w.Write([]byte(`{"error":{"code":"unauthorized","message":"unknown token"}}`))
 			return
 		}
+		if !strings.HasPrefix(r.Header.Get("User-Agent"), "terraform-provider-gpubroker/") {
+			t.Errorf("User-Agent %q", r.Header.Get("User-Agent"))
+		}
 		switch r.URL.Path {
 		case "/api/v1/workloads/gone":
 			w.WriteHeader(404)
 			_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"workload \"gone\" not found"}}`))
 		case "/api/v1/offers":
-			if got := r.URL.Query()["gpu"]; !slices.Equal(got, []string{"H100", "A100-80GB"}) || r.URL.Query().Get("capacity") != "spot" ||
-				r.URL.Query().Get("max_price") != "12.5" || r.URL.Query().Get("region") != "us-*" {
+			q := r.URL.Query()
+			if q.Get("gpu") != "H100,A100-80GB" || q.Get("capacity") != "spot" || q.Get("max_price") != "12.5" || q.Get("region") != "us-*" {
 				t.Errorf("offers query %s", r.URL.RawQuery)
 			}
-			_ = json.NewEncoder(w).Encode(offersAnswer{Source: "live", Count: 0, Offers: []pricing.Offer{}})
+			_, _ = w.Write([]byte(`{"generated_at":"2026-11-01T00:00:00Z","source":"live","count":1,"offers":[{"cloud":"aws","region":"us-east-1",
+				"zone":"use1-az1","instance_type":"p5.48xlarge","gpu":"H100","gpu_count":8,"gpu_memory_gib":80,"vcpus":192,"memory_gib":2048,
+				"on_demand_price":98.32,"spot_price":40,"spot_signal":{"interruptions_per_hour":0.01,"default":true},
+				"observed_at":"2026-11-01T00:00:00Z","source":"aws-pricing"}]}`))
 		default:
 			w.WriteHeader(502)
 			_, _ = w.Write([]byte("<html>bad gateway</html>"))
@@ -168,16 +173,20 @@ func TestClientErrors(t *testing.T) {
 	}
 	ctx := context.Background()
 	_, err = c.GetWorkload(ctx, "gone")
-	if !errors.Is(err, errNotFound) || !strings.Contains(err.Error(), `workload "gone" not found`) {
+	if !isNotFound(err) || !strings.Contains(err.Error(), `workload "gone" not found`) {
 		t.Errorf("404: %v", err)
 	}
 	_, err = c.GetWorkload(ctx, "other")
-	if err == nil || !strings.Contains(err.Error(), "502") || !strings.Contains(err.Error(), "bad gateway") || errors.Is(err, errNotFound) {
+	if err == nil || !strings.Contains(err.Error(), "502") || !strings.Contains(err.Error(), "bad gateway") || isNotFound(err) {
 		t.Errorf("502: %v", err)
 	}
-	if _, err := c.Offers(ctx, pricing.Query{GPUs: []pricing.GPUModel{pricing.H100, pricing.A100_80}, Capacity: pricing.Spot,
-		MaxPricePerHour: 12.5, Regions: []string{"us-*"}}); err != nil {
-		t.Errorf("offers: %v", err)
+	ans, err := brokerSource{c}.Offers(ctx, pricing.Query{GPUs: []pricing.GPUModel{pricing.H100, pricing.A100_80}, Capacity: pricing.Spot,
+		MaxPricePerHour: 12.5, Regions: []string{"us-*"}})
+	if err != nil || len(ans.Offers) != 1 || ans.Source != "live" {
+		t.Fatalf("offers: %+v %v", ans, err)
+	}
+	if g, ok := ans.Offers[0].PricePerGPUHour(pricing.Spot); !ok || g != 5 || ans.Offers[0].Spot.InterruptionsPerHour != 0.01 {
+		t.Errorf("offer read back as %+v", ans.Offers[0])
 	}
 	bad, _ := newBrokerClient(srv.URL, "gpb_wrong", srv.Client(), "test")
 	_, err = bad.GetWorkload(ctx, "x")

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 func newWorkloadResource() resource.Resource { return &workloadResource{} }
@@ -78,7 +79,7 @@ func (r *workloadResource) ValidateConfig(ctx context.Context, req resource.Vali
 }
 
 // broker returns the client, or adds a diagnostic saying why there is none.
-func (r *workloadResource) broker(add func(string, string)) *brokerClient {
+func (r *workloadResource) broker(add func(string, string)) *apiv1.Client {
 	switch {
 	case r.data == nil:
 		add("Provider not configured", "the gpubroker provider was not configured before using gpubroker_workload")
@@ -92,17 +93,17 @@ func (r *workloadResource) broker(add func(string, string)) *brokerClient {
 }
 
 // record is the request body for the broker.
-func (m *workloadModel) record() (workloadRecord, error) {
+func (m *workloadModel) record() (apiv1.WorkloadInput, error) {
 	spec, err := json.Marshal(m.spec())
 	if err != nil {
-		return workloadRecord{}, fmt.Errorf("encoding the spec of %q: %w", m.Name.ValueString(), err)
+		return apiv1.WorkloadInput{}, fmt.Errorf("encoding the spec of %q: %w", m.Name.ValueString(), err)
 	}
-	return workloadRecord{Name: m.Name.ValueString(), Team: m.Team.ValueString(), Kind: m.Kind.ValueString(), Spec: spec}, nil
+	return apiv1.WorkloadInput{Name: m.Name.ValueString(), Team: m.Team.ValueString(), Kind: m.Kind.ValueString(), Spec: spec}, nil
 }
 
 // fromRecord sets the model from the broker's record; prior keeps equal
 // values' spelling (see fromSpec).
-func (m *workloadModel) fromRecord(rec workloadRecord, prior *workloadSpec) error {
+func (m *workloadModel) fromRecord(rec apiv1.Workload, prior *workloadSpec) error {
 	var s specJSON
 	if len(rec.Spec) > 0 && string(rec.Spec) != "null" {
 		if err := json.Unmarshal(rec.Spec, &s); err != nil {
@@ -126,11 +127,11 @@ func (r *workloadResource) write(ctx context.Context, m *workloadModel, create b
 	if err != nil {
 		return err
 	}
-	var got workloadRecord
+	var got apiv1.Workload
 	if create {
 		got, err = c.CreateWorkload(ctx, rec)
 	} else {
-		got, err = c.UpdateWorkload(ctx, rec)
+		got, err = c.PutWorkload(ctx, rec)
 	}
 	if err != nil {
 		return err
@@ -174,7 +175,7 @@ func (r *workloadResource) Read(ctx context.Context, req resource.ReadRequest, r
 		name = m.ID.ValueString()
 	}
 	rec, err := c.GetWorkload(ctx, name)
-	if errors.Is(err, errNotFound) {
+	if isNotFound(err) {
 		// Deleted outside Terraform: drop it so the plan creates it again.
 		resp.State.RemoveResource(ctx)
 		return
@@ -221,7 +222,7 @@ func (r *workloadResource) Delete(ctx context.Context, req resource.DeleteReques
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if err := c.DeleteWorkload(ctx, m.Name.ValueString()); err != nil && !errors.Is(err, errNotFound) {
+	if err := c.DeleteWorkload(ctx, m.Name.ValueString()); err != nil && !isNotFound(err) {
 		resp.Diagnostics.AddError("Deleting workload", err.Error())
 	}
 }
