@@ -17,9 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/catalog"
+	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
@@ -91,8 +94,15 @@ type Config struct {
 	// ShutdownGrace bounds how long in-flight requests and jobs may take
 	// after a stop signal (default 30s).
 	ShutdownGrace time.Duration
+	// Identity verifies agents' signed instance identities (nil: not
+	// verified); RequireIdentity refuses bootstrap registrations without
+	// one (docs/api.md, "Instance identity").
+	Identity        *identity.Verifier
+	RequireIdentity bool
 	// Started, when set, is closed once the daemon listens.
 	Started chan<- net.Addr
+	// Fleet, when set, runs the fleet reconciler (fleet.go).
+	Fleet *FleetSetup
 }
 
 func (c *Config) defaults() error {
@@ -248,6 +258,15 @@ func Run(ctx context.Context, cfg Config) error {
 		checkWorkload = func(w store.WorkloadRecord) error { return checkAPIWorkload(cfg.PolicyPath, policyData, w) }
 	}
 
+	var fp *fleetParts
+	var fleetAPI httpapi.Fleet
+	if cfg.Fleet != nil {
+		if fp, err = newFleet(ctx, &cfg, broker, &cat, policyData, metrics, elector, log); err != nil {
+			return err
+		}
+		fleetAPI = fp.api
+	}
+
 	jobs := append([]Job(nil), cfg.ExtraJobs...)
 	if cfg.Refresh == nil {
 		cfg.Refresh = StoreRefresher
@@ -294,6 +313,29 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}})
 	}
+	var pol *policy.Policy
+	if policyData != nil {
+		pol, _ = policy.Parse(cfg.PolicyPath, policyData) // checked by the first plan above
+	}
+	ledgerMetrics := NewLedgerMetrics(metrics.Registry())
+	jobs = append(jobs, Job{Name: "ledger", Schedule: LedgerSchedule, OnLeadership: true, Run: func(ctx context.Context) error {
+		if err := RunLedger(ctx, LedgerSources{Broker: broker, Catalog: cat.Load, Policy: pol, Metrics: ledgerMetrics}, cfg.Now()); err != nil {
+			return err
+		}
+		return flagSlowHosts(ctx, broker, cfg.Now())
+	}})
+	if planner != nil {
+		planner.speeds = func(ctx context.Context) optimizer.SpeedTable {
+			t, err := MeasuredSpeeds(ctx, broker, cfg.Now())
+			if err != nil {
+				log.Warn("measured speeds unavailable; planning on spec sheets", "err", err)
+			}
+			return t
+		}
+		planner.spend = func(ctx context.Context, bs apiv1.Budgets) (apiv1.Budgets, error) {
+			return withSpend(ctx, broker, cat.Load(), pol, bs, cfg.Now())
+		}
+	}
 	if cfg.Reports.Enabled() {
 		rjobs, err := reportJobs(cfg, st, broker, cat.Load, planner, policyData)
 		if err != nil {
@@ -307,9 +349,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
+	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Fleet: fleetAPI, Logger: log,
+		Identity: cfg.Identity, RequireIdentity: cfg.RequireIdentity,
 		CheckWorkload: checkWorkload,
-		Now:           cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
+		Spend: func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
+			return SpendView(ctx, broker, q)
+		},
+		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			return broker.Ping(ctx)
@@ -382,6 +428,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	})
+	if fp != nil {
+		g.Go(fp.loop.Run)
+	}
 	err = g.Wait()
 	stopElect()
 	<-electDone

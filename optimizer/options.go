@@ -204,7 +204,7 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 			c.f.count++
 		}
 		for _, ct := range []pricing.CapacityType{pricing.OnDemand, pricing.Spot} {
-			if _, sold := o.Price(ct); !sold {
+			if _, sold := o.Price(ct); !sold || (s.unavail != nil && s.unavail(o, ct)) {
 				continue
 			}
 			why := soft

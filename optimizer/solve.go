@@ -20,6 +20,10 @@ type Input struct {
 	Speeds SpeedTable
 	// Now is when the plan is made: catalog age is measured against it.
 	Now time.Time
+	// Unavailable, when set, rules out an offer sold one way (the fleet's
+	// unavailable-offerings cache: pools that just failed for capacity or
+	// were preempted, during their back-off).
+	Unavailable func(o *pricing.Offer, ct pricing.CapacityType) bool
 }
 
 // budgetRow is a policy budget and the workloads it covers.
@@ -38,6 +42,7 @@ func (b budgetRow) matches(w *policy.Workload) bool {
 // solver holds the precomputed, per-offer data of one Solve call.
 type solver struct {
 	pol     *policy.Policy
+	unavail func(o *pricing.Offer, ct pricing.CapacityType) bool
 	offers  []pricing.Offer
 	speeds  SpeedTable
 	horizon float64
@@ -78,6 +83,9 @@ func Solve(in Input) (*Plan, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
 	}
+	// Prices the catalog's sanity check cannot vouch for as discounts (spot
+	// at or above on-demand, spot without on-demand) are not planned on.
+	in.Catalog = in.Catalog.ForPlanning()
 	s := newSolver(in)
 	evals := make([]*eval, len(s.pol.Workloads))
 	var blocked []Blocked
@@ -250,6 +258,7 @@ func newSolver(in Input) *solver {
 	p := in.Policy
 	s := &solver{
 		pol:        p,
+		unavail:    in.Unavailable,
 		offers:     in.Catalog.Offers(),
 		speeds:     in.Speeds,
 		horizon:    p.Horizon.Hours(),

@@ -17,7 +17,11 @@ import (
 //	2: the broker's tables (workloads, instances, events, benchmarks,
 //	   tokens, leases, job runs) under the same version, and plans
 //	3: tokens expire (expires_at): one-time registration tokens
-const SchemaVersion = 4
+//	4: report_alerts (the Slack reports' alert state)
+//	5: the token revocation log (broker_token_revocations)
+//	6: the spend ledger (spend_ledger)
+//	7: the fleet's slots, launch intents, instances and settings
+const SchemaVersion = 7
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.
@@ -28,7 +32,8 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this gpubroker")
 // recorded by the one schema version: no table is created elsewhere.
 var models = []any{&offerRow{}, &pricePointRow{},
 	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
-	&planRow{}, &alertRow{}}
+	&planRow{}, &alertRow{}, &tokenRevocationRow{}, &spendRow{},
+	&slotRow{}, &intentRow{}, &fleetInstanceRow{}, &fleetSettingRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {

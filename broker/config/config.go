@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
 )
 
 // DefaultRefreshSchedule refreshes prices every six hours, on the hour: AWS
@@ -43,8 +44,13 @@ type Config struct {
 	CatalogReload time.Duration
 	// Retention bounds how long price history and events are kept.
 	Retention RetentionConfig
+	// Fleet configures the fleet reconciler (fleet.go).
+	Fleet FleetConfig
 	// Reports configures Slack reports and alerts (reports.go).
 	Reports ReportsConfig
+	// Endpoints overrides the clouds' public endpoints ("endpoints:"); the
+	// GPUBROKER_*_ENDPOINT / _URL variables fill what the file leaves out.
+	Endpoints providers.Endpoints
 }
 
 // RetentionConfig says how long the growing tables keep rows; 0 keeps them
@@ -120,6 +126,9 @@ const maxConfigSize = 1 << 20
 //	  regions: ["us-*", europe-west4]
 //	  concurrency: 4
 //	  fetch_timeout: 15m
+//	endpoints:
+//	  gcp_compute: https://compute.googleapis.internal
+//	  azure_retail_prices: https://proxy.internal/azure-prices
 func ParseConfig(name string, data []byte) (Config, error) {
 	cfg := DefaultConfig()
 	if len(data) > maxConfigSize {
@@ -132,7 +141,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return cfg, nil // empty file: all defaults
 	}
-	p := &parser{name: name}
+	p := &parser{name: name, src: data}
 	root := doc.Content[0]
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return cfg, nil
@@ -154,6 +163,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 				"events":        func(n *yaml.Node) error { return p.retention(n, "retention.events", &r.Events) },
 			})
 		},
+		"fleet":   func(n *yaml.Node) error { return p.fleet(n, &cfg.Fleet) },
 		"reports": func(n *yaml.Node) error { return p.reports(n, &cfg.Reports) },
 		"refresh": func(n *yaml.Node) error {
 			r := &cfg.Refresh
@@ -165,6 +175,22 @@ func ParseConfig(name string, data []byte) (Config, error) {
 				"concurrency":   func(n *yaml.Node) error { return p.positive(n, "refresh.concurrency", &r.Concurrency) },
 				"fetch_timeout": func(n *yaml.Node) error { return p.duration(n, "refresh.fetch_timeout", &r.FetchTimeout) },
 			})
+		},
+		"endpoints": func(n *yaml.Node) error {
+			fields := map[string]func(*yaml.Node) error{}
+			for i, dst := range cfg.Endpoints.Fields() {
+				key := providers.EndpointKeys[i]
+				fields[key] = func(n *yaml.Node) error {
+					if err := p.str(n, "endpoints."+key, dst); err != nil {
+						return err
+					}
+					if err := providers.CheckEndpoint(*dst); err != nil {
+						return p.errorf(n, "endpoints.%s: %v", key, err)
+					}
+					return nil
+				}
+			}
+			return p.mapping(n, "endpoints", fields)
 		},
 	})
 	return cfg, err
@@ -181,7 +207,10 @@ func yamlError(name string, err error) error {
 	return fmt.Errorf("%w: %s:1:1: %s", ErrConfig, name, strings.TrimPrefix(msg, "yaml: "))
 }
 
-type parser struct{ name string }
+type parser struct {
+	name string
+	src  []byte // the file, for positions inside block scalars
+}
 
 func (p *parser) errorf(n *yaml.Node, format string, args ...any) error {
 	return fmt.Errorf("%w: %s:%d:%d: %s", ErrConfig, p.name, n.Line, n.Column, fmt.Sprintf(format, args...))

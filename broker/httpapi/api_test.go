@@ -89,7 +89,10 @@ func newEnv(t *testing.T, dsn string) *env {
 		t.Fatal(err)
 	}
 	fp := &fakePlanner{}
-	api := httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat }, Planner: fp,
+	api := httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat }, Planner: fp, Fleet: &fakeFleet{},
+		Spend: func(_ context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
+			return apiv1.Spend{By: q.By, Lines: []apiv1.SpendLine{}}, nil
+		},
 		Metrics: httpapi.NewMetrics(nil), MaxBodyBytes: 256 << 10})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
@@ -196,6 +199,7 @@ func TestAuthEveryRoute(t *testing.T) {
 		"GET /api/v1/plan":                    {"GET", "/api/v1/plan", nil, false},
 		"POST /api/v1/plan":                   {"POST", "/api/v1/plan", "workloads: []", false},
 		"GET /api/v1/budgets":                 {"GET", "/api/v1/budgets", nil, false},
+		"GET /api/v1/spend":                   {"GET", "/api/v1/spend", nil, false},
 		"GET /api/v1/workloads":               {"GET", "/api/v1/workloads", nil, false},
 		"POST /api/v1/workloads":              {"POST", "/api/v1/workloads", map[string]any{"name": "w1", "kind": "batch"}, false},
 		"GET /api/v1/workloads/{name}":        {"GET", "/api/v1/workloads/w1", nil, false},
@@ -213,6 +217,10 @@ func TestAuthEveryRoute(t *testing.T) {
 		"POST /api/v1/agents/{id}/benchmarks": {"POST", "/api/v1/agents/%s/benchmarks", map[string]any{"method": "command", "gpus": []map[string]any{{"index": 0, "name": "NVIDIA A10G", "dtype": "bf16", "tflops": 60, "bandwidth_gbs": 550}}}, true},
 		"POST /api/v1/agents/{id}/notices":    {"POST", "/api/v1/agents/%s/notices", map[string]any{"kind": "preempt", "id": "n1", "cloud": "aws", "deadline": "2026-12-02T12:00:00Z"}, true},
 		"POST /api/v1/agents/{id}/drains":     {"POST", "/api/v1/agents/%s/drains", map[string]any{"ok": true, "steps": []any{}}, true},
+		"GET /api/v1/fleet":                   {"GET", "/api/v1/fleet", nil, false},
+		"GET /api/v1/fleet/diff":              {"GET", "/api/v1/fleet/diff", nil, false},
+		"POST /api/v1/fleet/pause":            {"POST", "/api/v1/fleet/pause", nil, false},
+		"POST /api/v1/fleet/resume":           {"POST", "/api/v1/fleet/resume", nil, false},
 	}
 	public := map[string]bool{"GET /healthz": true, "GET /readyz": true}
 	forEachBackend(t, func(t *testing.T, e *env) {
