@@ -37,6 +37,9 @@ type offersAnswer struct {
 	GeneratedAt time.Time
 	Source      string
 	Offers      []pricing.Offer
+	// Issues are the price-sanity flags by offer key, judged over the whole
+	// catalog; nil when the source does not give them (the broker's API).
+	Issues map[string][]pricing.Issue
 }
 
 // brokerSource answers the data sources from a broker through apiv1.

@@ -49,23 +49,25 @@ type offersModel struct {
 }
 
 type offerModel struct {
-	Cloud           types.String  `tfsdk:"cloud"`
-	Region          types.String  `tfsdk:"region"`
-	Zone            types.String  `tfsdk:"zone"`
-	InstanceType    types.String  `tfsdk:"instance_type"`
-	GPU             types.String  `tfsdk:"gpu"`
-	GPUCount        types.Int64   `tfsdk:"gpu_count"`
-	GPUMemoryGiB    types.Float64 `tfsdk:"gpu_memory_gib"`
-	VCPUs           types.Float64 `tfsdk:"vcpus"`
-	MemoryGiB       types.Float64 `tfsdk:"memory_gib"`
-	OnDemandPerHour types.Float64 `tfsdk:"on_demand_usd_per_hour"`
-	SpotPerHour     types.Float64 `tfsdk:"spot_usd_per_hour"`
-	PerGPUHour      types.Float64 `tfsdk:"usd_per_gpu_hour"`
-	PerTFLOPHour    types.Float64 `tfsdk:"usd_per_tflop_hour"`
-	SpotSignal      types.Object  `tfsdk:"spot_signal"`
-	ObservedAt      types.String  `tfsdk:"observed_at"`
-	Stale           types.Bool    `tfsdk:"stale"`
-	Source          types.String  `tfsdk:"source"`
+	Cloud           types.String   `tfsdk:"cloud"`
+	Region          types.String   `tfsdk:"region"`
+	Zone            types.String   `tfsdk:"zone"`
+	InstanceType    types.String   `tfsdk:"instance_type"`
+	GPU             types.String   `tfsdk:"gpu"`
+	GPUCount        types.Int64    `tfsdk:"gpu_count"`
+	GPUMemoryGiB    types.Float64  `tfsdk:"gpu_memory_gib"`
+	VCPUs           types.Float64  `tfsdk:"vcpus"`
+	MemoryGiB       types.Float64  `tfsdk:"memory_gib"`
+	OnDemandPerHour types.Float64  `tfsdk:"on_demand_usd_per_hour"`
+	SpotPerHour     types.Float64  `tfsdk:"spot_usd_per_hour"`
+	PerGPUHour      types.Float64  `tfsdk:"usd_per_gpu_hour"`
+	PerTFLOPHour    types.Float64  `tfsdk:"usd_per_tflop_hour"`
+	SpotSignal      types.Object   `tfsdk:"spot_signal"`
+	ObservedAt      types.String   `tfsdk:"observed_at"`
+	Stale           types.Bool     `tfsdk:"stale"`
+	DateUnknown     types.Bool     `tfsdk:"date_unknown"`
+	Issues          []types.String `tfsdk:"issues"`
+	Source          types.String   `tfsdk:"source"`
 }
 
 var spotSignalTypes = map[string]attr.Type{
@@ -138,7 +140,12 @@ func (d *offersDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 						}},
 					"observed_at": computed("When the price was observed (RFC 3339)."),
 					"stale":       schema.BoolAttribute{Computed: true, MarkdownDescription: "Observed longer ago than `stale_after`."},
-					"source":      computed("Where this offer's price came from."),
+					"date_unknown": schema.BoolAttribute{Computed: true,
+						MarkdownDescription: "The price's source states no pricing date; `observed_at` is the day it was copied."},
+					"issues": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+						MarkdownDescription: "Price-sanity flags (`spot-not-below-on-demand`, `no-on-demand-price`, `regional-outlier`; docs/pricing.md), " +
+							"judged over the whole catalog. Offline only; null online, where the broker's offers API does not carry them."},
+					"source": computed("Where this offer's price came from."),
 				}},
 			},
 		},
@@ -298,7 +305,7 @@ func (d *offersDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	m.SortedBy = types.StringValue(sortBy)
 	m.Offers = make([]offerModel, 0, len(rows))
 	for _, r := range rows {
-		om, diags := r.model(now, staleAfter)
+		om, diags := r.model(now, staleAfter, ans.Issues)
 		resp.Diagnostics.Append(diags...)
 		m.Offers = append(m.Offers, om)
 	}
@@ -352,17 +359,24 @@ func roundTo(f float64, places int) float64 {
 	return math.Round(f*p) / p
 }
 
-func (r rankedOffer) model(now time.Time, staleAfter time.Duration) (offerModel, diag.Diagnostics) {
+func (r rankedOffer) model(now time.Time, staleAfter time.Duration, issues map[string][]pricing.Issue) (offerModel, diag.Diagnostics) {
 	m := offerModel{
 		Cloud: types.StringValue(string(r.Cloud)), Region: types.StringValue(r.Region), Zone: types.StringValue(r.Zone),
 		InstanceType: types.StringValue(r.InstanceType), GPU: types.StringValue(string(r.GPU)),
 		GPUCount: types.Int64Value(int64(r.GPUCount)), GPUMemoryGiB: types.Float64Value(r.GPUMemoryGiB),
 		VCPUs: types.Float64Value(r.VCPUs), MemoryGiB: types.Float64Value(r.Offer.MemoryGiB),
 		OnDemandPerHour: types.Float64Null(), SpotPerHour: types.Float64Null(),
-		SpotSignal: types.ObjectNull(spotSignalTypes),
-		ObservedAt: types.StringValue(r.ObservedAt.UTC().Format(time.RFC3339)),
-		Stale:      types.BoolValue(pricing.Stale(r.Offer, now, staleAfter)),
-		Source:     types.StringValue(r.Offer.Source),
+		SpotSignal:  types.ObjectNull(spotSignalTypes),
+		ObservedAt:  types.StringValue(r.ObservedAt.UTC().Format(time.RFC3339)),
+		Stale:       types.BoolValue(pricing.Stale(r.Offer, now, staleAfter)),
+		Source:      types.StringValue(r.Offer.Source),
+		DateUnknown: types.BoolValue(pricing.DateUnknown(r.Offer)),
+	}
+	if issues != nil {
+		m.Issues = []types.String{}
+		for _, is := range issues[r.Key()] {
+			m.Issues = append(m.Issues, types.StringValue(string(is)))
+		}
 	}
 	if p, ok := r.Price(pricing.OnDemand); ok {
 		m.OnDemandPerHour = types.Float64Value(p)

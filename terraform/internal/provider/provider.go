@@ -192,7 +192,11 @@ func (s *snapshotSource) Offers(_ context.Context, q pricing.Query) (offersAnswe
 	if err != nil {
 		return offersAnswer{}, err
 	}
-	return offersAnswer{GeneratedAt: cat.GeneratedAt, Source: cat.Source, Offers: cat.Query(q)}, nil
+	issues := cat.CheckSanity().ByKey
+	if issues == nil {
+		issues = map[string][]pricing.Issue{}
+	}
+	return offersAnswer{GeneratedAt: cat.GeneratedAt, Source: cat.Source, Offers: cat.Query(q), Issues: issues}, nil
 }
 
 func (s *snapshotSource) Plan(_ context.Context, name string, doc []byte) (*optimizer.Plan, error) {

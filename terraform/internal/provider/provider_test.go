@@ -128,8 +128,9 @@ func TestRankOffers(t *testing.T) {
 	if !slices.Equal(names(rows), []string{"c", "b", "a", "spot-only"}) {
 		t.Errorf("tflop order %v", names(rows))
 	}
-	m, diags := rows[len(rows)-1].model(time.Now(), time.Hour)
-	if diags.HasError() || !m.OnDemandPerHour.IsNull() || m.SpotPerHour.ValueFloat64() != 0.5 || m.SpotSignal.IsNull() {
+	m, diags := rows[len(rows)-1].model(time.Now(), time.Hour, map[string][]pricing.Issue{rows[len(rows)-1].Key(): {pricing.NoOnDemand}})
+	if diags.HasError() || !m.OnDemandPerHour.IsNull() || m.SpotPerHour.ValueFloat64() != 0.5 || m.SpotSignal.IsNull() ||
+		len(m.Issues) != 1 || m.Issues[0].ValueString() != string(pricing.NoOnDemand) {
 		t.Errorf("spot-only offer row %+v %v", m, diags)
 	}
 }
