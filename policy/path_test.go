@@ -13,7 +13,7 @@ func TestErrorPath(t *testing.T) {
 workloads:
   - name: a
     kind: training
-    gpu: {models: [A100-80GB, H1000], count: 99}
+    gpu: {models: [A100-80GB, H1000], count: 99999}
     work: {gpu_hours: 10}
   - name: b
     kind: inference

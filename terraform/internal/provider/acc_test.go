@@ -374,8 +374,8 @@ func TestAccWorkloadResource(t *testing.T) {
 			{Config: workloadConfig(b, "96h"), Check: brokerSpec(t, b, "llm-finetune", "deadline", `"96h"`)},
 			// A bad attribute is refused before anything is sent, at its path.
 			{
-				Config:      strings.Replace(workloadConfig(b, "96h"), `count = 8`, `count = 64`, 1),
-				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*resource "gpubroker_workload" "train".*gpu.count\s+64:\s+want\s+1\s+to\s+16`),
+				Config:      strings.Replace(workloadConfig(b, "96h"), `count = 8`, `count = 99999`, 1),
+				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*resource "gpubroker_workload" "train".*gpu.count\s+99999:\s+want\s+1\s+to\s+16384`),
 			},
 			// The broker still holds the last good workload.
 			{Config: workloadConfig(b, "96h"), PlanOnly: true},

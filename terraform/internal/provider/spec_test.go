@@ -97,8 +97,8 @@ func TestValidationPaths(t *testing.T) {
 	}{
 		{"unknown GPU", func(w *workloadSpec) { w.GPU.Models = svs("A100-80GB", "A100-80") },
 			path.Root("gpu").AtName("models").AtListIndex(1), `unknown GPU "A100-80"; did you mean`},
-		{"too many GPUs", func(w *workloadSpec) { w.GPU.Count = types.Int64Value(99) },
-			path.Root("gpu").AtName("count"), "want 1 to 16"},
+		{"too many GPUs", func(w *workloadSpec) { w.GPU.Count = types.Int64Value(99999) },
+			path.Root("gpu").AtName("count"), "want 1 to 16384"},
 		{"kind typo", func(w *workloadSpec) { w.Kind = sv("trainin") }, path.Root("kind"), `did you mean "training"`},
 		{"bad duration", func(w *workloadSpec) { w.Deadline = sv("3 days") }, path.Root("deadline"), "deadline"},
 		{"checkpoint past deadline", func(w *workloadSpec) { w.CheckpointInterval = sv("4d") }, path.Root("checkpoint_interval"), "longer than the deadline"},
