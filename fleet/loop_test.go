@@ -31,7 +31,9 @@ func TestLoopActsOnlyWhileLeading(t *testing.T) {
 	leading.Store(true)
 	l.Kick()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(liveTagged(e.cloud)) < 2 {
+	// Wait for the pass to be recorded too, not only for its launches: a
+	// cancel between the two would race the record.
+	for len(liveTagged(e.cloud)) < 2 || e.r.Last().Epoch != e.epoch || len(e.r.Last().Actions) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the leader's loop did not launch after a kick")
 		}
