@@ -48,7 +48,9 @@ func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Cat
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now})
 	if err != nil {
 		if errors.Is(err, optimizer.ErrInfeasible) {
-			return PlanResult{}, fmt.Errorf("%w: %s", httpapi.ErrInfeasible, err.Error())
+			// %w twice: the API matches ErrInfeasible, the dashboard reads
+			// the *optimizer.InfeasibleError's blocked workloads.
+			return PlanResult{}, fmt.Errorf("%w: %w", httpapi.ErrInfeasible, err)
 		}
 		return PlanResult{}, fmt.Errorf("planning %s: %w", name, err)
 	}
