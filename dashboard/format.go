@@ -52,6 +52,9 @@ func price(v float64) string {
 	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return "—"
 	}
+	if v < 0.01 {
+		return "$" + strconv.FormatFloat(v, 'f', 5, 64)
+	}
 	if v < 1 {
 		return "$" + strconv.FormatFloat(v, 'f', 4, 64)
 	}

@@ -81,10 +81,10 @@ func (b *Broker) PageInstances(ctx context.Context, workload string, offset, lim
 // GPUCount is how many instances and GPUs of one cloud and capacity type
 // run.
 type GPUCount struct {
-	Cloud     string
-	Capacity  string
-	Instances int64
-	GPUs      int64
+	Cloud     string `gorm:"column:cloud"`
+	Capacity  string `gorm:"column:capacity"`
+	Instances int64  `gorm:"column:instances"`
+	GPUs      int64  `gorm:"column:gpus"`
 }
 
 // ActiveGPUs counts the GPUs of instances that sent a heartbeat since
