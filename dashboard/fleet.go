@@ -68,7 +68,7 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request, rq request) {
 	q := r.URL.Query()
 	workload := q.Get("workload")
 	pg, _ := strconv.Atoi(q.Get("page"))
-	pg = max(pg, 1)
+	pg = clampPage(pg)
 	d := fleetData{Workload: workload}
 	off := (pg - 1) * pageSize
 

@@ -16,6 +16,11 @@ import (
 // whatever the fleet's size.
 const pageSize = 100
 
+// maxPage bounds page numbers so offsets cannot overflow.
+const maxPage = 1_000_000
+
+func clampPage(p int) int { return min(max(p, 1), maxPage) }
+
 type priceFilter struct {
 	GPU, Cloud, Region, Capacity, Sort string
 	Page                               int
@@ -48,7 +53,7 @@ func (s *Server) prices(w http.ResponseWriter, r *http.Request, rq request) {
 	f := priceFilter{GPU: q.Get("gpu"), Cloud: q.Get("cloud"), Region: strings.TrimSpace(q.Get("region")),
 		Capacity: q.Get("capacity"), Sort: q.Get("sort")}
 	f.Page, _ = strconv.Atoi(q.Get("page"))
-	f.Page = max(f.Page, 1)
+	f.Page = clampPage(f.Page)
 	d := pricesData{Filter: f, GPUs: pricing.GPUModels(), Clouds: pricing.Clouds(), Catalog: s.catalogInfo(),
 		StaleAfter: s.cfg.StaleAfter.String()}
 
@@ -193,8 +198,8 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, rq request) {
 		}
 	}
 	var spot, od Series
-	spot = Series{Name: "spot", Color: palette.Spot, Step: true}
-	od = Series{Name: "on-demand", Color: palette.OnDemand, Step: true, Dashed: true}
+	spot = Series{Name: "spot", Color: palette.Spot, Step: true, Markers: true}
+	od = Series{Name: "on-demand", Color: palette.OnDemand, Step: true, Dashed: true, Markers: true}
 	for _, p := range d.Points {
 		pt := Point{X: p.At, Y: p.Price}
 		if p.Capacity == pricing.Spot {

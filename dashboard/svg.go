@@ -27,8 +27,10 @@ type Series struct {
 	Color  string
 	Dashed bool
 	// Step draws a price that holds until the next point.
-	Step   bool
-	Points []Point
+	Step bool
+	// Markers draws a dot at each point (few points only).
+	Markers bool
+	Points  []Point
 }
 
 // LineChart is a time-series chart.
@@ -68,7 +70,7 @@ func niceMax(v float64) float64 {
 	return 10 * p
 }
 
-// money formats a value for an axis label.
+// axisLabel formats a value for an axis label: $2.5k, $0.35/h, 12 GPUs.
 func axisLabel(v float64, unit string) string {
 	var s string
 	switch {
@@ -81,7 +83,10 @@ func axisLabel(v float64, unit string) string {
 	default:
 		s = strconv.FormatFloat(v, 'f', 2, 64)
 	}
-	if unit != "" {
+	switch {
+	case strings.HasPrefix(unit, "$"):
+		s = "$" + s + unit[1:]
+	case unit != "":
 		s += " " + unit
 	}
 	return s
@@ -182,7 +187,7 @@ func (c LineChart) SVG() template.HTML {
 			dash = ` stroke-dasharray="6 4"`
 		}
 		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`, d.String(), s.Color, dash, esc(s.Name))
-		if len(s.Points) <= 60 {
+		if s.Markers && len(s.Points) <= 60 {
 			for _, p := range s.Points {
 				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="2.5" fill="%s"/>`, fnum(xOf(p.X)), fnum(yOf(p.Y)), s.Color)
 			}
