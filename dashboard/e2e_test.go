@@ -160,7 +160,7 @@ func seed(t *testing.T, dsn, adminToken string, now time.Time) (historyKey, stal
 	}
 	var ups []store.HeartbeatUpdate
 	for i, a := range agents {
-		if _, err := b.RegisterAgent(ctx, a.rec, fmt.Sprintf("agent-token-hash-%d", i), now.Add(-time.Duration(30+i)*time.Hour)); err != nil {
+		if _, err := b.RegisterAgent(ctx, a.rec, fmt.Sprintf("agent-token-hash-%d", i), now.Add(-time.Duration(33-i)*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		ups = append(ups, store.HeartbeatUpdate{Instance: a.rec.ID, At: now.Add(-time.Duration(5+i*20) * time.Second), Load1: 3.5,
