@@ -168,7 +168,7 @@ func TestLoginLogoutAndCookies(t *testing.T) {
 			t.Error("no HSTS under TLS")
 		}
 		// The login form's CSRF token must match its cookie.
-		resp, body := c.get("/ui/login")
+		resp, _ = c.get("/ui/login")
 		lc := cookieNamed(resp, prefix+loginCookie)
 		if lc == nil || !lc.HttpOnly || lc.SameSite != http.SameSiteStrictMode || lc.Secure != secure {
 			t.Fatalf("login cookie %+v", lc)
@@ -177,7 +177,7 @@ func TestLoginLogoutAndCookies(t *testing.T) {
 		if resp.StatusCode != http.StatusForbidden || cookieNamed(resp, prefix+sessionCookie) != nil {
 			t.Errorf("login with a forged CSRF token: %s", resp.Status)
 		}
-		_, body = c.get("/ui/login")
+		_, body := c.get("/ui/login")
 		resp, body = c.post("/ui/login", url.Values{"csrf": {csrfOf(t, body)}, "token": {"gpb_wrong"}})
 		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not a valid admin token") || strings.Contains(body, "gpb_wrong") {
 			t.Errorf("wrong token: %s", resp.Status)

@@ -201,8 +201,6 @@ func Route(api http.Handler, dash *Server) http.Handler {
 	})
 }
 
-type ctxKey struct{}
-
 // request is what a page handler knows about the logged-in user.
 type request struct {
 	id   string
