@@ -1,6 +1,6 @@
 // gpubroker dashboard: progressive enhancement only. Every page works
-// without this file; with it, pages refresh themselves and filter menus
-// apply on change. Loaded from /ui/static (the CSP allows no inline script).
+// without it; with it, pages refresh themselves. Loaded from /ui/static
+// (the CSP allows no inline script).
 (function () {
   "use strict";
   var body = document.body;
@@ -19,10 +19,4 @@
     };
     window.setTimeout(tick, period * 1000);
   }
-  var forms = document.querySelectorAll("form.filters");
-  Array.prototype.forEach.call(forms, function (f) {
-    Array.prototype.forEach.call(f.querySelectorAll("select"), function (s) {
-      s.addEventListener("change", function () { f.submit(); });
-    });
-  });
 })();
