@@ -31,6 +31,7 @@ import (
 	"github.com/gpubroker/gpubroker/agent/notice/aws"
 	"github.com/gpubroker/gpubroker/agent/notice/azure"
 	"github.com/gpubroker/gpubroker/agent/notice/gcp"
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // Defaults for zero config values.
@@ -79,6 +80,10 @@ type Agent struct {
 	// azureClient has a longer timeout (see New).
 	azureClient *http.Client
 
+	// identified is closed once the cloud and the instance's identity are
+	// known (or could not be), so the first registration carries them.
+	identified chan struct{}
+
 	mu        sync.Mutex
 	draining  bool // a full drain has started: the VM is going
 	earlyStop context.CancelFunc
@@ -122,7 +127,7 @@ func New(o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	a := &Agent{o: o, log: o.Logger, azureClient: azureClient}
+	a := &Agent{o: o, log: o.Logger, azureClient: azureClient, identified: make(chan struct{})}
 	if len(c.Drain) == 0 {
 		a.log.Warn("no drain steps configured: notices are reported but the workload is not told")
 	}
@@ -135,10 +140,14 @@ func New(o Options) (*Agent, error) {
 			a.log.Warn("spool directory unusable; keeping undelivered reports in memory", "err", err)
 			sp, _ = broker.NewSpool("", 256)
 		}
+		spoolLog := a.log.With("part", "spool")
+		sp.OnFallback = func(err error) {
+			spoolLog.Warn("spool directory cannot take a report; keeping it in memory until delivered (lost if the agent stops first)", "err", err)
+		}
 		host, _ := os.Hostname()
 		client := &broker.Client{BaseURL: c.Broker, HTTP: o.BrokerClient, TokenFile: c.TokenFile,
 			StateFile: filepath.Join(c.StateDir, "agent.json"),
-			Register:  broker.RegisterRequest{Hostname: host, AgentVersion: o.Version}}
+			Register:  apiv1.RegisterRequest{Hostname: host, AgentVersion: o.Version}}
 		a.spool = sp
 		a.reporter = &broker.Reporter{Client: client, Spool: sp, Logger: a.log.With("part", "broker")}
 	} else {
@@ -180,14 +189,27 @@ func (a *Agent) Run(ctx context.Context) error {
 	// is stopped (the VM shutting down) must get its result out.
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	var rwg sync.WaitGroup
-	if a.reporter != nil {
-		rwg.Go(func() { a.reporter.Run(rctx) })
-	}
-	defer func() { rcancel(); rwg.Wait() }()
 	coll := a.openGPU()
 	if coll != nil {
 		defer coll.Close()
+		if a.reporter != nil {
+			if stats, err := coll.Collect(); err == nil {
+				a.reporter.Client.SetRegistration(func(r *apiv1.RegisterRequest) { r.GPUs = APIStats(stats) })
+			}
+		}
 	}
+	if a.reporter != nil {
+		rwg.Go(func() {
+			// Reports wait for the identity so that the registration
+			// they trigger is complete; Enqueue never blocks meanwhile.
+			select {
+			case <-a.identified:
+			case <-ctx.Done():
+			}
+			a.reporter.Run(rctx)
+		})
+	}
+	defer func() { rcancel(); rwg.Wait() }()
 	benchReq := make(chan struct{}, 1)
 	a.wg.Go(func() { a.heartbeats(ctx, coll, benchReq) })
 	a.wg.Go(func() { a.benchmarks(ctx, coll, benchReq) })
@@ -250,14 +272,14 @@ func (a *Agent) resolveWatcher(ctx context.Context) (notice.Watcher, string, boo
 func (a *Agent) notices(ctx context.Context) {
 	w, cloud, ok := a.resolveWatcher(ctx)
 	if !ok {
+		close(a.identified)
 		return
 	}
 	a.mu.Lock()
 	a.watcher, a.cloud = w, cloud
 	a.mu.Unlock()
-	if a.reporter != nil {
-		a.reporter.Client.SetCloud(cloud)
-	}
+	a.identify(ctx, cloud)
+	close(a.identified)
 	ch, err := w.Watch(ctx)
 	if err != nil {
 		a.log.Error("cannot watch for notices", "err", err)
@@ -267,6 +289,35 @@ func (a *Agent) notices(ctx context.Context) {
 	for n := range ch {
 		a.handle(ctx, n)
 	}
+}
+
+// identify reads the instance's identity from the metadata service for
+// the registration. A failure is logged and the agent registers with what
+// it knows (the host name stands in for the instance id).
+func (a *Agent) identify(ctx context.Context, cloud string) {
+	if a.reporter == nil {
+		return
+	}
+	var id Identity
+	if a.o.Watcher == nil || a.o.Config.MetadataURL != "" {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		id, err = Identify(ictx, cloud, a.o.Config.MetadataURL, a.o.MetadataClient)
+		cancel()
+		if err != nil {
+			a.log.Warn("instance identity unavailable; registering without region, zone and instance type", "err", err)
+		} else {
+			a.log.Info("instance identity", "instance", id.InstanceID, "region", id.Region, "zone", id.Zone,
+				"type", id.InstanceType, "capacity", id.Capacity)
+		}
+	}
+	a.reporter.Client.SetRegistration(func(r *apiv1.RegisterRequest) {
+		r.Cloud = cloud
+		if id.InstanceID != "" {
+			r.InstanceID = id.InstanceID
+		}
+		r.Region, r.Zone, r.InstanceType, r.Capacity = id.Region, id.Zone, id.InstanceType, id.Capacity
+	})
 }
 
 // handle reacts to one notice: report it, and drain (fully for terminal
@@ -301,7 +352,7 @@ func (a *Agent) handle(ctx context.Context, n notice.Notice) {
 	}
 	// Queued before the drain starts, so the broker hears of the notice
 	// before the drain result (Enqueue does not block).
-	a.report(broker.KindNotice, n.ID, noticeReport{Notice: n, Action: act})
+	a.report(broker.KindNotice, n.ID, NoticeReport(n, act))
 	switch {
 	case full && !already:
 		a.wg.Go(func() { a.drain(context.WithoutCancel(ctx), n, a.o.Config.Drain, false) })
@@ -328,16 +379,27 @@ func action(full, early, already bool) string {
 	return "none"
 }
 
-type noticeReport struct {
-	notice.Notice
-	Action string `json:"action"`
+// NoticeReport is the apiv1 message for notice n and what the agent does
+// about it.
+func NoticeReport(n notice.Notice, action string) apiv1.NoticeReport {
+	return apiv1.NoticeReport{Kind: string(n.Kind), ID: n.ID, Cloud: n.Cloud, Deadline: n.Deadline,
+		Observed: n.Observed, Detail: n.Detail, Raw: n.Raw, Action: action}
 }
 
-type drainReport struct {
-	drain.Result
-	OK    bool   `json:"ok"`
-	Acked bool   `json:"acked"`
-	Error string `json:"error,omitempty"`
+// DrainReport is the apiv1 message for a drain's result; runErr is the
+// runner's own error (e.g. no steps configured).
+func DrainReport(res drain.Result, runErr error, acked bool) apiv1.DrainReport {
+	out := apiv1.DrainReport{Info: apiv1.DrainInfo{NoticeID: res.Info.NoticeID, Kind: res.Info.Kind, Cloud: res.Info.Cloud,
+		Deadline: res.Info.Deadline, Early: res.Info.Early}, Started: res.Started, Finished: res.Finished,
+		Deadline: res.Deadline, Steps: []apiv1.DrainStep{}, OK: runErr == nil && res.OK(), Acked: acked}
+	for _, st := range res.Steps {
+		out.Steps = append(out.Steps, apiv1.DrainStep{Name: st.Name, Status: string(st.Status), Error: st.Error,
+			Started: st.Started, DurationNS: int64(st.Duration)})
+	}
+	if runErr != nil {
+		out.Error = runErr.Error()
+	}
+	return out
 }
 
 // drain runs steps for n; a full drain is not cancelled by the agent
@@ -350,30 +412,54 @@ func (a *Agent) drain(ctx context.Context, n notice.Notice, list []config.Step, 
 		r.OnStepStart = func(i int, name string, at time.Time) { a.o.OnDrainStep(n, i, name, at) }
 	}
 	info := drain.Info{NoticeID: n.ID, Kind: string(n.Kind), Cloud: n.Cloud, Deadline: n.Deadline, Early: early}
-	res, err := r.Run(ctx, info, deadline)
-	rep := drainReport{Result: res, OK: err == nil && res.OK()}
-	if err != nil {
-		rep.Error = err.Error()
-	}
+	res, runErr := r.Run(ctx, info, deadline)
+	acked := false
 	for _, s := range res.Steps {
 		a.log.Info("drain step", "step", s.Name, "status", s.Status, "took", s.Duration, "err", s.Error)
 	}
-	// Azure waits for approval; give it once the workload is told, even if
-	// a step failed: the platform will act at NotBefore anyway.
+	// Azure waits for approval. Approve only a drain that completed: the
+	// platform may then act at once instead of at NotBefore. A failed or
+	// unconfigured drain is not approved, so the workload keeps every
+	// second until NotBefore.
 	a.mu.Lock()
 	acker, _ := a.watcher.(notice.Acker)
 	a.mu.Unlock()
 	if acker != nil && ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := acker.Ack(actx, n); err != nil {
-			a.log.Warn("acknowledging event failed", "id", n.ID, "err", err)
+		if runErr == nil && res.OK() {
+			acked = a.ack(ctx, acker, n)
 		} else {
-			rep.Acked = true
+			a.log.Warn("drain did not complete; not acknowledging the event, the platform acts at its NotBefore", "id", n.ID, "not_before", n.Deadline)
 		}
-		cancel()
 	}
+	rep := DrainReport(res, runErr, acked)
 	a.log.Warn("drain finished", "id", n.ID, "early", early, "ok", rep.OK, "took", res.Finished.Sub(res.Started))
 	a.report(broker.KindDrain, n.ID, rep)
+}
+
+// ack approves n, retrying with back-off until it succeeds, the event's
+// deadline passes (the platform acts then anyway) or ctx ends.
+func (a *Agent) ack(ctx context.Context, acker notice.Acker, n notice.Notice) bool {
+	bo := notice.Backoff{Min: 500 * time.Millisecond, Max: 5 * time.Second}
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := acker.Ack(actx, n)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				a.log.Info("event acknowledged", "id", n.ID, "attempts", attempt)
+			}
+			return true
+		}
+		wait := bo.Next()
+		if attempt >= 20 || (!n.Deadline.IsZero() && a.o.Now().Add(wait).After(n.Deadline)) {
+			a.log.Warn("acknowledging event failed; giving up, the platform acts at its NotBefore", "id", n.ID, "attempts", attempt, "err", err)
+			return false
+		}
+		a.log.Warn("acknowledging event failed; retrying", "id", n.ID, "attempt", attempt, "err", err)
+		if !notice.Sleep(ctx, wait) {
+			return false
+		}
+	}
 }
 
 // MinDrainTime is the least time a drain is given, even when the notice's

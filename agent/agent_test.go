@@ -172,7 +172,7 @@ func TestGCPEarlyDrainThenPreemption(t *testing.T) {
 		Steps: []config.Step{{Kind: "http", URL: e.workURL + "/checkpoint", Timeout: time.Second}}}
 	e.start(t, agent.Options{})
 	time.Sleep(100 * time.Millisecond)
-	md.Set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+	md.Set("instance/maintenance-event", "MIGRATE_ON_HOST_MAINTENANCE")
 	waitFor(t, "early drain", func() bool { return len(e.work.got()) == 1 })
 	md.Set("instance/preempted", "TRUE")
 	waitFor(t, "full drain", func() bool { return len(e.work.got()) == 2 })
@@ -220,15 +220,22 @@ func TestHungHookAndDownBroker(t *testing.T) {
 	e.cfg.Drain = append([]config.Step{{Kind: "exec", Command: "sleep 60", Timeout: 300 * time.Millisecond}}, e.cfg.Drain...)
 	e.start(t, agent.Options{})
 	az.AddEvent("EV1", "Preempt", []string{"vm0"}, time.Now().Add(30*time.Second))
-	// The drain goes on without the broker, past the hung hook.
+	// The drain goes on without the broker, past the hung hook. It did
+	// not complete, so the event is not approved: the workload keeps its
+	// time until NotBefore.
 	waitFor(t, "workload told", func() bool { return len(e.work.got()) == 1 })
-	waitFor(t, "ack", func() bool { return len(az.AckedIDs()) == 1 })
 	spool := filepath.Join(e.cfg.StateDir, "spool")
 	waitFor(t, "reports spooled", func() bool { ents, _ := os.ReadDir(spool); return len(ents) == 2 })
 	e.broker.SetDown(false)
 	waitFor(t, "spool delivered", func() bool { return paths(e.broker.Received()) == "notices,drains" })
+	if got := az.AckedIDs(); len(got) != 0 {
+		t.Fatalf("a failed drain was acknowledged: %v", got)
+	}
 	for _, r := range e.broker.Received() {
 		if r.Path == "drains" {
+			if r.Body["acked"] != false {
+				t.Fatalf("drain report says acked: %v", r.Body)
+			}
 			steps := r.Body["steps"].([]any)
 			if s := steps[0].(map[string]any)["status"]; s != "timed_out" {
 				t.Fatalf("hung hook status %v", s)
@@ -396,4 +403,70 @@ func TestAzureStartedEventStillDrains(t *testing.T) {
 	e.start(t, agent.Options{})
 	az.AddEvent("EV1", "Preempt", []string{"vm0"}, time.Time{}) // no NotBefore: the platform acts now
 	waitFor(t, "workload told", func() bool { return len(e.work.got()) == 1 })
+}
+
+// TestTerminalEventsGetTheFullDrain: events after which the workload is
+// gone (Azure Reboot and Redeploy, GCP TERMINATE_ON_HOST_MAINTENANCE, AWS
+// stop) run the full drain even with no early drain configured.
+func TestTerminalEventsGetTheFullDrain(t *testing.T) {
+	for _, typ := range []string{"Reboot", "Redeploy"} {
+		t.Run("azure "+typ, func(t *testing.T) {
+			e := newEnv(t)
+			az := fakecloud.NewAzure("vm0")
+			srv := httptest.NewServer(az)
+			t.Cleanup(srv.Close)
+			e.cfg.Cloud, e.cfg.MetadataURL = "azure", srv.URL
+			e.start(t, agent.Options{})
+			az.AddEvent("EV-"+typ, typ, []string{"vm0"}, time.Now().Add(10*time.Minute))
+			waitFor(t, "full drain", func() bool { return slices.Equal(e.work.got(), []string{"/drain azure/EV-" + typ}) })
+			waitFor(t, "ack after the drain", func() bool { return len(az.AckedIDs()) == 1 })
+		})
+	}
+	t.Run("gcp terminate on host maintenance", func(t *testing.T) {
+		e := newEnv(t)
+		md := fakecloud.NewGCP()
+		srv := httptest.NewServer(md)
+		t.Cleanup(srv.Close)
+		e.cfg.Cloud, e.cfg.MetadataURL = "gcp", srv.URL
+		e.start(t, agent.Options{})
+		time.Sleep(100 * time.Millisecond)
+		md.Set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+		waitFor(t, "full drain", func() bool {
+			got := e.work.got()
+			return len(got) == 1 && strings.HasPrefix(got[0], "/drain gcp/maintenance/TERMINATE_ON_HOST_MAINTENANCE")
+		})
+	})
+	t.Run("aws stop", func(t *testing.T) {
+		e := newEnv(t)
+		imds := fakecloud.NewAWS()
+		srv := httptest.NewServer(imds)
+		t.Cleanup(srv.Close)
+		e.cfg.Cloud, e.cfg.MetadataURL = "aws", srv.URL
+		e.start(t, agent.Options{})
+		imds.SetInstanceAction(`{"action":"stop","time":"` + time.Now().Add(2*time.Minute).UTC().Format(time.RFC3339) + `"}`)
+		waitFor(t, "full drain", func() bool { return len(e.work.got()) == 1 && strings.HasPrefix(e.work.got()[0], "/drain aws/") })
+	})
+}
+
+// TestAzureAckRetried: the acknowledgement is retried until Azure takes
+// it, and only after the workload was told.
+func TestAzureAckRetried(t *testing.T) {
+	e := newEnv(t)
+	az := fakecloud.NewAzure("vm0")
+	az.FailAcks(2)
+	srv := httptest.NewServer(az)
+	t.Cleanup(srv.Close)
+	e.cfg.Cloud, e.cfg.MetadataURL = "azure", srv.URL
+	e.start(t, agent.Options{})
+	az.AddEvent("EV1", "Preempt", []string{"vm0"}, time.Now().Add(time.Minute))
+	waitFor(t, "workload told", func() bool { return len(e.work.got()) == 1 })
+	waitFor(t, "ack after two failures", func() bool { return slices.Equal(az.AckedIDs(), []string{"EV1"}) })
+	waitFor(t, "drain reported acked", func() bool {
+		for _, r := range e.broker.Received() {
+			if r.Path == "drains" && r.Body["acked"] == true {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/gpubroker/gpubroker/agent/broker"
 	"github.com/gpubroker/gpubroker/agent/config"
 	"github.com/gpubroker/gpubroker/agent/gpu"
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // heartbeats sends telemetry every HeartbeatInterval, the first at once.
@@ -18,11 +18,17 @@ func (a *Agent) heartbeats(ctx context.Context, coll gpu.Collector, benchReq cha
 	if a.reporter == nil {
 		return
 	}
-	t := time.NewTicker(a.o.Config.HeartbeatInterval)
+	select {
+	case <-a.identified:
+	case <-ctx.Done():
+		return
+	}
+	interval := a.o.Config.HeartbeatInterval
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	failing := false
 	for {
-		hb := broker.Heartbeat{Time: a.o.Now(), Draining: a.isDraining(), SpoolDepth: a.spool.Len()}
+		hb := apiv1.Heartbeat{Time: a.o.Now(), Draining: a.isDraining(), SpoolDepth: a.spool.Len()}
 		a.mu.Lock()
 		hb.Cloud = a.cloud
 		a.mu.Unlock()
@@ -31,7 +37,7 @@ func (a *Agent) heartbeats(ctx context.Context, coll gpu.Collector, benchReq cha
 		} else if stats, err := coll.Collect(); err != nil {
 			hb.GPUError = err.Error()
 		} else {
-			hb.GPUs, _ = json.Marshal(stats)
+			hb.GPUs = APIStats(stats)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := a.reporter.Client.Heartbeat(hctx, hb)
@@ -47,6 +53,13 @@ func (a *Agent) heartbeats(ctx context.Context, coll gpu.Collector, benchReq cha
 				a.log.Info("heartbeats delivered again")
 			}
 			failing = false
+			// The broker decides the cadence: it sizes its staleness
+			// checks and its write load by the interval it returns.
+			if bi := min(time.Duration(resp.HeartbeatIntervalSeconds)*time.Second, 10*time.Minute); bi >= time.Second && bi != interval {
+				a.log.Info("heartbeat interval set by the broker", "interval", bi, "was", interval)
+				interval = bi
+				t.Reset(interval)
+			}
 			if resp.BenchmarkRequested {
 				select {
 				case benchReq <- struct{}{}:
@@ -169,5 +182,31 @@ func (a *Agent) runBenchmark(ctx context.Context, r gpu.Runner, coll gpu.Collect
 		a.log.Info("GPU benchmark", "gpu", g.Index, "model", g.Model, "tflops", g.TFLOPS, "tflops_ratio", g.TFLOPSRatio,
 			"bandwidth_gbs", g.BandwidthGBs, "bandwidth_ratio", g.BandwidthRatio, "below_spec", g.BelowSpec)
 	}
-	a.report(broker.KindBenchmark, fmt.Sprintf("benchmark/%d", res.Time.UnixNano()), res)
+	a.report(broker.KindBenchmark, fmt.Sprintf("benchmark/%d", res.Time.UnixNano()), BenchmarkReport(res))
+}
+
+// APIStats converts NVML telemetry into the apiv1 message.
+func APIStats(stats []gpu.Stat) []apiv1.GPUStat {
+	out := make([]apiv1.GPUStat, 0, len(stats))
+	for _, s := range stats {
+		out = append(out, apiv1.GPUStat{Index: s.Index, UUID: s.UUID, Name: s.Name, Model: string(s.Model),
+			MemoryTotalMiB: s.MemoryTotalMiB, MemoryUsedMiB: s.MemoryUsedMiB, UtilGPUPct: s.UtilGPUPct,
+			UtilMemPct: s.UtilMemPct, TempC: s.TempC, PowerW: s.PowerW, PowerLimitW: s.PowerLimitW,
+			SMClockMHz: s.SMClockMHz, MemClockMHz: s.MemClockMHz, ECCVolatileUncorrected: s.ECCVolatileUncorrected,
+			ECCAggregateUncorrected: s.ECCAggregateUncorrected})
+	}
+	return out
+}
+
+// BenchmarkReport converts a benchmark result into the apiv1 message.
+func BenchmarkReport(r gpu.Result) apiv1.BenchmarkReport {
+	out := apiv1.BenchmarkReport{Time: r.Time, Method: r.Method, DurationS: r.Duration, BelowSpecThreshold: r.Threshold,
+		GPUs: make([]apiv1.BenchmarkGPU, 0, len(r.GPUs))}
+	for _, g := range r.GPUs {
+		out.GPUs = append(out.GPUs, apiv1.BenchmarkGPU{Index: g.Index, Name: g.Name, Model: string(g.Model), DType: g.DType,
+			TFLOPS: g.TFLOPS, BandwidthGBs: g.BandwidthGBs, MatrixN: g.MatrixN, Iterations: g.Iterations, Extra: g.Extra,
+			SpecTFLOPS: g.SpecTFLOPS, SpecBandwidthGBs: g.SpecBandwidthGBs, TFLOPSRatio: g.TFLOPSRatio,
+			BandwidthRatio: g.BandwidthRatio, BelowSpec: g.BelowSpec})
+	}
+	return out
 }

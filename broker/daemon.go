@@ -1,4 +1,4 @@
-// Package daemon wires the long-running broker (`gpubroker serve`): the
+// Package broker wires the long-running broker (`gpubroker serve`): the
 // store, the catalog, the HTTP API, leader election and the background jobs,
 // all members of one group with a shared context and an orderly shutdown.
 package broker
@@ -18,8 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
@@ -28,9 +31,10 @@ import (
 // LeaseName is the leader lease's row name.
 const LeaseName = "broker-leader"
 
-// Refresher updates the prices in the store (st) and returns the new
-// catalog built from current.
-type Refresher func(ctx context.Context, st *store.Store, current *pricing.Catalog) (*pricing.Catalog, error)
+// Refresher updates the prices in the store. The broker then reloads its
+// catalog from the store (catalog.Load), as every replica does on its
+// reload interval, so the leader and the followers serve the same prices.
+type Refresher func(ctx context.Context, st *store.Store) error
 
 // Config is what `gpubroker serve` passes in. Zero values take defaults.
 type Config struct {
@@ -39,6 +43,16 @@ type Config struct {
 	// DSN is a SQLite path or a postgres:// DSN; "" is the default SQLite
 	// file in the user's data directory (see store.ParseDSN).
 	DSN string
+	// DBPasswordFile holds the PostgreSQL password (see store.Options).
+	DBPasswordFile string
+	// CatalogReload is how often every replica re-reads the catalog and
+	// the stored plan's cost from the store (default 30s): the longest a
+	// follower serves older prices than the leader.
+	CatalogReload time.Duration
+	// Retention prunes price history and events (zero: keep for ever).
+	Retention store.Retention
+	// PruneSchedule is when the leader prunes (default "@every 1h").
+	PruneSchedule string
 	// Listen is the address to listen on; default 127.0.0.1:8080.
 	Listen string
 	// Listener, when set, is used instead of Listen (tests).
@@ -50,6 +64,9 @@ type Config struct {
 	// ReplicaID names this replica in the leader lease; default host-pid-random.
 	ReplicaID string
 	// LeaseTTL (default 15s) and LeaseRenew (default TTL/3) tune failover.
+	// A TTL under 1s or over 10m is refused: shorter makes leadership flap
+	// on a slow database round trip, longer leaves jobs unrun for that long
+	// after a leader dies.
 	LeaseTTL   time.Duration
 	LeaseRenew time.Duration
 	// RefreshSchedule and ReplanSchedule are cron specs (defaults
@@ -69,6 +86,10 @@ type Config struct {
 	Plan PlanFunc
 	// ExtraJobs run on the leader too (tests count runs with these).
 	ExtraJobs []Job
+	// Reports configures scheduled Slack reports and alerts; SlackAPIURL
+	// and SlackHTTP override Slack's endpoint and client (tests).
+	Reports   config.ReportsConfig
+	SlackHTTP *http.Client
 	// ShutdownGrace bounds how long in-flight requests and jobs may take
 	// after a stop signal (default 30s).
 	ShutdownGrace time.Duration
@@ -98,11 +119,32 @@ func (c *Config) defaults() error {
 		_, _ = rand.Read(b[:])
 		c.ReplicaID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	if c.LeaseTTL <= 0 {
+	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 15 * time.Second
 	}
-	if c.LeaseRenew <= 0 {
+	if c.LeaseTTL < MinLeaseTTL || c.LeaseTTL > MaxLeaseTTL {
+		return fmt.Errorf("lease TTL %s: want between %s and %s", c.LeaseTTL, MinLeaseTTL, MaxLeaseTTL)
+	}
+	if c.LeaseRenew < 0 {
+		return fmt.Errorf("lease renew interval %s must be positive", c.LeaseRenew)
+	}
+	if c.LeaseRenew == 0 {
 		c.LeaseRenew = c.LeaseTTL / 3
+	}
+	if c.CatalogReload == 0 {
+		c.CatalogReload = DefaultCatalogReload
+	}
+	if c.CatalogReload < time.Second || c.CatalogReload > time.Hour {
+		return fmt.Errorf("catalog reload interval %s: want between 1s and 1h", c.CatalogReload)
+	}
+	if c.Retention.PriceHistory < 0 || c.Retention.Events < 0 {
+		return errors.New("retention durations must not be negative (0 keeps for ever)")
+	}
+	if c.PruneSchedule == "" {
+		c.PruneSchedule = "@every 1h"
+	}
+	if c.ShutdownGrace < 0 {
+		return fmt.Errorf("shutdown grace %s must not be negative", c.ShutdownGrace)
 	}
 	if c.LeaseRenew >= c.LeaseTTL {
 		return fmt.Errorf("lease renew interval %s must be shorter than the lease TTL %s", c.LeaseRenew, c.LeaseTTL)
@@ -121,6 +163,13 @@ func (c *Config) defaults() error {
 	}
 	return nil
 }
+
+// Bounds of Config.LeaseTTL, and the default catalog reload interval.
+const (
+	MinLeaseTTL          = time.Second
+	MaxLeaseTTL          = 10 * time.Minute
+	DefaultCatalogReload = 30 * time.Second
+)
 
 // catalogHolder swaps the catalog atomically: readers never see a
 // half-applied refresh.
@@ -144,7 +193,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	st, err := store.Open(ctx, cfg.DSN, log)
+	st, err := store.OpenWith(ctx, cfg.DSN, log, store.Options{PasswordFile: cfg.DBPasswordFile})
 	if err != nil {
 		return err
 	}
@@ -161,10 +210,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
+	// Every replica starts from the prices already in the store, not the
+	// snapshot alone, and re-reads them on cfg.CatalogReload.
 	var cat catalogHolder
-	snap, err := pricing.EmbeddedCatalog()
+	snap, err := catalog.Load(ctx, st)
 	if err != nil {
-		return fmt.Errorf("loading the embedded price snapshot: %w", err)
+		return err
 	}
 	cat.Store(snap)
 
@@ -181,40 +232,82 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 	})
 
+	elector := &Elector{Store: broker, Name: LeaseName, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Renew: cfg.LeaseRenew,
+		Now: cfg.Now, Log: log, OnChange: metrics.SetLeader, Release: true}
+
 	var planner *policyPlanner
 	var dplanner httpapi.Planner
+	var checkWorkload func(store.WorkloadRecord) error
 	if cfg.Plan != nil {
 		planner = &policyPlanner{plan: cfg.Plan, catalog: cat.Load, now: cfg.Now, policyName: cfg.PolicyPath,
-			policy: policyData, metrics: metrics}
+			policy: policyData, metrics: metrics, store: broker, leaseName: LeaseName, log: log,
+			leading: func() (string, int64, bool) {
+				epoch, _, ok := elector.Leading()
+				return cfg.ReplicaID, epoch, ok
+			}}
 		dplanner = planner
 		// Validate the loaded policy now: a broken file is a startup error,
 		// not a surprise at the first re-plan.
-		if _, err := planner.Current(ctx); err != nil && !errors.Is(err, httpapi.ErrNoPolicy) {
-			return fmt.Errorf("planning %s: %w", cfg.PolicyPath, err)
+		if policyData != nil {
+			if _, err := planner.compute(ctx); err != nil {
+				return fmt.Errorf("planning %s: %w", cfg.PolicyPath, err)
+			}
 		}
+		checkWorkload = func(w store.WorkloadRecord) error { return checkAPIWorkload(cfg.PolicyPath, policyData, w) }
 	}
-
-	elector := &Elector{Store: broker, Name: LeaseName, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Renew: cfg.LeaseRenew,
-		Now: cfg.Now, Log: log, OnChange: metrics.SetLeader, Release: true}
 
 	jobs := append([]Job(nil), cfg.ExtraJobs...)
 	if cfg.Refresh == nil {
 		cfg.Refresh = StoreRefresher
 	}
+	reload := func(ctx context.Context) error {
+		next, err := catalog.Load(ctx, st)
+		if err != nil {
+			return err // keep the last good catalog
+		}
+		cat.Store(next)
+		return nil
+	}
 	if !cfg.NoRefresh {
 		jobs = append(jobs, Job{Name: "refresh", Schedule: cfg.RefreshSchedule, OnLeadership: cfg.RefreshOnLeadership, Run: func(ctx context.Context) error {
-			next, err := cfg.Refresh(ctx, st, cat.Load())
-			if err != nil {
-				// Keep the last good catalog.
-				return fmt.Errorf("refreshing prices: %w", err)
+			// Failed regions keep their stored offers, so the catalog is
+			// reloaded and re-planned even after a partial failure.
+			rerr := cfg.Refresh(ctx, st)
+			if err := reload(ctx); err != nil {
+				return errors.Join(rerr, fmt.Errorf("reloading the catalog after the refresh: %w", err))
 			}
-			cat.Store(next)
+			if rerr != nil {
+				return fmt.Errorf("refreshing prices: %w", rerr)
+			}
 			metrics.RefreshSucceeded(cfg.Now())
+			if planner != nil {
+				// New prices, new plan: followers pick both up on their
+				// next reload instead of waiting for the re-plan schedule.
+				return planner.replan(ctx)
+			}
 			return nil
 		}})
 	}
 	if planner != nil {
-		jobs = append(jobs, Job{Name: "replan", Schedule: cfg.ReplanSchedule, Run: planner.replan})
+		// OnLeadership: a new leader (a restart with a changed policy file,
+		// a failover) stores its plan at once.
+		jobs = append(jobs, Job{Name: "replan", Schedule: cfg.ReplanSchedule, OnLeadership: true, Run: planner.replan})
+	}
+	if cfg.Retention.PriceHistory > 0 || cfg.Retention.Events > 0 {
+		jobs = append(jobs, Job{Name: "prune", Schedule: cfg.PruneSchedule, Run: func(ctx context.Context) error {
+			res, err := st.Prune(ctx, cfg.Retention, cfg.Now())
+			if res.PricePoints+res.Events > 0 {
+				log.Info("pruned old rows", "price_points", res.PricePoints, "events", res.Events)
+			}
+			return err
+		}})
+	}
+	if cfg.Reports.Enabled() {
+		rjobs, err := reportJobs(cfg, st, broker, cat.Load, planner, policyData)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, rjobs...)
 	}
 	sched := &Scheduler{Jobs: jobs, Elector: elector, Store: broker, LeaseName: LeaseName, Now: cfg.Now, Log: log,
 		Metrics: metrics, Grace: cfg.ShutdownGrace}
@@ -223,7 +316,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
-		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
+		CheckWorkload: checkWorkload,
+		Now:           cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			return broker.Ping(ctx)
@@ -266,7 +360,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	fmt.Fprintf(cfg.Out, "gpubroker serve: listening on %s://%s (store: %s %s, replica %s)\n", scheme, ln.Addr(), st.Dialect(), st.Where(), cfg.ReplicaID)
 	log.Info("broker started", "refresh_schedule", cfg.RefreshSchedule, "addr", ln.Addr().String(), "store", st.Dialect(), "db", st.Where(), "replica", cfg.ReplicaID,
-		"catalog", snap.Source, "offers", snap.Len())
+		"catalog", snap.Source, "offers", snap.Len(), "catalog_reload", cfg.CatalogReload)
 	if cfg.Started != nil {
 		cfg.Started <- ln.Addr()
 	}
@@ -305,6 +399,29 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	})
 	g.Go(sched.Run)
+	g.Go(func(ctx context.Context) error {
+		// Every replica, leader or not, re-reads the catalog and the stored
+		// plan's cost: the leader's refresh and re-plan reach the followers
+		// within one interval.
+		t := time.NewTicker(cfg.CatalogReload)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			if err := reload(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("reloading the catalog from the store failed; serving the last good one", "err", err)
+			}
+			if planner != nil {
+				if err := planner.replanIfWorkloadsChanged(ctx); err != nil && ctx.Err() == nil {
+					log.Warn("re-planning after a workload change failed", "err", err)
+				}
+				planner.observe(ctx)
+			}
+		}
+	})
 	err = g.Wait()
 	stopElect()
 	<-electDone
@@ -341,25 +458,15 @@ func firstAdminToken(ctx context.Context, b *store.Broker, out io.Writer, now ti
 	return nil
 }
 
-// StoreRefresher merges the offers saved in the store into the catalog. An
-// empty store is an error, so the snapshot stays in use until real prices
-// arrive.
-func StoreRefresher(ctx context.Context, st *store.Store, cur *pricing.Catalog) (*pricing.Catalog, error) {
-	saved, err := st.Catalog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if saved == nil || saved.Len() == 0 {
-		return nil, errors.New("the store holds no refreshed prices yet; keeping the current catalog")
-	}
-	return cur.Merge(saved.Offers(), saved.GeneratedAt, "store: "+saved.Source), nil
-}
+// StoreRefresher fetches nothing: the prices are those `gpubroker catalog
+// refresh` (or another broker) saved in the store, which the broker reloads
+// after each run.
+func StoreRefresher(context.Context, *store.Store) error { return nil }
 
 // CloudRefresher refreshes the targets from the clouds into the store with
-// the refresh package (failed regions keep their stored offers), then merges
-// the store's prices into the catalog.
+// the refresh package (failed regions keep their stored offers).
 func CloudRefresher(targets []refresh.Target, opt refresh.Options) Refresher {
-	return func(ctx context.Context, st *store.Store, cur *pricing.Catalog) (*pricing.Catalog, error) {
+	return func(ctx context.Context, st *store.Store) error {
 		rep := refresh.Run(ctx, st, targets, opt)
 		if opt.Logger != nil {
 			attrs := []any{"refreshed", rep.Count(refresh.Refreshed), "empty", rep.Count(refresh.Empty),
@@ -370,10 +477,28 @@ func CloudRefresher(targets []refresh.Target, opt refresh.Options) Refresher {
 				opt.Logger.Info("refresh finished", attrs...)
 			}
 		}
-		next, err := StoreRefresher(ctx, st, cur)
-		if err != nil {
-			return nil, errors.Join(rep.Err(), err)
-		}
-		return next, nil
+		return rep.Err()
 	}
+}
+
+// checkAPIWorkload checks a workload written through the API the way the
+// planner will read it: its spec must parse as a policy workload, and its
+// name must not be one the policy file already uses.
+func checkAPIWorkload(policyName string, policyData []byte, w store.WorkloadRecord) error {
+	if _, err := policy.WorkloadFromJSON("workload "+w.Name, w.Name, w.Team, w.Kind, w.Spec); err != nil {
+		return fmt.Errorf("%w: %v", policy.ErrInvalid, err)
+	}
+	if policyData == nil {
+		return nil
+	}
+	pol, err := policy.Parse(policyName, policyData)
+	if err != nil {
+		return nil // the broker refused to start with a broken file; nothing to compare
+	}
+	for _, fw := range pol.Workloads {
+		if fw.Name == w.Name {
+			return fmt.Errorf("%w: workload %q is defined in the policy file %s; choose another name", store.ErrConflict, w.Name, policyName)
+		}
+	}
+	return nil
 }

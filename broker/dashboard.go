@@ -2,13 +2,15 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/dashboard"
 	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/store"
 )
 
@@ -99,7 +101,7 @@ func (d dashStore) RecentEvents(ctx context.Context, q dashboard.EventQuery) ([]
 
 func (d dashStore) EventKinds(ctx context.Context) ([]string, error) { return d.b.EventKinds(ctx) }
 
-// dashPlan reads the latest plan and budgets of the loaded policy.
+// dashPlan reads the stored plan of the loaded policy and its budgets.
 type dashPlan struct{ p *policyPlanner }
 
 var (
@@ -107,34 +109,37 @@ var (
 	_ dashboard.Budgets     = dashPlan{}
 )
 
-func (d dashPlan) result(ctx context.Context) (*PlanResult, error) {
+func (d dashPlan) record(ctx context.Context) (store.PlanRecord, error) {
 	r, err := d.p.current(ctx)
-	if errors.Is(err, httpapi.ErrNoPolicy) {
-		return nil, dashboard.ErrNoSource
+	if errors.Is(err, policy.ErrNoPolicy) {
+		return store.PlanRecord{}, dashboard.ErrNoSource
 	}
 	return r, err
 }
 
+// CurrentPlan decodes the stored plan as the optimizer's plan: apiv1.Plan
+// has the same JSON shape (TestAPIPlanMatchesOptimizer), and the dashboard
+// shows plans it computes itself ("plan this policy") the same way.
 func (d dashPlan) CurrentPlan(ctx context.Context) (*optimizer.Plan, error) {
-	r, err := d.result(ctx)
+	r, err := d.record(ctx)
 	if err != nil {
 		return nil, err
 	}
-	plan, ok := r.Plan.(*optimizer.Plan)
-	if !ok {
-		return nil, fmt.Errorf("the planner returned a %T, not an optimizer plan", r.Plan)
+	var plan optimizer.Plan
+	if err := json.Unmarshal(r.Plan, &plan); err != nil {
+		return nil, fmt.Errorf("decoding the stored plan: %w", err)
 	}
-	return plan, nil
+	return &plan, nil
 }
 
 func (d dashPlan) Budgets(ctx context.Context) ([]dashboard.Budget, error) {
-	r, err := d.result(ctx)
+	r, err := d.record(ctx)
 	if err != nil {
 		return nil, err
 	}
-	view, ok := r.Budgets.(BudgetsView)
-	if !ok {
-		return nil, fmt.Errorf("the planner returned budgets as %T, not a BudgetsView", r.Budgets)
+	var view apiv1.Budgets
+	if err := json.Unmarshal(r.Budgets, &view); err != nil {
+		return nil, fmt.Errorf("decoding the stored budgets: %w", err)
 	}
 	out := make([]dashboard.Budget, len(view.Budgets))
 	for i, b := range view.Budgets {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -56,7 +57,8 @@ func BenchmarkDashboardPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	planner := &policyPlanner{plan: OptimizerPlan, catalog: func() *pricing.Catalog { return cat }, now: time.Now,
-		policyName: "../examples/fleet.yaml", policy: mustRead(b, "../examples/fleet.yaml"), metrics: httpapi.NewMetrics(nil)}
+		policyName: "../examples/fleet.yaml", policy: mustRead(b, "../examples/fleet.yaml"), metrics: httpapi.NewMetrics(nil),
+		store: br, log: slog.New(slog.DiscardHandler)}
 	api := httpapi.New(httpapi.Config{Store: br, Catalog: func() *pricing.Catalog { return cat }})
 	tok, hash, _ := httpapi.NewToken()
 	if err := br.AddToken(ctx, store.TokenRecord{Hash: hash, Kind: store.TokenAdmin, Subject: "bench", CreatedAt: now}); err != nil {
@@ -74,7 +76,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 	cookie := benchLogin(b, h, tok)
 
 	for _, p := range []string{"/", "/ui/fleet", "/ui/fleet?page=50", "/ui/fleet?workload=workload-007", "/ui/events",
-		"/ui/events?kind=notice&before=30000", "/ui/prices", "/ui/plan", "/ui/budgets"} {
+		"/ui/events?kind=preemption_notice&before=30000", "/ui/prices", "/ui/plan", "/ui/budgets"} {
 		name := strings.NewReplacer("/ui/", "", "?", "_", "=", "-", "&", "_").Replace(p)
 		if p == "/" {
 			name = "overview"
@@ -122,7 +124,7 @@ func seedDashboard(b *testing.B, br *store.Broker, instances, events int, now ti
 		}
 	}
 	// RegisterAgent recorded one event per instance; add the rest.
-	kinds := []string{"notice", "drained", "price_change", "launched", "budget_alert"}
+	kinds := []string{"preemption_notice", "drained", "price_change", "launched", "budget_alert"}
 	for i := range events - instances {
 		if _, err := br.AddEvent(ctx, store.EventRecord{At: now.Add(-time.Duration(events-i) * time.Second), Kind: kinds[i%len(kinds)],
 			Instance: fmt.Sprintf("i-%08d", i%instances), Workload: fmt.Sprintf("workload-%03d", i%200), Message: "benchmark event"}); err != nil {

@@ -153,7 +153,7 @@ func (s *Scheduler) loop(ctx, hard context.Context, j Job, sched slotSchedule) {
 			// is derived from the epoch so each term runs it once.
 			if epoch, _, ok := s.Elector.Leading(); ok && epoch != lastEpoch {
 				lastEpoch = epoch
-				s.runSlot(hard, j, time.Unix(0, epoch).UTC())
+				s.runSlot(hard, j, LeadershipSlot(epoch))
 			}
 			next := sched.Next(s.Now())
 			// Leading() is an in-memory check, so polling it is cheap.
@@ -173,6 +173,14 @@ func (s *Scheduler) loop(ctx, hard context.Context, j Job, sched slotSchedule) {
 		s.runSlot(hard, j, slot)
 	}
 }
+
+// LeadershipSlot is the slot key of an OnLeadership run in lease epoch
+// epoch: epoch seconds after the Unix epoch. Whole seconds survive every
+// database's timestamp precision (PostgreSQL keeps microseconds, so
+// nanosecond keys of successive epochs were all stored as the same
+// instant and every term after the first found its slot taken), and no
+// cron slot is ever that close to 1970.
+func LeadershipSlot(epoch int64) time.Time { return time.Unix(epoch, 0).UTC() }
 
 // runSlot runs j for slot if this replica leads and wins the claim. The
 // job's context ends when leadership is lost or the hard stop comes, but not

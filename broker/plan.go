@@ -1,66 +1,70 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
-// BudgetStatus is one policy budget next to what the current plan expects
-// to spend under it.
-type BudgetStatus struct {
-	Name       string  `json:"name"`
-	Team       string  `json:"team,omitempty"`
-	Workload   string  `json:"workload,omitempty"`
-	MonthlyUSD float64 `json:"monthly_usd"`
-	// PlannedUSD sums the expected cost of the placements the budget covers
-	// (jobs: the whole run; inference: the policy horizon).
-	PlannedUSD float64  `json:"planned_usd"`
-	Workloads  []string `json:"workloads"`
-}
-
-// BudgetsView is the budgets route's answer.
-type BudgetsView struct {
-	Policy       string         `json:"policy"`
-	HorizonHours float64        `json:"horizon_hours"`
-	GeneratedAt  time.Time      `json:"generated_at"`
-	Budgets      []BudgetStatus `json:"budgets"`
+// APIPlan converts the optimizer's plan into its wire form. The two have
+// the same JSON shape (TestAPIPlanMatchesOptimizer checks every field), so
+// the conversion goes through JSON and is strict: a field the optimizer adds
+// without apiv1 knowing it is an error here, not a silent loss.
+func APIPlan(p *optimizer.Plan) (apiv1.Plan, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return apiv1.Plan{}, fmt.Errorf("encoding plan: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var out apiv1.Plan
+	if err := dec.Decode(&out); err != nil {
+		return apiv1.Plan{}, fmt.Errorf("plan does not fit apiv1.Plan: %w", err)
+	}
+	return out, nil
 }
 
 // OptimizerPlan is the PlanFunc of the real broker: policy.Parse then
 // optimizer.Solve. Policy errors (file:line:col) and infeasible plans are
 // reported to the API caller; nothing here decides placements.
-func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Catalog, now time.Time) (PlanResult, error) {
+//
+// extra are workloads registered through the API; they are planned with
+// the file's (a name the file already uses is left out and reported in
+// PlanResult.Skipped), under the file's clouds, regions, quotas and
+// budgets.
+func OptimizerPlan(_ context.Context, name string, data []byte, extra []policy.Workload, cat *pricing.Catalog, now time.Time) (PlanResult, error) {
 	pol, err := policy.Parse(name, data)
 	if err != nil {
 		var el policy.ErrorList
 		if errors.As(err, &el) {
-			return PlanResult{}, fmt.Errorf("%w: %s", httpapi.ErrInvalidInput, el.Error())
+			return PlanResult{}, fmt.Errorf("%w: %s", policy.ErrInvalid, el.Error())
 		}
-		return PlanResult{}, fmt.Errorf("%w: %v", httpapi.ErrInvalidInput, err)
+		return PlanResult{}, fmt.Errorf("%w: %v", policy.ErrInvalid, err)
+	}
+	var skipped []string
+	if len(extra) > 0 {
+		pol, skipped = pol.WithWorkloads(extra)
 	}
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now})
 	if err != nil {
-		if errors.Is(err, optimizer.ErrInfeasible) {
-			// %w twice: the API matches ErrInfeasible, the dashboard reads
-			// the *optimizer.InfeasibleError's blocked workloads.
-			return PlanResult{}, fmt.Errorf("%w: %w", httpapi.ErrInfeasible, err)
-		}
+		// optimizer.ErrInfeasible stays in the chain: the API answers 422.
 		return PlanResult{}, fmt.Errorf("planning %s: %w", name, err)
 	}
-	view := BudgetsView{Policy: name, HorizonHours: plan.HorizonHours, GeneratedAt: plan.GeneratedAt, Budgets: []BudgetStatus{}}
+	view := apiv1.Budgets{Policy: name, HorizonHours: plan.HorizonHours, GeneratedAt: plan.GeneratedAt, Budgets: []apiv1.BudgetStatus{}}
 	team := map[string]string{}
 	for _, w := range pol.Workloads {
 		team[w.Name] = w.Team
 	}
 	for _, b := range pol.Budgets {
-		st := BudgetStatus{Name: b.Name, Team: b.Team, Workload: b.Workload, MonthlyUSD: b.MonthlyUSD, Workloads: []string{}}
+		st := apiv1.BudgetStatus{Name: b.Name, Team: b.Team, Workload: b.Workload, MonthlyUSD: b.MonthlyUSD, Workloads: []string{}}
 		for _, p := range plan.Placements {
 			if (b.Workload == "" || b.Workload == p.Workload) && (b.Team == "" || b.Team == team[p.Workload]) {
 				st.PlannedUSD += p.ExpectedCost
@@ -69,5 +73,9 @@ func OptimizerPlan(_ context.Context, name string, data []byte, cat *pricing.Cat
 		}
 		view.Budgets = append(view.Budgets, st)
 	}
-	return PlanResult{Plan: plan, CostUSD: plan.Totals.ExpectedCost, Budgets: view}, nil
+	ap, err := APIPlan(plan)
+	if err != nil {
+		return PlanResult{}, err
+	}
+	return PlanResult{Plan: ap, CostUSD: plan.Totals.ExpectedCost, Budgets: view, Skipped: skipped}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gpubroker/gpubroker/fleet/instance"
 	"github.com/gpubroker/gpubroker/optimizer"
 )
 
@@ -39,7 +40,8 @@ type catalogInfo struct {
 }
 
 // alertKinds are the event kinds shown as alerts for a day.
-var alertKinds = []string{"notice", "drain_failed", "budget_alert", "replacement_failed"}
+var alertKinds = []instance.EventKind{instance.EventPreemptionNotice, instance.EventNotice, instance.EventDrainFailed,
+	instance.EventBudgetAlert}
 
 func (s *Server) catalogInfo() catalogInfo {
 	c := s.cfg.Offers.Catalog()
@@ -121,7 +123,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, rq request) {
 	if s.cfg.Events != nil {
 		var evs []Event
 		for _, k := range alertKinds {
-			e, err := s.cfg.Events.RecentEvents(ctx, EventQuery{Kind: k, Since: now.Add(-24 * time.Hour), Limit: 10})
+			e, err := s.cfg.Events.RecentEvents(ctx, EventQuery{Kind: string(k), Since: now.Add(-24 * time.Hour), Limit: 10})
 			if err != nil {
 				s.internal(w, r, "the events", err)
 				return

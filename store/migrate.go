@@ -10,16 +10,25 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// SchemaVersion is the schema this binary writes. Bump it whenever a model
-// changes or a table is added.
-const SchemaVersion = 1
+// SchemaVersion is the schema this binary writes, one number for every
+// table. Bump it whenever a model changes or a table is added.
+//
+//	1: offers, price_points
+//	2: the broker's tables (workloads, instances, events, benchmarks,
+//	   tokens, leases, job runs) under the same version, and plans
+//	3: tokens expire (expires_at): one-time registration tokens
+const SchemaVersion = 4
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.
 var ErrSchemaTooNew = errors.New("database schema is newer than this gpubroker")
 
-// models are every table AutoMigrate manages, in creation order.
-var models = []any{&offerRow{}, &pricePointRow{}}
+// models are every table AutoMigrate manages, in creation order. Every
+// table is migrated here, in one transaction under the migration lock, and
+// recorded by the one schema version: no table is created elsewhere.
+var models = []any{&offerRow{}, &pricePointRow{},
+	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
+	&planRow{}, &alertRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {
@@ -34,6 +43,11 @@ func (schemaRow) TableName() string { return "schema_version" }
 // migrations when several replicas start at once ("gpub" in ASCII).
 const migrationLockID = 0x67707562
 
+// migrate brings every table to SchemaVersion in one transaction. On
+// PostgreSQL the transaction first takes an advisory lock, so replicas
+// starting together migrate one after the other; on SQLite the immediate
+// transaction holds the database's write lock from its first statement,
+// which serialises processes the same way.
 func (s *Store) migrate(ctx context.Context) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if s.dialect == Postgres {

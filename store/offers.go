@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"gorm.io/gorm"
@@ -11,6 +10,59 @@ import (
 
 	"github.com/gpubroker/gpubroker/pricing"
 )
+
+// offerRow is the current observation of one offer, keyed by Offer.Key().
+type offerRow struct {
+	Key                      string    `gorm:"column:key;primaryKey;size:300"`
+	Cloud                    string    `gorm:"column:cloud;size:16;not null;index:idx_offers_place,priority:1"`
+	Region                   string    `gorm:"column:region;size:64;not null;index:idx_offers_place,priority:2"`
+	Zone                     string    `gorm:"column:zone;size:64;not null"`
+	InstanceType             string    `gorm:"column:instance_type;size:128;not null"`
+	GPU                      string    `gorm:"column:gpu;size:32;not null"`
+	GPUCount                 int       `gorm:"column:gpu_count;not null"`
+	GPUMemoryGiB             float64   `gorm:"column:gpu_memory_gib"`
+	VCPUs                    float64   `gorm:"column:vcpus"`
+	MemoryGiB                float64   `gorm:"column:memory_gib"`
+	OnDemandPrice            float64   `gorm:"column:on_demand_price"`
+	SpotPrice                float64   `gorm:"column:spot_price"`
+	SpotBucket               string    `gorm:"column:spot_bucket;size:32"`
+	SpotInterruptionsPerHour float64   `gorm:"column:spot_interruptions_per_hour"`
+	SpotPlacementScore       int       `gorm:"column:spot_placement_score"`
+	SpotAvailability         float64   `gorm:"column:spot_availability"`
+	SpotDefault              bool      `gorm:"column:spot_default"`
+	ObservedAt               time.Time `gorm:"column:observed_at;not null"`
+	Source                   string    `gorm:"column:source;size:128"`
+	// PointOnDemand and PointSpot are the prices of the offer's newest
+	// price points (0: none yet), so a save compares against them without
+	// reading the ever-growing history.
+	PointOnDemand float64   `gorm:"column:point_on_demand"`
+	PointSpot     float64   `gorm:"column:point_spot"`
+	UpdatedAt     time.Time `gorm:"column:updated_at"`
+}
+
+func (offerRow) TableName() string { return "offers" }
+
+func toRow(o pricing.Offer) offerRow {
+	return offerRow{
+		Key: o.Key(), Cloud: string(o.Cloud), Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType,
+		GPU: string(o.GPU), GPUCount: o.GPUCount, GPUMemoryGiB: o.GPUMemoryGiB, VCPUs: o.VCPUs, MemoryGiB: o.MemoryGiB,
+		OnDemandPrice: o.OnDemandPrice, SpotPrice: o.SpotPrice,
+		SpotBucket: o.Spot.Bucket, SpotInterruptionsPerHour: o.Spot.InterruptionsPerHour,
+		SpotPlacementScore: o.Spot.PlacementScore, SpotAvailability: o.Spot.Availability, SpotDefault: o.Spot.Default,
+		ObservedAt: o.ObservedAt.UTC(), Source: o.Source,
+	}
+}
+
+func (r offerRow) offer() pricing.Offer {
+	return pricing.Offer{
+		Cloud: pricing.Cloud(r.Cloud), Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType,
+		GPU: pricing.GPUModel(r.GPU), GPUCount: r.GPUCount, GPUMemoryGiB: r.GPUMemoryGiB, VCPUs: r.VCPUs, MemoryGiB: r.MemoryGiB,
+		OnDemandPrice: r.OnDemandPrice, SpotPrice: r.SpotPrice,
+		Spot: pricing.SpotSignal{Bucket: r.SpotBucket, InterruptionsPerHour: r.SpotInterruptionsPerHour,
+			PlacementScore: r.SpotPlacementScore, Availability: r.SpotAvailability, Default: r.SpotDefault},
+		ObservedAt: r.ObservedAt.UTC(), Source: r.Source,
+	}
+}
 
 // SaveResult says what one SaveOffers call changed.
 type SaveResult struct {
@@ -26,15 +78,6 @@ type SaveResult struct {
 	PriceChanges int
 	// Points is how many price points were written (changes and first prices).
 	Points int
-}
-
-// PricePoint is one observed price of one offer and capacity type.
-type PricePoint struct {
-	Key        string
-	Capacity   pricing.CapacityType
-	Price      float64
-	ObservedAt time.Time
-	Source     string
 }
 
 // batchSize bounds rows per INSERT: PostgreSQL allows 65535 parameters per
@@ -179,24 +222,4 @@ func (s *Store) Catalog(ctx context.Context) (*pricing.Catalog, error) {
 		}
 	}
 	return pricing.NewCatalog(offers, newest, "store "+s.where), nil
-}
-
-// PriceHistory returns the recorded prices of the offer with this key since
-// a time (zero: all), oldest first, both capacity types interleaved.
-func (s *Store) PriceHistory(ctx context.Context, key string, since time.Time) ([]PricePoint, error) {
-	var rows []pricePointRow
-	q := s.db.WithContext(ctx).Where("offer_key = ?", key)
-	if !since.IsZero() {
-		q = q.Where("observed_at >= ?", since.UTC())
-	}
-	if err := q.Order("observed_at, id").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("loading price history of %s: %w", key, err)
-	}
-	out := make([]PricePoint, len(rows))
-	for i, r := range rows {
-		out[i] = PricePoint{Key: r.OfferKey, Capacity: pricing.CapacityType(r.Capacity), Price: r.Price,
-			ObservedAt: r.ObservedAt.UTC(), Source: r.Source}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].ObservedAt.Before(out[j].ObservedAt) })
-	return out, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -116,10 +118,25 @@ func Redact(dsn string) string {
 	return kvPassword.ReplaceAllString(dsn, "password=xxxxx")
 }
 
+// Options are the settings of OpenWith beyond the DSN.
+type Options struct {
+	// PasswordFile names a file holding the PostgreSQL password (one line;
+	// a trailing newline is ignored). It wins over a password in the DSN
+	// and over PGPASSWORD. Without it, pgx reads PGPASSWORD and then
+	// ~/.pgpass (or PGPASSFILE), so the password never has to be on the
+	// command line or in the configuration file.
+	PasswordFile string
+}
+
 // Open connects to the database dsn names (see ParseDSN), creating the
 // SQLite file and its directory if needed, and migrates the schema.
 // A nil logger discards logs.
 func Open(ctx context.Context, dsn string, log *slog.Logger) (*Store, error) {
+	return OpenWith(ctx, dsn, log, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, dsn string, log *slog.Logger, opt Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -134,53 +151,114 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*Store, error) {
 	cfg := &gorm.Config{Logger: gl, SkipDefaultTransaction: true, NowFunc: func() time.Time { return time.Now().UTC() }}
 	var dial gorm.Dialector
 	where := Redact(t.DSN)
+	password := ""
 	switch t.Dialect {
 	case SQLite:
+		if opt.PasswordFile != "" {
+			return nil, fmt.Errorf("%w: a password file is for PostgreSQL; SQLite has no password", ErrBadDSN)
+		}
 		if err := os.MkdirAll(filepath.Dir(t.Path), 0o700); err != nil {
 			return nil, fmt.Errorf("creating the database directory: %w", err)
 		}
-		// WAL lets readers (prices) run while a refresh writes; the busy
-		// timeout waits out another process's write instead of failing;
-		// immediate transactions take the write lock up front, so two
-		// writers queue rather than deadlock on lock upgrade.
 		q := url.Values{}
-		q.Add("_pragma", "journal_mode(WAL)")
-		q.Add("_pragma", "busy_timeout(10000)")
-		q.Add("_pragma", "foreign_keys(1)")
-		q.Add("_pragma", "synchronous(NORMAL)")
+		for _, p := range sqlitePragmas {
+			q.Add("_pragma", p)
+		}
 		q.Set("_txlock", "immediate")
 		t.DSN = t.Path + "?" + q.Encode()
 		where = t.Path
 		dial = sqlite.Open(t.DSN)
 	case Postgres:
-		dial = postgres.Open(t.DSN)
+		// pgx parses the DSN and fills in what it leaves out from the
+		// environment (PGPASSWORD, PGHOST, ...) and the password file
+		// ~/.pgpass, the way psql does.
+		pcfg, err := pgx.ParseConfig(t.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("%w: PostgreSQL DSN %s does not parse; want postgres://user@host:5432/dbname", ErrBadDSN, where)
+		}
+		if dsnHasPassword(t.DSN) {
+			log.Warn("the database DSN holds a password, which process listings and shell history show; " +
+				"set PGPASSWORD or a password file (db_password_file, --db-password-file) instead")
+		}
+		if opt.PasswordFile != "" {
+			pw, err := readPasswordFile(opt.PasswordFile)
+			if err != nil {
+				return nil, err
+			}
+			pcfg.Password = pw
+		}
+		password = pcfg.Password
+		dial = postgres.New(postgres.Config{Conn: stdlib.OpenDB(*pcfg)})
 	}
 	db, err := gorm.Open(dial, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening %s database %s: %w", t.Dialect, where, redactErr(err, t.DSN))
+		return nil, fmt.Errorf("opening %s database %s: %w", t.Dialect, where, redactErr(err, t.DSN, password))
 	}
 	s := &Store{db: db, dialect: t.Dialect, where: where, log: log}
 	if sqlDB, err := db.DB(); err == nil {
 		if err := sqlDB.PingContext(ctx); err != nil {
 			_ = sqlDB.Close()
-			return nil, fmt.Errorf("connecting to %s database %s: %w", t.Dialect, where, redactErr(err, t.DSN))
+			return nil, fmt.Errorf("connecting to %s database %s: %w", t.Dialect, where, redactErr(err, t.DSN, password))
 		}
 	}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
-		return nil, fmt.Errorf("migrating %s database %s: %w", t.Dialect, where, err)
+		return nil, fmt.Errorf("migrating %s database %s: %w", t.Dialect, where, redactErr(err, t.DSN, password))
 	}
 	return s, nil
 }
 
-// redactErr strips a DSN's password from a driver error, which may quote it.
-func redactErr(err error, dsn string) error {
-	u, perr := url.Parse(dsn)
-	if perr != nil || u.User == nil {
-		return err
+// sqlitePragmas are the SQLite settings of every connection.
+//
+// WAL lets readers (prices, the API) run while a refresh writes; the busy
+// timeout waits out another process's write instead of failing; foreign
+// keys are enforced.
+//
+// synchronous(FULL) is chosen for durability: the broker acknowledges a
+// write (201/202, a heartbeat's 200) only after its commit, and with FULL
+// every commit is fsynced to the WAL before it returns, so an acknowledged
+// write survives a power loss or kernel crash, not only a process crash.
+// NORMAL would fsync only at checkpoints, and the last commits before a
+// power loss could vanish although their clients were told they were
+// stored. FULL costs one fsync per transaction; heartbeats are
+// group-committed (docs/api.md), so under load one fsync serves hundreds.
+var sqlitePragmas = []string{"journal_mode(WAL)", "busy_timeout(10000)", "foreign_keys(1)", "synchronous(FULL)"}
+
+// readPasswordFile reads a password from the first line of path.
+func readPasswordFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the database password file: %w", err)
 	}
-	pw, ok := u.User.Password()
-	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
+	pw, _, _ := strings.Cut(string(b), "\n")
+	pw = strings.TrimSuffix(pw, "\r")
+	if pw == "" {
+		return "", fmt.Errorf("the database password file %s is empty; write the password on its first line", path)
+	}
+	return pw, nil
+}
+
+// dsnHasPassword reports whether a PostgreSQL DSN spells out a password.
+func dsnHasPassword(dsn string) bool {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+		return u.Query().Has("password")
+	}
+	return kvPassword.MatchString(dsn)
+}
+
+// redactErr strips the password (from the DSN or a password file) from a
+// driver error, which may quote it.
+func redactErr(err error, dsn, password string) error {
+	pw := password
+	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			pw = p
+		}
+	}
+	if pw == "" || !strings.Contains(err.Error(), pw) {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))

@@ -474,10 +474,7 @@ func TestRedact(t *testing.T) {
 }
 
 func TestOpenPostgresBadPasswordIsRedacted(t *testing.T) {
-	dsn := os.Getenv(EnvPostgresDSN)
-	if dsn == "" {
-		t.Skipf("%s not set", EnvPostgresDSN)
-	}
+	dsn := postgresDSN(t) // skips (fails under CI) without a server
 	u, _ := url.Parse(dsn)
 	u.User = url.UserPassword(u.User.Username(), "wr0ng-s3cret")
 	_, err := Open(t.Context(), u.String(), nil)

@@ -9,12 +9,10 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -22,17 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// API paths.
-const (
-	PathRegister = "/api/v1/agents/register"
-	// Per-agent paths are PathAgents + "/" + id + one of the suffixes.
-	PathAgents     = "/api/v1/agents"
-	SuffixBeat     = "/heartbeat"
-	SuffixNotice   = "/notices"
-	SuffixDrain    = "/drains"
-	SuffixBenchRes = "/benchmarks"
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // Errors callers act on.
@@ -45,6 +34,9 @@ var (
 	ErrRejected = errors.New("broker rejected request")
 	// ErrNoToken: no bootstrap token to register with.
 	ErrNoToken = errors.New("no bootstrap token")
+	// ErrRegister: registration failed (it wraps the reason). Reports are
+	// kept: the fault is the agent's identity, not the report.
+	ErrRegister = errors.New("registration failed")
 )
 
 // Report kinds, which select the endpoint.
@@ -72,38 +64,6 @@ func NewReport(kind, id string, body any) (Report, error) {
 	return Report{Kind: kind, ID: id, Body: b}, nil
 }
 
-// RegisterRequest is the body of POST /api/v1/agents/register.
-type RegisterRequest struct {
-	Hostname     string          `json:"hostname"`
-	Cloud        string          `json:"cloud"`
-	InstanceID   string          `json:"instance_id,omitempty"`
-	AgentVersion string          `json:"agent_version"`
-	GPUs         json.RawMessage `json:"gpus,omitempty"`
-}
-
-// RegisterResponse is the broker's answer to a registration.
-type RegisterResponse struct {
-	AgentID                  string `json:"agent_id"`
-	Token                    string `json:"token"`
-	HeartbeatIntervalSeconds int    `json:"heartbeat_interval_seconds,omitempty"`
-}
-
-// Heartbeat is the body of POST /api/v1/agents/{id}/heartbeat.
-type Heartbeat struct {
-	Time       time.Time       `json:"time"`
-	Cloud      string          `json:"cloud"`
-	GPUs       json.RawMessage `json:"gpus"` // []gpu.Stat; null when no GPU/driver
-	GPUError   string          `json:"gpu_error,omitempty"`
-	SpoolDepth int             `json:"spool_depth"`
-	Draining   bool            `json:"draining"`
-}
-
-// HeartbeatResponse is the broker's answer to a heartbeat.
-type HeartbeatResponse struct {
-	// BenchmarkRequested asks the agent to run the GPU benchmark now.
-	BenchmarkRequested bool `json:"benchmark_requested"`
-}
-
 // Client talks to one broker. It is safe for concurrent use.
 type Client struct {
 	// BaseURL of the broker, e.g. https://broker.example:8443.
@@ -116,12 +76,13 @@ type Client struct {
 	// (0600); empty keeps them in memory.
 	StateFile string
 	// Register is sent on (re-)registration; set it before first use
-	// (SetCloud afterwards).
-	Register RegisterRequest
+	// (SetRegistration afterwards).
+	Register apiv1.RegisterRequest
 
-	mu      sync.Mutex
-	agentID string
-	token   string
+	mu       sync.Mutex
+	agentID  string
+	token    string
+	interval time.Duration
 }
 
 type state struct {
@@ -137,11 +98,32 @@ func (c *Client) httpClient() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second}
 }
 
-// SetCloud records the cloud for the next registration.
-func (c *Client) SetCloud(cloud string) {
+// SetRegistration changes what the next registration sends.
+func (c *Client) SetRegistration(f func(*apiv1.RegisterRequest)) {
 	c.mu.Lock()
-	c.Register.Cloud = cloud
+	f(&c.Register)
 	c.mu.Unlock()
+}
+
+// api returns the typed client for token.
+func (c *Client) api(token string) *apiv1.Client {
+	return &apiv1.Client{BaseURL: c.BaseURL, Token: token, HTTP: c.httpClient()}
+}
+
+// classify turns an apiv1 error into the agent's sentinels: ErrUnavailable
+// (retry later), errUnauthorized (register again) or ErrRejected (this
+// request will never be taken). The *apiv1.Error stays in the chain.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if apiv1.StatusOf(err) == http.StatusUnauthorized {
+		return fmt.Errorf("%w: %w", errUnauthorized, err)
+	}
+	if apiv1.IsTemporary(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("%w: %w", ErrRejected, err)
 }
 
 // AgentID returns the registered ID ("" before registration).
@@ -168,7 +150,7 @@ func (c *Client) ensureRegistered(ctx context.Context) (id, token string, err er
 		}
 	}
 	if err := c.registerLocked(ctx); err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("%w: %w", ErrRegister, err)
 	}
 	return c.agentID, c.token, nil
 }
@@ -182,14 +164,17 @@ func (c *Client) registerLocked(ctx context.Context) error {
 	if boot == "" {
 		return fmt.Errorf("%w: token file %s is empty", ErrNoToken, c.TokenFile)
 	}
-	var resp RegisterResponse
-	if err := c.post(ctx, PathRegister, boot, "", c.Register, &resp); err != nil {
-		return fmt.Errorf("registering: %w", err)
+	resp, err := c.api(boot).Register(ctx, c.Register)
+	if err != nil {
+		return fmt.Errorf("registering: %w", classify(err))
 	}
 	if resp.AgentID == "" || resp.Token == "" || strings.ContainsAny(resp.AgentID, "/?#") {
 		return fmt.Errorf("registering: %w: answer lacks a usable agent_id or token", ErrRejected)
 	}
 	c.agentID, c.token = resp.AgentID, resp.Token
+	if resp.HeartbeatIntervalSeconds > 0 {
+		c.interval = time.Duration(resp.HeartbeatIntervalSeconds) * time.Second
+	}
 	if c.StateFile != "" {
 		sb, _ := json.Marshal(state{Broker: c.BaseURL, AgentID: c.agentID, Token: c.token})
 		if err := writeFileAtomic(c.StateFile, sb, 0o600); err != nil {
@@ -200,37 +185,68 @@ func (c *Client) registerLocked(ctx context.Context) error {
 }
 
 // Heartbeat sends hb.
-func (c *Client) Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatResponse, error) {
-	var resp HeartbeatResponse
-	err := c.agentPost(ctx, SuffixBeat, "", hb, &resp)
+func (c *Client) Heartbeat(ctx context.Context, hb apiv1.Heartbeat) (apiv1.HeartbeatResponse, error) {
+	var resp apiv1.HeartbeatResponse
+	err := c.withAgent(ctx, func(api *apiv1.Client, id string) error {
+		var err error
+		resp, err = api.Heartbeat(ctx, id, hb)
+		return err
+	})
+	if err == nil && resp.HeartbeatIntervalSeconds > 0 {
+		c.mu.Lock()
+		c.interval = time.Duration(resp.HeartbeatIntervalSeconds) * time.Second
+		c.mu.Unlock()
+	}
 	return resp, err
 }
 
-// Send delivers one report.
+// HeartbeatInterval is the interval the broker last asked for (0 before
+// it said).
+func (c *Client) HeartbeatInterval() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.interval
+}
+
+// Send delivers one report. Its body is decoded into the apiv1 message
+// of its kind before it is sent, so even a report spooled by an older
+// agent goes out as a well-formed apiv1 message (or is rejected here).
 func (c *Client) Send(ctx context.Context, r Report) error {
-	var suffix string
+	var call func(api *apiv1.Client, id string) error
 	switch r.Kind {
 	case KindNotice:
-		suffix = SuffixNotice
+		var n apiv1.NoticeReport
+		if err := json.Unmarshal(r.Body, &n); err != nil {
+			return fmt.Errorf("%w: notice report %s: %w", ErrRejected, r.ID, err)
+		}
+		call = func(api *apiv1.Client, id string) error { _, err := api.ReportNotice(ctx, id, r.ID, n); return err }
 	case KindDrain:
-		suffix = SuffixDrain
+		var d apiv1.DrainReport
+		if err := json.Unmarshal(r.Body, &d); err != nil {
+			return fmt.Errorf("%w: drain report %s: %w", ErrRejected, r.ID, err)
+		}
+		call = func(api *apiv1.Client, id string) error { _, err := api.ReportDrain(ctx, id, r.ID, d); return err }
 	case KindBenchmark:
-		suffix = SuffixBenchRes
+		var b apiv1.BenchmarkReport
+		if err := json.Unmarshal(r.Body, &b); err != nil {
+			return fmt.Errorf("%w: benchmark report %s: %w", ErrRejected, r.ID, err)
+		}
+		call = func(api *apiv1.Client, id string) error { _, err := api.ReportBenchmark(ctx, id, r.ID, b); return err }
 	default:
 		return fmt.Errorf("%w: unknown report kind %q", ErrRejected, r.Kind)
 	}
-	return c.agentPost(ctx, suffix, r.ID, r.Body, nil)
+	return c.withAgent(ctx, call)
 }
 
-// agentPost posts to a per-agent endpoint, registering first when needed
-// and once more when the broker no longer knows the token (401).
-func (c *Client) agentPost(ctx context.Context, suffix, idemKey string, body, out any) error {
+// withAgent calls fn with the agent's credentials, registering first when
+// needed and once more when the broker no longer knows the token (401).
+func (c *Client) withAgent(ctx context.Context, fn func(api *apiv1.Client, id string) error) error {
 	for attempt := 0; ; attempt++ {
 		id, tok, err := c.ensureRegistered(ctx)
 		if err != nil {
 			return err
 		}
-		err = c.post(ctx, PathAgents+"/"+id+suffix, tok, idemKey, body, out)
+		err = classify(fn(c.api(tok), id))
 		if errors.Is(err, errUnauthorized) && attempt == 0 {
 			c.mu.Lock()
 			if c.token == tok {
@@ -247,79 +263,6 @@ func (c *Client) agentPost(ctx context.Context, suffix, idemKey string, body, ou
 }
 
 var errUnauthorized = fmt.Errorf("%w: 401 unauthorized", ErrRejected)
-
-func (c *Client) post(ctx context.Context, path, token, idemKey string, body, out any) error {
-	var b []byte
-	if raw, ok := body.(json.RawMessage); ok {
-		b = raw
-	} else {
-		var err error
-		if b, err = json.Marshal(body); err != nil {
-			return fmt.Errorf("encoding request: %w", err)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(b))
-	if err != nil {
-		return fmt.Errorf("%w: building request: %w", ErrRejected, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	resp, err := c.httpClient().Do(req)
-	if err != nil {
-		// The error text carries the URL but never the token.
-		return fmt.Errorf("%w: POST %s: %w", ErrUnavailable, path, err)
-	}
-	defer resp.Body.Close()
-	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%w: reading answer to %s: %w", ErrUnavailable, path, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		return errUnauthorized
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return fmt.Errorf("%w: POST %s: status %d", ErrUnavailable, path, resp.StatusCode)
-	case resp.StatusCode/100 != 2:
-		return fmt.Errorf("%w: POST %s: status %d: %s", ErrRejected, path, resp.StatusCode, brokerMessage(rb))
-	}
-	if out != nil && len(bytes.TrimSpace(rb)) > 0 {
-		if err := json.Unmarshal(rb, out); err != nil {
-			return fmt.Errorf("%w: decoding answer to %s: %w", ErrRejected, path, err)
-		}
-	}
-	return nil
-}
-
-// brokerMessage extracts the message of an error answer: the broker's
-// {"error":{"code","message"}} or a plain {"error":"..."} from a proxy.
-func brokerMessage(b []byte) string {
-	// The broker answers {"error":{"code":"...","message":"..."}} (docs/api.md).
-	var e struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-		if e.Error.Code != "" {
-			return e.Error.Code + ": " + e.Error.Message
-		}
-		return e.Error.Message
-	}
-	var plain struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(b, &plain) == nil && plain.Error != "" {
-		return plain.Error
-	}
-	if len(b) > 200 {
-		b = b[:200]
-	}
-	return strings.TrimSpace(string(b))
-}
 
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -435,11 +378,17 @@ func (r *Reporter) handle(ctx context.Context, rep Report) {
 		r.Logger.Error("report lost: spool failed", "kind", rep.Kind, "id", rep.ID, "err", err)
 		return
 	}
-	r.Logger.Warn("broker unreachable; report spooled", "kind", rep.Kind, "id", rep.ID, "spooled", r.Spool.Len())
+	r.Logger.Warn("report not delivered yet (broker unreachable or agent not registered); kept for retry", "kind", rep.Kind, "id", rep.ID, "waiting", r.Spool.Len())
 }
 
-// trySend sends rep and reports whether it must be kept for later.
+// trySend sends rep and reports whether it must be kept for later, and
+// whether the broker refused it for good (dropped).
 func (r *Reporter) trySend(ctx context.Context, rep Report) (keep bool) {
+	keep, _ = r.send(ctx, rep)
+	return keep
+}
+
+func (r *Reporter) send(ctx context.Context, rep Report) (keep, dropped bool) {
 	// A send already started is not cut short by Run stopping: SendTimeout
 	// bounds it, and its answer decides whether the report is spooled.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.SendTimeout)
@@ -448,23 +397,35 @@ func (r *Reporter) trySend(ctx context.Context, rep Report) (keep bool) {
 	switch {
 	case err == nil:
 		r.Logger.Info("reported to broker", "kind", rep.Kind, "id", rep.ID)
-		return false
-	case errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoToken) || errors.Is(err, errUnauthorized):
-		r.Logger.Debug("broker delivery failed", "kind", rep.Kind, "err", err)
-		return true
+		return false, false
+	case errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoToken) || errors.Is(err, ErrRegister) || errors.Is(err, errUnauthorized):
+		// Nothing is wrong with the report itself: keep it, in order.
+		r.Logger.Debug("broker delivery failed; report kept", "kind", rep.Kind, "id", rep.ID, "err", err)
+		return true, false
 	default:
+		// The broker refused this one report (4xx): it would be refused
+		// forever, so it is dropped, loudly, and the others go on.
 		r.Logger.Error("broker rejected report; dropping it", "kind", rep.Kind, "id", rep.ID, "err", err)
-		return false
+		return false, true
 	}
 }
 
 func (r *Reporter) flush(ctx context.Context) {
-	before := r.Spool.Len()
-	if before == 0 {
+	if r.Spool.Len() == 0 {
 		return
 	}
-	r.Spool.Drain(func(rep Report) bool { return r.trySend(ctx, rep) })
-	if after := r.Spool.Len(); after < before {
-		r.Logger.Info("delivered spooled reports", "delivered", before-after, "left", after)
+	delivered, dropped := 0, 0
+	r.Spool.Drain(func(rep Report) bool {
+		keep, drop := r.send(ctx, rep)
+		switch {
+		case drop:
+			dropped++
+		case !keep:
+			delivered++
+		}
+		return keep
+	})
+	if delivered > 0 || dropped > 0 {
+		r.Logger.Info("spooled reports sent", "delivered", delivered, "rejected", dropped, "left", r.Spool.Len())
 	}
 }

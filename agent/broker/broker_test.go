@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/agent/broker"
 	"github.com/gpubroker/gpubroker/agent/internal/fakebroker"
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 func setup(t *testing.T) (*fakebroker.Broker, *broker.Client, string) {
@@ -28,7 +29,7 @@ func setup(t *testing.T) (*fakebroker.Broker, *broker.Client, string) {
 		t.Fatal(err)
 	}
 	c := &broker.Client{BaseURL: srv.URL, HTTP: srv.Client(), TokenFile: tf, StateFile: filepath.Join(dir, "state", "agent.json"),
-		Register: broker.RegisterRequest{Hostname: "vm0", Cloud: "aws", AgentVersion: "test"}}
+		Register: apiv1.RegisterRequest{Hostname: "vm0", Cloud: "aws", AgentVersion: "test"}}
 	return fb, c, dir
 }
 
@@ -42,7 +43,7 @@ func report(t *testing.T, kind, id string) broker.Report {
 
 func TestRegisterHeartbeatAndPersistedCredentials(t *testing.T) {
 	fb, c, _ := setup(t)
-	resp, err := c.Heartbeat(context.Background(), broker.Heartbeat{Time: time.Now(), Cloud: "aws"})
+	resp, err := c.Heartbeat(context.Background(), apiv1.Heartbeat{Time: time.Now(), Cloud: "aws"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,5 +186,41 @@ func TestSpoolSurvivesRestartAndIsBounded(t *testing.T) {
 	sp2.Drain(func(broker.Report) bool { t.Fatal("corrupt report delivered"); return false })
 	if sp2.Len() != 0 {
 		t.Fatal("corrupt report kept")
+	}
+}
+
+// TestSpoolFallsBackToMemory: a spool directory that cannot take a
+// report (here: removed under the agent, as a full or read-only disk
+// fails the write) keeps the report in memory, and delivers it.
+func TestSpoolFallsBackToMemory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	sp, err := broker.NewSpool(dir, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Put(report(t, broker.KindNotice, "on-disk")); err != nil {
+		t.Fatal(err)
+	}
+	var fallbacks int
+	sp.OnFallback = func(error) { fallbacks++ }
+	// Replace the directory by a file: every write into it now fails.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if err := sp.Put(report(t, broker.KindNotice, id)); err != nil {
+			t.Fatalf("Put with a broken disk: %v", err)
+		}
+	}
+	if sp.Len() != 2 || sp.InMemory() != 2 || fallbacks != 2 {
+		t.Fatalf("len %d, in memory %d, fallbacks %d", sp.Len(), sp.InMemory(), fallbacks)
+	}
+	var got []string
+	sp.Drain(func(r broker.Report) bool { got = append(got, r.ID); return false })
+	if strings.Join(got, ",") != "m1,m2" || sp.Len() != 0 {
+		t.Fatalf("drained %v, left %d", got, sp.Len())
 	}
 }

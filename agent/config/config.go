@@ -97,12 +97,12 @@ func Parse(name string, b []byte) (Config, error) {
 		"cloud":              func(n *yaml.Node) { c.Cloud = d.oneOf(n, Clouds) },
 		"metadata_url":       func(n *yaml.Node) { c.MetadataURL = d.url(n) },
 		"vm_name":            func(n *yaml.Node) { c.VMName = d.str(n) },
-		"poll_interval":      func(n *yaml.Node) { c.PollInterval = d.duration(n, 10*time.Millisecond, time.Minute) },
+		"poll_interval":      func(n *yaml.Node) { c.PollInterval = d.duration(n, PollIntervalRange[0], PollIntervalRange[1]) },
 		"broker":             func(n *yaml.Node) { c.Broker = d.url(n) },
 		"token_file":         func(n *yaml.Node) { c.TokenFile = d.str(n) },
 		"state_dir":          func(n *yaml.Node) { c.StateDir = d.str(n) },
 		"heartbeat_interval": func(n *yaml.Node) { c.HeartbeatInterval = d.duration(n, time.Second, time.Hour) },
-		"safety_margin":      func(n *yaml.Node) { c.SafetyMargin = d.duration(n, 0, 10*time.Minute) },
+		"safety_margin":      func(n *yaml.Node) { c.SafetyMargin = d.duration(n, SafetyMarginRange[0], SafetyMarginRange[1]) },
 		"log_level":          func(n *yaml.Node) { c.LogLevel = d.oneOf(n, []string{"debug", "info", "warn", "error"}) },
 		"drain":              func(n *yaml.Node) { c.Drain = d.steps(n) },
 		"early_drain": func(n *yaml.Node) {
@@ -231,12 +231,34 @@ func (d *decoder) url(n *yaml.Node) string {
 	if !ok || s == "" {
 		return s
 	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		d.errf(n, "%q is not an http(s) URL; want e.g. http://127.0.0.1:8080", s)
+	if err := CheckURL(s); err != nil {
+		d.errf(n, "%v", err)
 		return ""
 	}
 	return s
+}
+
+// Ranges of the durations the file and the flags accept alike.
+var (
+	PollIntervalRange = [2]time.Duration{10 * time.Millisecond, time.Minute}
+	SafetyMarginRange = [2]time.Duration{0, 10 * time.Minute}
+)
+
+// CheckURL checks a broker or metadata URL: http(s) with a host.
+func CheckURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL; want e.g. http://127.0.0.1:8080", s)
+	}
+	return nil
+}
+
+// CheckDuration checks v against an inclusive range.
+func CheckDuration(v time.Duration, r [2]time.Duration) error {
+	if v < r[0] || v > r[1] {
+		return fmt.Errorf("%s is out of range; want %v to %v", v, r[0], r[1])
+	}
+	return nil
 }
 
 func (d *decoder) duration(n *yaml.Node, lo, hi time.Duration) time.Duration {

@@ -10,7 +10,6 @@ package gpu
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/gpubroker/gpubroker/pricing"
 )
@@ -47,20 +46,8 @@ type Stat struct {
 	ECCAggregateUncorrected *uint64 `json:"ecc_aggregate_uncorrected,omitempty"`
 }
 
-// gpuTokens maps a token of an NVML device name to a model name that
-// pricing.NormalizeGPU knows; memory decides between sizes.
-var gpuTokens = []string{"H200", "H100", "A100", "A10G", "A10", "L40S", "L4", "T4", "V100", "P100"}
-
-// ModelFromName maps an NVML device name ("NVIDIA H100 80GB HBM3",
-// "NVIDIA A100-SXM4-40GB", "Tesla T4") to a canonical model.
+// ModelFromName maps an NVML device name to a canonical model
+// (pricing.ModelFromDeviceName, shared with the broker).
 func ModelFromName(name string, memoryMiB uint64) (pricing.GPUModel, bool) {
-	fields := strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == ' ' || r == '-' || r == '_' })
-	for _, tok := range gpuTokens {
-		for _, f := range fields {
-			if f == tok {
-				return pricing.NormalizeGPU(tok, int(memoryMiB))
-			}
-		}
-	}
-	return "", false
+	return pricing.ModelFromDeviceName(name, memoryMiB)
 }

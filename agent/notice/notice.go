@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/gpubroker/gpubroker/fleet/instance"
 )
 
 // Kind says what the platform is about to do to the VM.
@@ -20,19 +22,16 @@ const (
 	KindTerminate   Kind = "terminate"   // the VM is deleted (Azure Terminate)
 	KindStop        Kind = "stop"        // AWS spot "stop"
 	KindHibernate   Kind = "hibernate"   // AWS spot "hibernate"
+	KindReboot      Kind = "reboot"      // Azure Reboot: the VM restarts, the workload's processes die
+	KindRedeploy    Kind = "redeploy"    // Azure Redeploy: moved to another host, local disks lost
 	KindRebalance   Kind = "rebalance"   // AWS rebalance recommendation: risk is elevated
-	KindMaintenance Kind = "maintenance" // scheduled host maintenance (reboot, migrate, redeploy, freeze)
+	KindMaintenance Kind = "maintenance" // maintenance the workload survives (live migration, freeze)
 )
 
 // Terminal reports whether the notice means the workload will be gone at the
-// deadline, so the full drain must run.
-func (k Kind) Terminal() bool {
-	switch k {
-	case KindPreempt, KindTerminate, KindStop, KindHibernate:
-		return true
-	}
-	return false
-}
+// deadline, so the full drain must run. The rule is the domain's
+// (fleet/instance), shared with the broker.
+func (k Kind) Terminal() bool { return instance.NoticeKind(k).Terminal() }
 
 // Cloud names, as used on the wire and in flags.
 const (

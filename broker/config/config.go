@@ -33,7 +33,40 @@ type Config struct {
 	// ShutdownGrace is how long a running job may finish after a stop
 	// signal before it is cancelled.
 	ShutdownGrace time.Duration
+	// DBPasswordFile holds the PostgreSQL password (first line), so it
+	// need not be in DB; PGPASSWORD and ~/.pgpass work too.
+	DBPasswordFile string
+	// LeaseTTL is the leader lease (1s to 10m).
+	LeaseTTL time.Duration
+	// CatalogReload is how often every replica re-reads prices and the
+	// stored plan from the store (1s to 1h).
+	CatalogReload time.Duration
+	// Retention bounds how long price history and events are kept.
+	Retention RetentionConfig
+	// Reports configures Slack reports and alerts (reports.go).
+	Reports ReportsConfig
 }
+
+// RetentionConfig says how long the growing tables keep rows; 0 keeps them
+// for ever.
+type RetentionConfig struct {
+	PriceHistory time.Duration
+	Events       time.Duration
+}
+
+// Defaults of the settings above.
+const (
+	DefaultLeaseTTL      = 15 * time.Second
+	DefaultCatalogReload = 30 * time.Second
+	// DefaultPriceHistoryRetention keeps a year of price changes: enough
+	// for seasonal comparisons, bounded for a table that grows with every
+	// refresh.
+	DefaultPriceHistoryRetention = 365 * 24 * time.Hour
+	// DefaultEventRetention keeps 90 days of events. It must exceed how
+	// long an agent may hold a report in its spool, or a late re-delivery
+	// would no longer be recognised as a repeat.
+	DefaultEventRetention = 90 * 24 * time.Hour
+)
 
 // RefreshConfig configures the scheduled catalog refresh.
 type RefreshConfig struct {
@@ -55,6 +88,9 @@ type RefreshConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		ShutdownGrace: 30 * time.Second,
+		LeaseTTL:      DefaultLeaseTTL,
+		CatalogReload: DefaultCatalogReload,
+		Retention:     RetentionConfig{PriceHistory: DefaultPriceHistoryRetention, Events: DefaultEventRetention},
 		Refresh: RefreshConfig{Schedule: DefaultRefreshSchedule, OnStart: true, Concurrency: 4,
 			FetchTimeout: 15 * time.Minute},
 	}
@@ -70,7 +106,13 @@ const maxConfigSize = 1 << 20
 // used in errors, which read "name:line:col: what is wrong; what is right".
 //
 //	db: postgres://gpubroker@db.internal/gpubroker
+//	db_password_file: /run/secrets/gpubroker-db
 //	shutdown_grace: 30s
+//	lease_ttl: 15s
+//	catalog_reload: 30s
+//	retention:
+//	  price_history: 365d
+//	  events: 90d
 //	refresh:
 //	  schedule: "0 */6 * * *"
 //	  on_start: true
@@ -96,8 +138,23 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		return cfg, nil
 	}
 	err := p.mapping(root, "", map[string]func(*yaml.Node) error{
-		"db":             func(n *yaml.Node) error { return p.str(n, "db", &cfg.DB) },
-		"shutdown_grace": func(n *yaml.Node) error { return p.duration(n, "shutdown_grace", &cfg.ShutdownGrace) },
+		"db":               func(n *yaml.Node) error { return p.str(n, "db", &cfg.DB) },
+		"db_password_file": func(n *yaml.Node) error { return p.str(n, "db_password_file", &cfg.DBPasswordFile) },
+		"shutdown_grace":   func(n *yaml.Node) error { return p.duration(n, "shutdown_grace", &cfg.ShutdownGrace) },
+		"lease_ttl": func(n *yaml.Node) error {
+			return p.bounded(n, "lease_ttl", time.Second, 10*time.Minute, &cfg.LeaseTTL)
+		},
+		"catalog_reload": func(n *yaml.Node) error {
+			return p.bounded(n, "catalog_reload", time.Second, time.Hour, &cfg.CatalogReload)
+		},
+		"retention": func(n *yaml.Node) error {
+			r := &cfg.Retention
+			return p.mapping(n, "retention", map[string]func(*yaml.Node) error{
+				"price_history": func(n *yaml.Node) error { return p.retention(n, "retention.price_history", &r.PriceHistory) },
+				"events":        func(n *yaml.Node) error { return p.retention(n, "retention.events", &r.Events) },
+			})
+		},
+		"reports": func(n *yaml.Node) error { return p.reports(n, &cfg.Reports) },
 		"refresh": func(n *yaml.Node) error {
 			r := &cfg.Refresh
 			return p.mapping(n, "refresh", map[string]func(*yaml.Node) error{
@@ -223,6 +280,58 @@ func (p *parser) duration(n *yaml.Node, key string, dst *time.Duration) error {
 	}
 	*dst = d
 	return nil
+}
+
+// bounded reads a duration between lo and hi.
+func (p *parser) bounded(n *yaml.Node, key string, lo, hi time.Duration, dst *time.Duration) error {
+	var d time.Duration
+	if err := p.duration(n, key, &d); err != nil {
+		return err
+	}
+	if err := CheckDuration(key, d, lo, hi); err != nil {
+		return p.errorf(n, "%v", err)
+	}
+	*dst = d
+	return nil
+}
+
+// CheckDuration checks that d is between lo and hi, for flags and the file
+// alike.
+func CheckDuration(key string, d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return fmt.Errorf("%s %s: want a duration from %s to %s", key, d, lo, hi)
+	}
+	return nil
+}
+
+// retention reads a retention: a duration with an optional day unit
+// ("90d", "2160h"), or 0 to keep rows for ever.
+func (p *parser) retention(n *yaml.Node, key string, dst *time.Duration) error {
+	if err := p.scalar(n, key, "a duration such as 90d or 2160h, or 0"); err != nil {
+		return err
+	}
+	d, err := ParseRetention(n.Value)
+	if err != nil {
+		return p.errorf(n, "%s: %v", key, err)
+	}
+	*dst = d
+	return nil
+}
+
+// ParseRetention reads "90d", "2160h" or "0" (keep for ever).
+func ParseRetention(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err == nil && n >= 1 && n <= 36500 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	} else if d, err := time.ParseDuration(s); err == nil && d >= time.Hour {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%q: want whole days such as 90d, a duration of at least 1h such as 2160h, or 0 to keep for ever", s)
 }
 
 func (p *parser) strings(n *yaml.Node, key string, dst *[]string) error {

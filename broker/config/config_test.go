@@ -21,6 +21,8 @@ func TestParseConfigGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{DB: "postgres://gpubroker@db.internal:5432/gpubroker", ShutdownGrace: 45 * time.Second,
+		DBPasswordFile: "/run/secrets/gpubroker-db", LeaseTTL: 20 * time.Second, CatalogReload: 10 * time.Second,
+		Retention: RetentionConfig{PriceHistory: 180 * 24 * time.Hour, Events: 0},
 		Refresh: RefreshConfig{Schedule: "30 */4 * * *", OnStart: false, Clouds: []pricing.Cloud{pricing.AWS, pricing.GCP},
 			Regions: []string{"us-*", "europe-west4"}, Concurrency: 8, FetchTimeout: 5 * time.Minute}}
 	if !reflect.DeepEqual(got, want) {
@@ -43,7 +45,14 @@ func TestParseConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: db, refresh, shutdown_grace`},
+		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: catalog_reload, db, db_password_file, lease_ttl, refresh, reports, retention, shutdown_grace`},
+		{"lease_ttl: 0s\n", `c.yaml:1:12: lease_ttl "0s": want a positive duration`},
+		{"lease_ttl: 200ms\n", `c.yaml:1:12: lease_ttl 200ms: want a duration from 1s to 10m0s`},
+		{"lease_ttl: -5s\n", `c.yaml:1:12: lease_ttl "-5s": want a positive duration`},
+		{"catalog_reload: 2h\n", `c.yaml:1:17: catalog_reload 2h0m0s: want a duration from 1s to 1h0m0s`},
+		{"retention:\n  events: 30m\n", `c.yaml:2:11: retention.events: "30m": want whole days such as 90d`},
+		{"retention:\n  price_history: -1d\n", `c.yaml:2:18: retention.price_history: "-1d"`},
+		{"retention:\n  logs: 1d\n", `c.yaml:2:3: unknown key "logs" in retention; known keys: events, price_history`},
 		{"refresh:\n  schedul: x\n", `c.yaml:2:3: unknown key "schedul" in refresh; known keys: clouds, concurrency, fetch_timeout, on_start, regions, schedule`},
 		{"refresh:\n  schedule: \"0 */6 * *\"\n", `c.yaml:2:13: refresh.schedule: "0 */6 * *" is not a cron schedule (expected exactly 5 fields, found 4: [0 */6 * *]); want 5 fields such as "0 */6 * * *"`},
 		{"refresh:\n  schedule: \"0 25 * * *\"\n", `c.yaml:2:13: refresh.schedule: "0 25 * * *" is not a cron schedule`},
@@ -83,6 +92,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add("refresh: {schedule: \"0 */6 * * *\", clouds: [aws]}\n")
 	f.Add("db: &a x\nrefresh: *a\n")
 	f.Add("refresh:\n  schedule: \"TZ=Europe/Berlin 0 3 * * *\"\n")
+	reports, _ := os.ReadFile("testdata/reports.good.yaml")
+	f.Add(string(reports))
+	f.Add("reports:\n  time_zone: \"Europe/Berlin 0\"\n  schedules: [{period: day, cron: \"0 9 * * *\"}]\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		cfg, err := ParseConfig("f.yaml", []byte(s))
 		if err != nil {
@@ -93,6 +105,11 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if err := ValidateSchedule(cfg.Refresh.Schedule); err != nil {
 			t.Fatalf("accepted a schedule it cannot run: %v", err)
+		}
+		for _, sc := range cfg.Reports.Schedules {
+			if err := ValidateSchedule(cfg.Reports.CronSpec(sc.Cron)); err != nil {
+				t.Fatalf("accepted a report schedule it cannot run: %v", err)
+			}
 		}
 		if cfg.Refresh.Concurrency < 1 {
 			t.Fatalf("accepted concurrency %d", cfg.Refresh.Concurrency)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	agentbroker "github.com/gpubroker/gpubroker/agent/broker"
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/store"
 )
 
@@ -26,15 +27,15 @@ func TestRealAgentClient(t *testing.T) {
 		}
 		c := &agentbroker.Client{BaseURL: e.srv.URL, HTTP: e.srv.Client(), TokenFile: tokFile,
 			StateFile: filepath.Join(dir, "agent.json"),
-			Register:  agentbroker.RegisterRequest{Hostname: "ip-10-0-0-12", Cloud: "aws", InstanceID: "i-0real", AgentVersion: "v0.1.0"}}
+			Register:  apiv1.RegisterRequest{Hostname: "ip-10-0-0-12", Cloud: "aws", InstanceID: "i-0real", AgentVersion: "v0.1.0"}}
 		ctx := context.Background()
 		var gpus struct {
-			GPUs json.RawMessage `json:"gpus"`
+			GPUs []apiv1.GPUStat `json:"gpus"`
 		}
 		if err := json.Unmarshal([]byte(agentHeartbeat), &gpus); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := c.Heartbeat(ctx, agentbroker.Heartbeat{Time: time.Now(), Cloud: "aws", GPUs: gpus.GPUs})
+		resp, err := c.Heartbeat(ctx, apiv1.Heartbeat{Time: time.Now(), Cloud: "aws", GPUs: gpus.GPUs})
 		if err != nil {
 			t.Fatalf("heartbeat through the agent's client: %v", err)
 		}
@@ -56,11 +57,11 @@ func TestRealAgentClient(t *testing.T) {
 				}
 			}
 		}
-		inst := decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0real", e.admin, nil, http.StatusOK))
+		inst := decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0real", e.admin, nil, http.StatusOK))
 		if inst.State != store.StateDrained || inst.LastHeartbeat.IsZero() || inst.Utilization == 0 {
 			t.Fatalf("instance after the agent's reports: %+v", inst)
 		}
-		evs := decode[struct{ Items []store.EventRecord }](t, e.want("GET", "/api/v1/events?instance=i-0real", e.admin, nil, http.StatusOK))
+		evs := decode[struct{ Items []apiv1.Event }](t, e.want("GET", "/api/v1/events?instance=i-0real", e.admin, nil, http.StatusOK))
 		if len(evs.Items) != 4 { // registered, preemption_notice, drained, benchmark
 			t.Fatalf("%d events, want 4: %+v", len(evs.Items), evs.Items)
 		}

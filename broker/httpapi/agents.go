@@ -3,13 +3,12 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"path"
-	"sort"
-	"strings"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/fleet/instance"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -19,76 +18,50 @@ const HeartbeatInterval = 10 * time.Second
 
 func pathMatchCheck(pattern string) (bool, error) { return path.Match(pattern, "") }
 
-type registerBody struct {
-	// The agent's own fields (docs/agent.md).
-	Hostname     string          `json:"hostname"`
-	Cloud        string          `json:"cloud"`
-	InstanceID   string          `json:"instance_id"`
-	AgentVersion string          `json:"agent_version"`
-	GPUs         json.RawMessage `json:"gpus"`
-	// Optional placement details that tools (or a future agent) may send.
-	Region       string `json:"region"`
-	Zone         string `json:"zone"`
-	InstanceType string `json:"instance_type"`
-	GPU          string `json:"gpu"`
-	GPUCount     int    `json:"gpu_count"`
-	Capacity     string `json:"capacity"`
-	Workload     string `json:"workload"`
-}
-
-type registerResponse struct {
-	AgentID string `json:"agent_id"`
-	// Token is shown once; the broker keeps only its hash.
-	Token                    string               `json:"token"`
-	HeartbeatIntervalSeconds int                  `json:"heartbeat_interval_seconds"`
-	Instance                 store.InstanceRecord `json:"instance"`
-}
-
-// gpuStat is the part of an agent's per-GPU telemetry the broker reads;
-// other fields are kept as sent.
-type gpuStat struct {
-	Index          *int     `json:"index"`
-	Name           string   `json:"name"`
-	Model          string   `json:"model"`
-	MemoryTotalMiB *float64 `json:"memory_total_mib"`
-	MemoryUsedMiB  *float64 `json:"memory_used_mib"`
-	UtilGPUPct     *float64 `json:"util_gpu_pct"`
-	TempC          *float64 `json:"temperature_c"`
-	PowerW         *float64 `json:"power_w"`
-}
-
-// parseGPUs reads a telemetry array leniently (new telemetry fields must
-// not break old brokers) but checks the figures it uses.
-func parseGPUs(raw json.RawMessage) ([]gpuStat, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var gs []gpuStat
-	if err := json.Unmarshal(raw, &gs); err != nil {
-		return nil, badf("gpus must be an array of GPU objects: %v", err)
-	}
+// checkGPUs checks the telemetry figures the broker uses. Unknown
+// telemetry fields were already ignored by apiv1.GPUStat, so a newer
+// agent's telemetry never breaks an older broker.
+func checkGPUs(gs []apiv1.GPUStat) error {
 	if len(gs) > 64 {
-		return nil, badf("gpus has %d entries; at most 64", len(gs))
+		return badf("gpus has %d entries; at most 64", len(gs))
 	}
 	for i, g := range gs {
-		if g.Index == nil || *g.Index < 0 || *g.Index > 63 {
-			return nil, badf("gpus[%d].index is missing or outside 0..63", i)
+		if g.Index < 0 || g.Index > 63 {
+			return badf("gpus[%d].index %d is outside 0..63", i, g.Index)
 		}
-		for _, f := range []struct {
-			name string
-			v    *float64
-			max  float64
-		}{{"util_gpu_pct", g.UtilGPUPct, 100}, {"memory_used_mib", g.MemoryUsedMiB, 1 << 24},
-			{"memory_total_mib", g.MemoryTotalMiB, 1 << 24}, {"temperature_c", g.TempC, 200}, {"power_w", g.PowerW, 1e5}} {
-			if f.v != nil && (math.IsNaN(*f.v) || *f.v < 0 || *f.v > f.max) {
-				return nil, badf("gpus[%d].%s is %v; it must be between 0 and %v", i, f.name, *f.v, f.max)
+		if g.UtilGPUPct != nil && *g.UtilGPUPct > 100 {
+			return badf("gpus[%d].util_gpu_pct is %d; it must be between 0 and 100", i, *g.UtilGPUPct)
+		}
+		if g.TempC != nil && *g.TempC > 200 {
+			return badf("gpus[%d].temperature_c is %d; it must be between 0 and 200", i, *g.TempC)
+		}
+		if g.MemoryTotalMiB > 1<<24 || g.MemoryUsedMiB > 1<<24 {
+			return badf("gpus[%d] memory figures must be at most %d MiB", i, 1<<24)
+		}
+		if g.PowerW != nil {
+			if err := finite(fmt.Sprintf("gpus[%d].power_w", i), *g.PowerW, 0, 1e5); err != nil {
+				return err
 			}
 		}
 	}
-	return gs, nil
+	return nil
 }
 
-func (b *registerBody) validate() error {
+// checkVersion accepts any version string a Go build produces: "v1.2.3",
+// "v0.0.0-20261202101010-abcdef012345+dirty", "(devel)".
+func checkVersion(v string) error {
+	if len(v) > 128 {
+		return badf("agent_version is %d bytes; at most 128", len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] > '~' {
+			return badf("agent_version %q has a character that is not printable ASCII at byte %d", v, i)
+		}
+	}
+	return nil
+}
+
+func validateRegister(b *apiv1.RegisterRequest) error {
 	if b.InstanceID == "" {
 		// Without an instance id (no metadata service), the host name is the
 		// stable identity, so a re-registration maps to the same instance.
@@ -103,7 +76,7 @@ func (b *registerBody) validate() error {
 	if len(b.Hostname) > 255 {
 		return badf("hostname is longer than 255 bytes")
 	}
-	if err := checkLabel("agent_version", b.AgentVersion); err != nil {
+	if err := checkVersion(b.AgentVersion); err != nil {
 		return err
 	}
 	c, err := pricing.ParseCloud(b.Cloud)
@@ -116,12 +89,16 @@ func (b *registerBody) validate() error {
 			return err
 		}
 	}
-	gs, err := parseGPUs(b.GPUs)
-	if err != nil {
+	if err := checkGPUs(b.GPUs); err != nil {
 		return err
 	}
+	gs := b.GPUs
 	if b.GPU == "" && len(gs) > 0 {
-		if m, ok := pricing.ParseGPUModel(gs[0].Model); ok {
+		m, ok := pricing.ParseGPUModel(gs[0].Model)
+		if !ok {
+			m, ok = pricing.ModelFromDeviceName(gs[0].Name, gs[0].MemoryTotalMiB)
+		}
+		if ok {
 			b.GPU = string(m)
 		}
 		if b.GPUCount == 0 {
@@ -150,12 +127,12 @@ func (b *registerBody) validate() error {
 }
 
 func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
-	var b registerBody
+	var b apiv1.RegisterRequest
 	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if err := b.validate(); err != nil {
+	if err := validateRegister(&b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -164,42 +141,30 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	inst, err := s.store.RegisterAgent(r.Context(), store.InstanceRecord{ID: b.InstanceID, Hostname: b.Hostname,
+	by := principalFrom(r.Context())
+	if by.kind == store.TokenRegistration && b.InstanceID != by.subject {
+		s.fail(w, r, fmt.Errorf("%w: this registration token is bound to instance %q, not %q", store.ErrTakeover, by.subject, b.InstanceID))
+		return
+	}
+	inst, err := s.store.RegisterAgentAs(r.Context(), store.InstanceRecord{ID: b.InstanceID, Hostname: b.Hostname,
 		AgentVersion: b.AgentVersion, Cloud: b.Cloud, Region: b.Region, Zone: b.Zone, InstanceType: b.InstanceType,
-		GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity, Workload: b.Workload}, hash, s.now().UTC())
+		GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity, Workload: b.Workload}, hash, s.now().UTC(), by.record())
+	if by.kind == store.TokenRegistration {
+		s.tokens.drop(by.hash) // used (or spent) either way
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	s.tokens.dropSubject(inst.ID)
 	s.tokens.put(hash, principal{kind: store.TokenAgent, subject: inst.ID}, s.now())
-	s.metrics.EventRecorded("registered")
-	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion)
-	writeJSON(w, http.StatusCreated, registerResponse{AgentID: inst.ID, Token: token,
-		HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second), Instance: inst})
+	s.metrics.EventRecorded(string(instance.EventRegistered))
+	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion, "with", by.kind)
+	writeJSON(w, http.StatusCreated, apiv1.RegisterResponse{AgentID: inst.ID, Token: token,
+		HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second), Instance: apiInstance(inst)})
 }
 
-type heartbeatBody struct {
-	Time       time.Time       `json:"time"`
-	Cloud      string          `json:"cloud"`
-	GPUs       json.RawMessage `json:"gpus"`
-	GPUError   string          `json:"gpu_error"`
-	SpoolDepth int             `json:"spool_depth"`
-	Draining   bool            `json:"draining"`
-	// Load1 is the host's one-minute load average (optional).
-	Load1 float64 `json:"load1"`
-	// Utilization is the mean GPU utilisation (0..1); computed from the
-	// GPUs' util_gpu_pct when absent.
-	Utilization *float64 `json:"gpu_utilization"`
-}
-
-// heartbeatResponse is what the agent reads back.
-type heartbeatResponse struct {
-	BenchmarkRequested       bool `json:"benchmark_requested"`
-	HeartbeatIntervalSeconds int  `json:"heartbeat_interval_seconds"`
-}
-
-func (b *heartbeatBody) validate() error {
+func validateHeartbeat(b *apiv1.Heartbeat) error {
 	if err := finite("load1", b.Load1, 0, 1e4); err != nil {
 		return err
 	}
@@ -209,17 +174,17 @@ func (b *heartbeatBody) validate() error {
 	if len(b.GPUError) > 1024 {
 		return badf("gpu_error is %d bytes; at most 1024", len(b.GPUError))
 	}
-	gs, err := parseGPUs(b.GPUs)
-	if err != nil {
+	if err := checkGPUs(b.GPUs); err != nil {
 		return err
 	}
+	gs := b.GPUs
 	if b.Utilization != nil {
 		return finite("gpu_utilization", *b.Utilization, 0, 1)
 	}
 	sum, n := 0.0, 0
 	for _, g := range gs {
 		if g.UtilGPUPct != nil {
-			sum += *g.UtilGPUPct / 100
+			sum += float64(*g.UtilGPUPct) / 100
 			n++
 		}
 	}
@@ -233,18 +198,18 @@ func (b *heartbeatBody) validate() error {
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var b heartbeatBody
+	var b apiv1.Heartbeat
 	if err := decodeJSON(w, r, agentBodyLimit, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if err := b.validate(); err != nil {
+	if err := validateHeartbeat(&b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	var tele json.RawMessage
-	if len(b.GPUs) > 0 && string(b.GPUs) != "null" {
-		tele = b.GPUs
+	if len(b.GPUs) > 0 {
+		tele, _ = json.Marshal(b.GPUs)
 	}
 	// The broker's clock, not the agent's, dates the heartbeat: VM clocks
 	// drift and staleness is judged here.
@@ -254,7 +219,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, heartbeatResponse{HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second)})
+	writeJSON(w, http.StatusOK, apiv1.HeartbeatResponse{HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second)})
 }
 
 // idemKey reads the Idempotency-Key header. Keys are scoped by endpoint
@@ -275,39 +240,6 @@ func scoped(endpoint, key string) string {
 	return endpoint + ":" + key
 }
 
-type benchGPU struct {
-	Index            int             `json:"index"`
-	Name             string          `json:"name"`
-	Model            string          `json:"model"`
-	DType            string          `json:"dtype"`
-	TFLOPS           float64         `json:"tflops"`
-	BandwidthGBs     float64         `json:"bandwidth_gbs"`
-	MatrixN          int             `json:"matrix_n"`
-	Iterations       int             `json:"iterations"`
-	SpecTFLOPS       float64         `json:"spec_tflops"`
-	SpecBandwidthGBs float64         `json:"spec_bandwidth_gbs"`
-	TFLOPSRatio      float64         `json:"tflops_ratio"`
-	BandwidthRatio   float64         `json:"bandwidth_ratio"`
-	BelowSpec        bool            `json:"below_spec"`
-	Extra            json.RawMessage `json:"extra"`
-}
-
-type benchmarkBody struct {
-	Time               time.Time  `json:"time"`
-	Method             string     `json:"method"`
-	DurationS          float64    `json:"duration_s"`
-	BelowSpecThreshold float64    `json:"below_spec_threshold"`
-	InstanceType       string     `json:"instance_type"`
-	GPUs               []benchGPU `json:"gpus"`
-}
-
-// accepted is the answer to a report (202, also for a repeated delivery).
-type accepted struct {
-	Status    string            `json:"status"`
-	Duplicate bool              `json:"duplicate"`
-	Event     store.EventRecord `json:"event"`
-}
-
 // readReport reads what every agent report shares: the instance id from the
 // path, the Idempotency-Key header and the size-limited JSON body. On a bad
 // request it has already answered, and ok is false.
@@ -325,7 +257,7 @@ func (s *Server) readReport(w http.ResponseWriter, r *http.Request, body any) (i
 }
 
 func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
-	var b benchmarkBody
+	var b apiv1.BenchmarkReport
 	id, key, ok := s.readReport(w, r, &b)
 	if !ok {
 		return
@@ -343,7 +275,7 @@ func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
 	for i, g := range b.GPUs {
 		m, ok := pricing.ParseGPUModel(g.Model)
 		if !ok {
-			m, ok = modelFromDeviceName(g.Name)
+			m, ok = pricing.ModelFromDeviceName(g.Name, 0)
 		}
 		if !ok {
 			s.fail(w, r, badf("gpus[%d]: model %q / name %q is not a known GPU model", i, g.Model, g.Name))
@@ -361,7 +293,7 @@ func (s *Server) benchmark(w http.ResponseWriter, r *http.Request) {
 			TFLOPS: g.TFLOPS, MemBandwidthGB: g.BandwidthGBs, At: now})
 	}
 	data, _ := json.Marshal(b)
-	s.report(w, r, store.Report{Event: store.EventRecord{At: now, Kind: "benchmark", Instance: id,
+	s.report(w, r, store.Report{Event: store.EventRecord{At: now, Kind: string(instance.EventBenchmark), Instance: id,
 		Message: fmt.Sprintf("benchmark of %d GPU(s): %.1f TFLOPS on GPU %d", len(recs), b.GPUs[0].TFLOPS, b.GPUs[0].Index),
 		Data:    data, IdempotencyKey: scoped("benchmarks", key)}, Benchmarks: recs})
 }
@@ -376,35 +308,18 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, rep store.Report
 		s.metrics.EventRecorded(ev.Kind)
 		s.log.InfoContext(r.Context(), "agent report", "kind", ev.Kind, "instance", ev.Instance)
 	}
-	writeJSON(w, http.StatusAccepted, accepted{Status: "accepted", Duplicate: dup, Event: ev})
+	writeJSON(w, http.StatusAccepted, apiv1.Accepted{Status: "accepted", Duplicate: dup, Event: apiEvent(ev)})
 }
-
-// noticeBody is the agent's NoticeReport.
-type noticeBody struct {
-	Kind     string          `json:"kind"`
-	ID       string          `json:"id"`
-	Cloud    string          `json:"cloud"`
-	Deadline time.Time       `json:"deadline"`
-	Observed time.Time       `json:"observed"`
-	Detail   string          `json:"detail"`
-	Raw      json.RawMessage `json:"raw"`
-	Action   string          `json:"action"`
-}
-
-// terminalNotices are the notice kinds after which the instance is gone.
-var terminalNotices = map[string]bool{"preempt": true, "terminate": true, "stop": true, "hibernate": true}
-
-var noticeKinds = map[string]bool{"preempt": true, "terminate": true, "stop": true, "hibernate": true,
-	"rebalance": true, "maintenance": true}
 
 func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
-	var b noticeBody
+	var b apiv1.NoticeReport
 	id, key, ok := s.readReport(w, r, &b)
 	if !ok {
 		return
 	}
-	if !noticeKinds[b.Kind] {
-		s.fail(w, r, badf("kind %q is not a notice kind; use preempt, terminate, stop, hibernate, rebalance or maintenance", b.Kind))
+	kind, err := instance.ParseNoticeKind(b.Kind)
+	if err != nil {
+		s.fail(w, r, badf("%v", err))
 		return
 	}
 	if len(b.ID) > 255 || len(b.Detail) > 4096 || len(b.Action) > 64 {
@@ -415,14 +330,20 @@ func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
 		key = b.ID
 	}
 	data, _ := json.Marshal(b)
-	rep := store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: "notice", Instance: id,
-		Message: b.Kind + orPrefix(" at ", fmtTime(b.Deadline)) + orPrefix(": ", b.Detail), Data: data, IdempotencyKey: scoped("notices", key)}}
-	if terminalNotices[b.Kind] {
-		rep.Event.Kind = "preemption_notice"
-		rep.State = store.StatePreempting
+	ch := instance.OnNotice(kind)
+	rep := store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: string(ch.Event), Instance: id,
+		Message: b.Kind + orPrefix(" at ", fmtTime(b.Deadline)) + orPrefix(": ", b.Detail), Data: data, IdempotencyKey: scoped("notices", key)},
+		Next: nextState(ch)}
+	if ch.SetsPreemptAt {
 		rep.PreemptAt = b.Deadline.UTC()
 	}
 	s.report(w, r, rep)
+}
+
+// nextState applies the domain's transition rules to the instance's
+// state as stored, inside the report's transaction.
+func nextState(ch instance.Change) func(string) string {
+	return func(cur string) string { return string(instance.Next(instance.State(cur), ch)) }
 }
 
 func fmtTime(t time.Time) string {
@@ -432,31 +353,8 @@ func fmtTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// drainBody is the agent's DrainReport.
-type drainBody struct {
-	Info struct {
-		NoticeID string    `json:"notice_id"`
-		Kind     string    `json:"kind"`
-		Cloud    string    `json:"cloud"`
-		Deadline time.Time `json:"deadline"`
-		Early    bool      `json:"early"`
-	} `json:"info"`
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
-	Deadline time.Time `json:"deadline"`
-	Steps    []struct {
-		Name       string    `json:"name"`
-		Status     string    `json:"status"`
-		Error      string    `json:"error"`
-		Started    time.Time `json:"started"`
-		DurationNS int64     `json:"duration_ns"`
-	} `json:"steps"`
-	OK    bool `json:"ok"`
-	Acked bool `json:"acked"`
-}
-
 func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
-	var b drainBody
+	var b apiv1.DrainReport
 	id, key, ok := s.readReport(w, r, &b)
 	if !ok {
 		return
@@ -465,9 +363,13 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badf("steps has %d entries; at most 64", len(b.Steps)))
 		return
 	}
+	if len(b.Error) > 4096 {
+		s.fail(w, r, badf("error is %d bytes; at most 4096", len(b.Error)))
+		return
+	}
 	for i, st := range b.Steps {
 		switch st.Status {
-		case "ok", "failed", "timed_out", "skipped":
+		case apiv1.StepOK, apiv1.StepFailed, apiv1.StepTimedOut, apiv1.StepSkipped:
 		default:
 			s.fail(w, r, badf("steps[%d].status %q is not valid; use ok, failed, timed_out or skipped", i, st.Status))
 			return
@@ -477,9 +379,10 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
 		key = b.Info.NoticeID
 	}
 	data, _ := json.Marshal(b)
-	kind, state, msg := "drained", store.StateDrained, "drain completed"
+	ch := instance.OnDrain(b.OK)
+	msg := "drain completed"
 	if !b.OK {
-		kind, state, msg = "drain_failed", store.StateDraining, "drain failed"
+		msg = "drain failed"
 	}
 	failed := 0
 	for _, st := range b.Steps {
@@ -487,13 +390,9 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request) {
 			failed++
 		}
 	}
-	msg += fmt.Sprintf(" (%d step(s), %d not ok)", len(b.Steps), failed)
-	drainState := "completed"
-	if !b.OK {
-		drainState = "failed"
-	}
-	s.report(w, r, store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: kind, Instance: id, Message: msg,
-		Data: data, IdempotencyKey: scoped("drains", key)}, State: state, DrainState: drainState})
+	msg += fmt.Sprintf(" (%d step(s), %d not ok)", len(b.Steps), failed) + orPrefix(": ", b.Error)
+	s.report(w, r, store.Report{Event: store.EventRecord{At: s.now().UTC(), Kind: string(ch.Event), Instance: id, Message: msg,
+		Data: data, IdempotencyKey: scoped("drains", key)}, Next: nextState(ch), DrainState: ch.DrainState})
 }
 
 func orPrefix(p, s string) string {
@@ -502,41 +401,3 @@ func orPrefix(p, s string) string {
 	}
 	return p + s
 }
-
-// modelFromDeviceName maps an NVML device name ("NVIDIA A100-SXM4-80GB",
-// "Tesla T4") to a canonical model, for reports that carry no model.
-func modelFromDeviceName(name string) (pricing.GPUModel, bool) {
-	up := strings.ToUpper(name)
-	models := pricing.GPUModels()
-	// Longer names first, so A10G wins over A10 and L40S over L4.
-	sort.Slice(models, func(i, j int) bool { return len(models[i]) > len(models[j]) })
-	for _, m := range models {
-		base, mem, hasMem := strings.Cut(string(m), "-")
-		if !containsWord(up, base) {
-			continue
-		}
-		if hasMem && !strings.Contains(up, mem) {
-			continue
-		}
-		return m, true
-	}
-	return "", false
-}
-
-// containsWord reports whether tok occurs in s not followed by a letter or
-// digit ("L4" is not in "L40S").
-func containsWord(s, tok string) bool {
-	for i := 0; ; {
-		j := strings.Index(s[i:], tok)
-		if j < 0 {
-			return false
-		}
-		end := i + j + len(tok)
-		if end == len(s) || !isAlnum(s[end]) {
-			return true
-		}
-		i = end
-	}
-}
-
-func isAlnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' }

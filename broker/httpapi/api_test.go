@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/internal/testpg"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -35,22 +38,22 @@ type fakePlanner struct {
 	currentErr error
 }
 
-func (f *fakePlanner) Plan(_ context.Context, name string, data []byte) (any, error) {
+func (f *fakePlanner) Plan(_ context.Context, name string, data []byte) (apiv1.Plan, error) {
 	if f.planErr != nil {
-		return nil, f.planErr
+		return apiv1.Plan{}, f.planErr
 	}
-	return map[string]any{"policy": name, "bytes": len(data)}, nil
+	return apiv1.Plan{Policy: name, Warnings: []string{fmt.Sprintf("%d bytes", len(data))}}, nil
 }
 
-func (f *fakePlanner) Current(context.Context) (any, error) {
+func (f *fakePlanner) Current(context.Context) (apiv1.Plan, error) {
 	if f.currentErr != nil {
-		return nil, f.currentErr
+		return apiv1.Plan{}, f.currentErr
 	}
-	return map[string]any{"policy": "loaded"}, nil
+	return apiv1.Plan{Policy: "loaded"}, nil
 }
 
-func (f *fakePlanner) Budgets(context.Context) (any, error) {
-	return map[string]any{"budgets": []any{}}, nil
+func (f *fakePlanner) Budgets(context.Context) (apiv1.Budgets, error) {
+	return apiv1.Budgets{Budgets: []apiv1.BudgetStatus{}}, nil
 }
 
 type env struct {
@@ -203,6 +206,8 @@ func TestAuthEveryRoute(t *testing.T) {
 		"GET /api/v1/events":                  {"GET", "/api/v1/events", nil, false},
 		"GET /api/v1/benchmarks":              {"GET", "/api/v1/benchmarks", nil, false},
 		"POST /api/v1/tokens":                 {"POST", "/api/v1/tokens", map[string]any{"kind": "bootstrap", "name": "cloud-init"}, false},
+		"GET /api/v1/tokens":                  {"GET", "/api/v1/tokens?kind=bootstrap", nil, false},
+		"DELETE /api/v1/tokens/{id}":          {"DELETE", "/api/v1/tokens/" + store.TokenID(store.HashToken("revoke-me")), nil, false},
 		"POST /api/v1/agents/register":        {"POST", "/api/v1/agents/register", map[string]any{"instance_id": "i-c", "hostname": "vm-c", "cloud": "gcp", "agent_version": "v0.1.0"}, false},
 		"POST /api/v1/agents/{id}/heartbeat":  {"POST", "/api/v1/agents/%s/heartbeat", hb, true},
 		"POST /api/v1/agents/{id}/benchmarks": {"POST", "/api/v1/agents/%s/benchmarks", map[string]any{"method": "command", "gpus": []map[string]any{{"index": 0, "name": "NVIDIA A10G", "dtype": "bf16", "tflops": 60, "bandwidth_gbs": 550}}}, true},
@@ -218,6 +223,10 @@ func TestAuthEveryRoute(t *testing.T) {
 		}
 		tokA := e.register("i-a", "")
 		e.register("i-b", "")
+		if err := e.broker.AddToken(t.Context(), store.TokenRecord{Hash: store.HashToken("revoke-me"), Kind: store.TokenBootstrap,
+			Subject: "old", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
 		// Creating w1 first lets GET/PUT/DELETE reach their handlers.
 		order := []string{"POST /api/v1/workloads", "GET /api/v1/workloads/{name}", "PUT /api/v1/workloads/{name}", "DELETE /api/v1/workloads/{name}"}
 		for p := range routes {
@@ -274,13 +283,13 @@ func TestWorkloadsCRUD(t *testing.T) {
 		spec := map[string]any{"gpu": map[string]any{"count": 8, "models": []string{"H100"}}, "work_gpu_hours": 2000}
 		out := e.want("POST", "/api/v1/workloads", e.admin, map[string]any{"name": "llm-pretrain", "team": "research",
 			"kind": "training", "spec": spec}, http.StatusCreated)
-		w := decode[store.WorkloadRecord](t, out)
+		w := decode[apiv1.Workload](t, out)
 		if w.Name != "llm-pretrain" || w.Team != "research" || w.CreatedAt.IsZero() {
 			t.Fatalf("created %+v", w)
 		}
 		e.want("POST", "/api/v1/workloads", e.admin, map[string]any{"name": "llm-pretrain", "kind": "training"}, http.StatusConflict)
 		e.want("POST", "/api/v1/workloads", e.admin, map[string]any{"name": "chat", "kind": "inference"}, http.StatusCreated)
-		got := decode[struct{ Items []store.WorkloadRecord }](t, e.want("GET", "/api/v1/workloads", e.admin, nil, http.StatusOK))
+		got := decode[struct{ Items []apiv1.Workload }](t, e.want("GET", "/api/v1/workloads", e.admin, nil, http.StatusOK))
 		if len(got.Items) != 2 || got.Items[0].Name != "chat" || got.Items[1].Name != "llm-pretrain" {
 			t.Fatalf("list %+v", got.Items)
 		}
@@ -289,7 +298,7 @@ func TestWorkloadsCRUD(t *testing.T) {
 			t.Fatalf("spec round trip %s: %v", got.Items[1].Spec, err)
 		}
 		out = e.want("PUT", "/api/v1/workloads/chat", e.admin, map[string]any{"kind": "inference", "team": "apps"}, http.StatusOK)
-		if w := decode[store.WorkloadRecord](t, out); w.Team != "apps" {
+		if w := decode[apiv1.Workload](t, out); w.Team != "apps" {
 			t.Fatalf("updated %+v", w)
 		}
 		e.want("PUT", "/api/v1/workloads/nope", e.admin, map[string]any{"kind": "batch"}, http.StatusNotFound)
@@ -361,9 +370,9 @@ func TestAgentLifecycle(t *testing.T) {
 			t.Fatal("updating a missing workload succeeded")
 		}
 		e.want("POST", "/api/v1/agents/i-0abc/heartbeat", tok, agentHeartbeat, http.StatusOK)
-		inst := decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
+		inst := decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
 		if inst.Hostname != "ip-10-0-0-12" || inst.AgentVersion != "v0.1.0" || inst.Utilization < 0.599 || inst.Utilization > 0.601 ||
-			inst.LastHeartbeat.IsZero() || !strings.Contains(string(inst.Telemetry), `"ecc_aggregate_uncorrected":3`) {
+			inst.LastHeartbeat.IsZero() || !strings.Contains(mustJSON(t, inst.Telemetry), `"ecc_aggregate_uncorrected":3`) {
 			t.Fatalf("instance after heartbeat %+v", inst)
 		}
 		// A heartbeat without GPUs (no NVML) is fine.
@@ -375,7 +384,7 @@ func TestAgentLifecycle(t *testing.T) {
 				t.Fatalf("benchmark: %d %s", code, out)
 			}
 		}
-		bs := decode[struct{ Items []store.BenchmarkRecord }](t, e.want("GET", "/api/v1/benchmarks", e.admin, nil, http.StatusOK))
+		bs := decode[struct{ Items []apiv1.Benchmark }](t, e.want("GET", "/api/v1/benchmarks", e.admin, nil, http.StatusOK))
 		if len(bs.Items) != 1 || bs.Items[0].TFLOPS != 62.5 || bs.Items[0].GPU != "A10G" || bs.Items[0].MemBandwidthGB != 560 {
 			t.Fatalf("benchmarks after two deliveries %+v", bs.Items)
 		}
@@ -385,7 +394,7 @@ func TestAgentLifecycle(t *testing.T) {
 				t.Fatalf("notice: %d %s", code, out)
 			}
 		}
-		inst = decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
+		inst = decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
 		deadline := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 		if inst.State != store.StatePreempting || !inst.PreemptAt.Equal(deadline) {
 			t.Fatalf("instance after notice %+v", inst)
@@ -397,11 +406,11 @@ func TestAgentLifecycle(t *testing.T) {
 		if code, out := e.postKey("/api/v1/agents/i-0abc/drains", tok, "aws/instance-action/terminate/2026-12-02T12:00:00Z", agentDrain); code != http.StatusAccepted {
 			t.Fatalf("drain: %d %s", code, out)
 		}
-		inst = decode[store.InstanceRecord](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
+		inst = decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK))
 		if inst.State != store.StateDrained || inst.DrainState != "completed" {
 			t.Fatalf("instance after drain %+v", inst)
 		}
-		evs := decode[struct{ Items []store.EventRecord }](t, e.want("GET", "/api/v1/events?instance=i-0abc", e.admin, nil, http.StatusOK))
+		evs := decode[struct{ Items []apiv1.Event }](t, e.want("GET", "/api/v1/events?instance=i-0abc", e.admin, nil, http.StatusOK))
 		var kinds []string
 		for _, ev := range evs.Items {
 			kinds = append(kinds, ev.Kind)
@@ -409,18 +418,26 @@ func TestAgentLifecycle(t *testing.T) {
 		if got := strings.Join(kinds, ","); got != "registered,benchmark,preemption_notice,notice,drained" {
 			t.Fatalf("event kinds %s (repeated deliveries must count once)", got)
 		}
-		evs = decode[struct{ Items []store.EventRecord }](t, e.want("GET", "/api/v1/events?kind=drained", e.admin, nil, http.StatusOK))
+		evs = decode[struct{ Items []apiv1.Event }](t, e.want("GET", "/api/v1/events?kind=drained", e.admin, nil, http.StatusOK))
 		if len(evs.Items) != 1 {
 			t.Fatalf("kind filter: %+v", evs.Items)
 		}
 		last := evs.Items[0].ID
-		evs = decode[struct{ Items []store.EventRecord }](t, e.want("GET", fmt.Sprintf("/api/v1/events?after_id=%d", last), e.admin, nil, http.StatusOK))
+		evs = decode[struct{ Items []apiv1.Event }](t, e.want("GET", fmt.Sprintf("/api/v1/events?after_id=%d", last), e.admin, nil, http.StatusOK))
 		if len(evs.Items) != 0 {
 			t.Fatalf("after_id filter: %+v", evs.Items)
 		}
-		list := decode[struct{ Items []store.InstanceRecord }](t, e.want("GET", "/api/v1/instances?state=drained", e.admin, nil, http.StatusOK))
+		list := decode[struct{ Items []apiv1.Instance }](t, e.want("GET", "/api/v1/instances?state=drained", e.admin, nil, http.StatusOK))
 		if len(list.Items) != 1 {
 			t.Fatalf("instance filter: %+v", list.Items)
+		}
+		// Drained is final (fleet/instance): a late terminal notice is
+		// recorded but does not bring the instance back to preempting.
+		if code, out := e.postKey("/api/v1/agents/i-0abc/notices", tok, "late-1", `{"kind":"preempt","id":"late-1","cloud":"aws","action":"none: already draining"}`); code != http.StatusAccepted {
+			t.Fatalf("late notice: %d %s", code, out)
+		}
+		if inst = decode[apiv1.Instance](t, e.want("GET", "/api/v1/instances/i-0abc", e.admin, nil, http.StatusOK)); inst.State != store.StateDrained {
+			t.Fatalf("a late notice revived a drained instance: %+v", inst)
 		}
 
 		// Re-registering rotates the token: the old one stops working.
@@ -462,7 +479,7 @@ func TestConcurrentHeartbeats(t *testing.T) {
 			t.Error(e)
 		}
 		for i := range agents {
-			inst := decode[store.InstanceRecord](t, e.want("GET", fmt.Sprintf("/api/v1/instances/i-%02d", i), e.admin, nil, http.StatusOK))
+			inst := decode[apiv1.Instance](t, e.want("GET", fmt.Sprintf("/api/v1/instances/i-%02d", i), e.admin, nil, http.StatusOK))
 			if inst.Load1 != beats {
 				t.Errorf("agent %d: load1 %v, want %d", i, inst.Load1, beats)
 			}
@@ -483,14 +500,14 @@ func TestBadInput(t *testing.T) {
 		{"empty body", "POST", "/api/v1/workloads", "", 400, "empty"},
 		{"unknown field", "POST", "/api/v1/workloads", `{"name":"a","kind":"batch","colour":"red"}`, 400, `unknown field "colour"`},
 		{"trailing data", "POST", "/api/v1/workloads", `{"name":"a","kind":"batch"} {}`, 400, "after the JSON object"},
-		{"wrong type", "POST", "/api/v1/workloads", `{"name":5,"kind":"batch"}`, 400, `field "name" must be string`},
+		{"wrong type", "POST", "/api/v1/workloads", `{"name":5,"kind":"batch"}`, 400, `field "name" must be a string`},
 		{"bad name", "POST", "/api/v1/workloads", `{"name":"Bad Name","kind":"batch"}`, 400, "is not valid"},
 		{"bad kind", "POST", "/api/v1/workloads", `{"name":"a","kind":"serving"}`, 400, "training, inference or batch"},
 		{"spec not object", "POST", "/api/v1/workloads", `{"name":"a","kind":"batch","spec":[1]}`, 400, "spec must be a JSON object"},
 		{"too large", "POST", "/api/v1/workloads", big, 413, "larger than"},
 		{"agent body too large", "POST", "/api/v1/agents/i-x/heartbeat", bigHB, 413, "larger than"},
 		{"utilization over 100", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":[{"index":0,"util_gpu_pct":700}]}`, 400, "gpus[0].util_gpu_pct"},
-		{"gpu without index", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":[{"name":"T4"}]}`, 400, "gpus[0].index"},
+		{"gpu without index", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":[{"name":"T4"}]}`, 400, "lacks its index"},
 		{"gpus not array", "POST", "/api/v1/agents/i-x/heartbeat", `{"gpus":{"index":0}}`, 400, "array"},
 		{"negative load", "POST", "/api/v1/agents/i-x/heartbeat", `{"load1":-1}`, 400, "load1"},
 		{"unknown gpu", "POST", "/api/v1/agents/i-x/benchmarks", `{"gpus":[{"index":0,"name":"Voodoo 2","tflops":1}]}`, 400, "not a known GPU"},
@@ -502,7 +519,7 @@ func TestBadInput(t *testing.T) {
 		{"register bad cloud", "POST", "/api/v1/agents/register", `{"instance_id":"i-1","cloud":"ibm"}`, 400, "unknown cloud"},
 		{"register bad id", "POST", "/api/v1/agents/register", `{"instance_id":"../etc","cloud":"aws"}`, 400, "instance_id"},
 		{"register no identity", "POST", "/api/v1/agents/register", `{"cloud":"aws","agent_version":"v1"}`, 400, "both empty"},
-		{"token bad kind", "POST", "/api/v1/tokens", `{"kind":"agent","name":"x"}`, 400, "admin or bootstrap"},
+		{"token bad kind", "POST", "/api/v1/tokens", `{"kind":"agent","name":"x"}`, 400, "admin, bootstrap or registration"},
 		{"offers bad gpu", "GET", "/api/v1/offers?gpu=A100-80", nil, 400, "did you mean"},
 		{"offers bad cloud", "GET", "/api/v1/offers?cloud=ibm", nil, 400, "unknown cloud"},
 		{"offers bad count", "GET", "/api/v1/offers?min_gpus=abc", nil, 400, "min_gpus"},
@@ -584,14 +601,14 @@ func TestOffersQuery(t *testing.T) {
 func TestPlanRoutes(t *testing.T) {
 	e := newEnv(t, filepath.Join(t.TempDir(), "b.db"))
 	e.want("POST", "/api/v1/plan?name=mine.yaml", e.admin, "workloads: []\n", http.StatusOK)
-	e.planner.planErr = fmt.Errorf("%w: mine.yaml:3:5: unknown field", httpapi.ErrInvalidInput)
+	e.planner.planErr = fmt.Errorf("%w: mine.yaml:3:5: unknown field", policy.ErrInvalid)
 	out := e.want("POST", "/api/v1/plan", e.admin, "x: 1", http.StatusBadRequest)
 	if !strings.Contains(decode[errBody](t, out).Error.Message, "mine.yaml:3:5") {
 		t.Fatalf("policy position lost: %s", out)
 	}
-	e.planner.planErr = fmt.Errorf("%w: no offer fits", httpapi.ErrInfeasible)
+	e.planner.planErr = fmt.Errorf("%w: no offer fits", optimizer.ErrInfeasible)
 	e.want("POST", "/api/v1/plan", e.admin, "x: 1", http.StatusUnprocessableEntity)
-	e.planner.currentErr = httpapi.ErrNoPolicy
+	e.planner.currentErr = policy.ErrNoPolicy
 	e.want("GET", "/api/v1/plan", e.admin, nil, http.StatusNotFound)
 	e.planner.currentErr = fmt.Errorf("disk on fire: secret=hunter2")
 	out = e.want("GET", "/api/v1/plan", e.admin, nil, http.StatusInternalServerError)
@@ -616,4 +633,13 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

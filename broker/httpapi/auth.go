@@ -2,46 +2,35 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/store"
 )
 
-// tokenPrefix marks gpubroker tokens so secret scanners can find leaked
-// ones; it carries no meaning for authentication.
-const tokenPrefix = "gpb_"
+// NewToken returns a fresh random bearer token and the hash to store
+// (store.NewToken).
+func NewToken() (token, hash string, err error) { return store.NewToken() }
 
-// NewToken returns a fresh random bearer token (256 bits) and the hash to
-// store. Only the hash is ever persisted.
-func NewToken() (token, hash string, err error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", "", err
-	}
-	token = tokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-	return token, HashToken(token), nil
-}
-
-// HashToken is the stored form of a token: hex SHA-256. Tokens are random
-// 256-bit values, so a plain hash (no salt, no KDF) cannot be brute-forced.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
+// HashToken is the stored form of a token (store.HashToken).
+func HashToken(token string) string { return store.HashToken(token) }
 
 // principal is who a request authenticated as.
 type principal struct {
-	kind    string // store.TokenAdmin or store.TokenAgent
-	subject string // the agent's instance id, or the admin token's name
+	kind    string // one of the store.Token* kinds
+	subject string // the instance of an agent or registration token, the name of the others
+	hash    string
+	expires time.Time
+}
+
+func (p principal) record() store.TokenRecord {
+	return store.TokenRecord{Hash: p.hash, Kind: p.kind, Subject: p.subject, ExpiresAt: p.expires}
 }
 
 type principalKey struct{}
@@ -90,7 +79,8 @@ func (s *Server) VerifyAdmin(ctx context.Context, token string) (string, error) 
 // verify resolves a bearer token to its principal.
 func (s *Server) verify(ctx context.Context, tok string) (principal, int, string) {
 	hash := HashToken(strings.TrimSpace(tok))
-	if p, ok := s.tokens.get(hash, s.now()); ok {
+	now := s.now()
+	if p, ok := s.tokens.get(hash, now); ok {
 		return p, 0, ""
 	}
 	rec, err := s.store.LookupToken(ctx, hash)
@@ -107,20 +97,26 @@ func (s *Server) verify(ctx context.Context, tok string) (principal, int, string
 	if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(hash)) != 1 {
 		return principal{}, http.StatusUnauthorized, "invalid token"
 	}
-	p := principal{kind: rec.Kind, subject: rec.Subject}
-	s.tokens.put(hash, p, s.now())
+	if rec.Expired(now) {
+		return principal{}, http.StatusUnauthorized, "token expired"
+	}
+	p := principal{kind: rec.Kind, subject: rec.Subject, hash: hash, expires: rec.ExpiresAt}
+	s.tokens.put(hash, p, now)
 	return p, 0, ""
 }
 
 // tokenCache remembers recently verified tokens for a short time, so a
 // heartbeat costs one database write and no read. Only successful lookups
-// are cached (random bad tokens cannot fill it). A token rotated by a
-// re-register on this replica is dropped at once; on other replicas it
-// stays valid for at most tokenCacheTTL (longer than the heartbeat
-// interval, so steady heartbeats hit the cache).
+// are cached (random bad tokens cannot fill it). A token revoked, used
+// (registration) or rotated by a re-register on this replica is dropped at
+// once; on other replicas it stays valid for at most the cache TTL
+// (Config.TokenCacheTTL, default DefaultTokenCacheTTL: longer than the
+// heartbeat interval, so steady heartbeats hit the cache), and never past
+// the token's own expiry.
 type tokenCache struct {
-	mu sync.Mutex
-	m  map[string]cachedPrincipal
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]cachedPrincipal
 }
 
 type cachedPrincipal struct {
@@ -128,10 +124,11 @@ type cachedPrincipal struct {
 	expires time.Time
 }
 
-const (
-	tokenCacheTTL  = time.Minute
-	tokenCacheSize = 200_000
-)
+// DefaultTokenCacheTTL bounds how long a revoked token keeps working on a
+// replica that verified it before the revocation.
+const DefaultTokenCacheTTL = 15 * time.Second
+
+const tokenCacheSize = 200_000
 
 func (c *tokenCache) get(hash string, now time.Time) (principal, bool) {
 	c.mu.Lock()
@@ -149,7 +146,18 @@ func (c *tokenCache) put(hash string, p principal, now time.Time) {
 	if c.m == nil || len(c.m) >= tokenCacheSize {
 		c.m = make(map[string]cachedPrincipal)
 	}
-	c.m[hash] = cachedPrincipal{p: p, expires: now.Add(tokenCacheTTL)}
+	exp := now.Add(c.ttl)
+	if !p.expires.IsZero() && p.expires.Before(exp) {
+		exp = p.expires
+	}
+	c.m[hash] = cachedPrincipal{p: p, expires: exp}
+}
+
+// drop forgets one token.
+func (c *tokenCache) drop(hash string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, hash)
 }
 
 // dropSubject forgets every cached agent token of one instance.
@@ -170,7 +178,7 @@ const (
 	public     access = iota // no token (health, metrics)
 	adminOnly                // admin tokens
 	agentOwner               // the agent whose {id} is in the path, or an admin
-	bootstrap                // bootstrap tokens (register only), or an admin
+	bootstrap                // bootstrap and registration tokens (register only), or an admin
 )
 
 func (s *Server) authorize(a access, next http.HandlerFunc) http.HandlerFunc {
@@ -190,7 +198,7 @@ func (s *Server) authorize(a access, next http.HandlerFunc) http.HandlerFunc {
 		}
 		switch {
 		case p.kind == store.TokenAdmin:
-		case a == bootstrap && p.kind == store.TokenBootstrap:
+		case a == bootstrap && (p.kind == store.TokenBootstrap || p.kind == store.TokenRegistration):
 		case a == agentOwner && p.kind == store.TokenAgent:
 			if id := r.PathValue("id"); subtle.ConstantTimeCompare([]byte(id), []byte(p.subject)) != 1 {
 				writeError(w, http.StatusForbidden, codeForbidden, "this agent token may only report for its own instance")
@@ -204,25 +212,25 @@ func (s *Server) authorize(a access, next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-type tokenBody struct {
-	Kind string `json:"kind"`
-	Name string `json:"name"`
-}
+// maxTokenTTL bounds ttl_seconds (a year).
+const maxTokenTTL = 365 * 24 * time.Hour
 
-// createToken issues an admin token (for a user or tool) or a bootstrap
-// token (for agents' cloud-init, good only for registering). The token is
-// in this answer only.
+// DefaultRegistrationTTL is a registration token's life when the request
+// gives none.
+const DefaultRegistrationTTL = time.Hour
+
+// createToken issues an admin token (for a user or tool), a bootstrap
+// token (for agents' cloud-init, good only for registering new instances)
+// or a registration token (one instance, once). The secret is in this
+// answer only.
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	var b tokenBody
+	var b apiv1.TokenInput
 	if err := decodeJSON(w, r, 4<<10, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if b.Kind != store.TokenAdmin && b.Kind != store.TokenBootstrap {
-		s.fail(w, r, badf("kind %q is not valid; use admin or bootstrap", b.Kind))
-		return
-	}
-	if err := checkName("name", b.Name); err != nil {
+	subject, ttl, err := validateTokenInput(b)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -231,10 +239,95 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.store.AddToken(r.Context(), store.TokenRecord{Hash: hash, Kind: b.Kind, Subject: b.Name, CreatedAt: s.now().UTC()}); err != nil {
+	now := s.now().UTC()
+	rec := store.TokenRecord{Hash: hash, Kind: b.Kind, Subject: subject, CreatedAt: now}
+	if ttl > 0 {
+		rec.ExpiresAt = now.Add(ttl)
+	}
+	if err := s.store.AddToken(r.Context(), rec); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "token created", "kind", b.Kind, "name", b.Name, "by", principalFrom(r.Context()).subject)
-	writeJSON(w, http.StatusCreated, map[string]string{"kind": b.Kind, "name": b.Name, "token": tok})
+	s.log.InfoContext(r.Context(), "token created", "kind", b.Kind, "subject", subject, "id", rec.ID(), "by", principalFrom(r.Context()).subject)
+	writeJSON(w, http.StatusCreated, apiv1.TokenCreated{Token: apiToken(rec), Secret: tok})
 }
+
+// validateTokenInput checks a token request and returns the token's
+// subject and lifetime.
+func validateTokenInput(b apiv1.TokenInput) (subject string, ttl time.Duration, err error) {
+	if b.TTLSeconds < 0 || b.TTLSeconds > int64(maxTokenTTL/time.Second) {
+		return "", 0, badf("ttl_seconds %d must be between 0 and %d", b.TTLSeconds, int64(maxTokenTTL/time.Second))
+	}
+	ttl = time.Duration(b.TTLSeconds) * time.Second
+	switch b.Kind {
+	case store.TokenAdmin, store.TokenBootstrap:
+		if b.InstanceID != "" {
+			return "", 0, badf("instance_id binds registration tokens only; %s tokens have a name", b.Kind)
+		}
+		if err := checkName("name", b.Name); err != nil {
+			return "", 0, err
+		}
+		return b.Name, ttl, nil
+	case store.TokenRegistration:
+		if !instanceIDRE.MatchString(b.InstanceID) {
+			return "", 0, badf("instance_id %q is not valid; a registration token is bound to one instance id", b.InstanceID)
+		}
+		if b.Name != "" {
+			return "", 0, badf("a registration token is named by its instance_id; leave name out")
+		}
+		if ttl == 0 {
+			ttl = DefaultRegistrationTTL
+		}
+		return b.InstanceID, ttl, nil
+	}
+	return "", 0, badf("kind %q is not valid; use admin, bootstrap or registration", b.Kind)
+}
+
+func apiToken(t store.TokenRecord) apiv1.Token {
+	return apiv1.Token{ID: t.ID(), Kind: t.Kind, Subject: t.Subject, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "kind" && k != "subject" {
+			s.fail(w, r, badf("unknown query parameter %q; known: kind, subject", k))
+			return
+		}
+	}
+	kind, subject := q.Get("kind"), q.Get("subject")
+	switch kind {
+	case "", store.TokenAdmin, store.TokenBootstrap, store.TokenRegistration, store.TokenAgent:
+	default:
+		s.fail(w, r, badf("kind %q is not valid; use admin, bootstrap, registration or agent", kind))
+		return
+	}
+	if subject != "" && !instanceIDRE.MatchString(subject) {
+		s.fail(w, r, badf("subject %q is not a valid name or instance id", subject))
+		return
+	}
+	ts, err := s.store.ListTokens(r.Context(), kind, subject)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, mapList(ts, apiToken))
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !tokenIDRE.MatchString(id) {
+		s.fail(w, r, badf("token id %q is not valid; use the 16 hex digits `gpubroker token list` shows", id))
+		return
+	}
+	rec, err := s.store.RevokeToken(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.tokens.drop(rec.Hash)
+	s.log.InfoContext(r.Context(), "token revoked", "kind", rec.Kind, "subject", rec.Subject, "id", id, "by", principalFrom(r.Context()).subject)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+var tokenIDRE = regexp.MustCompile(`^[0-9a-f]{16}$`)

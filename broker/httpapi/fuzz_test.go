@@ -1,12 +1,17 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // checkInputErr fails unless err is nil or a client error (400/413).
@@ -31,16 +36,23 @@ func FuzzAgentBodies(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, v := range []interface{ validate() error }{&heartbeatBody{}, &registerBody{}} {
-			r := httptest.NewRequest("POST", "/", strings.NewReader(body))
-			err := decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, v)
-			if err == nil {
-				err = v.validate()
-			}
-			checkInputErr(t, err)
+		var hb apiv1.Heartbeat
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err := decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, &hb)
+		if err == nil {
+			err = validateHeartbeat(&hb)
 		}
-		_, err := parseGPUs([]byte(body))
 		checkInputErr(t, err)
+		var reg apiv1.RegisterRequest
+		r = httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err = decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, &reg)
+		if err == nil {
+			err = validateRegister(&reg)
+		}
+		checkInputErr(t, err)
+		var dr apiv1.DrainReport
+		r = httptest.NewRequest("POST", "/", strings.NewReader(body))
+		checkInputErr(t, decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, &dr))
 	})
 }
 
@@ -58,6 +70,79 @@ func FuzzOffersQuery(f *testing.F) {
 		_, _, err = parseOffersQuery(v)
 		checkInputErr(t, err)
 		_, err = parseEventFilter(v)
+		checkInputErr(t, err)
+	})
+}
+
+// FuzzJSONText checks checkJSONText against encoding/json: for any body
+// that decodes, a string (key or value) holding invalid UTF-8 (which the
+// decoder turns into U+FFFD), a control character or a lone surrogate must
+// be refused, and a clean document accepted.
+func FuzzJSONText(f *testing.F) {
+	for _, s := range []string{`{"a":"b"}`, `{"a":"\u0000"}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`, `{"a":"\ud83d\ude00"}`,
+		`{"\u0001":1}`, `{"a":["x","\u0085"]}`, `{"a":"tab\tnl\n"}`, `{"k\n":1}`, `"\\"`, `{"a":"\\u0000"}`, `[1,"\u007f"]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var v any
+		if json.Unmarshal(body, &v) != nil {
+			return
+		}
+		err := checkJSONText(body)
+		checkInputErr(t, err)
+		bad := !utf8.Valid(body)
+		var walk func(x any, key bool)
+		check := func(s string, multiline bool) {
+			if textProblem(s, multiline) != "" {
+				bad = true
+			}
+		}
+		walk = func(x any, _ bool) {
+			switch x := x.(type) {
+			case string:
+				check(x, true)
+			case []any:
+				for _, e := range x {
+					walk(e, false)
+				}
+			case map[string]any:
+				for k, e := range x {
+					check(k, false)
+					walk(e, false)
+				}
+			}
+		}
+		walk(v, false)
+		if bad && err == nil {
+			t.Fatalf("checkJSONText accepted %q", body)
+		}
+		if !bad && err != nil {
+			// Only lone surrogates decode to a clean U+FFFD... which
+			// textProblem refuses too, so any refusal here is a bug.
+			t.Fatalf("checkJSONText refused clean %q: %v", body, err)
+		}
+	})
+}
+
+// FuzzTokenInput feeds arbitrary bodies to the token route's decoder and
+// validator.
+func FuzzTokenInput(f *testing.F) {
+	for _, s := range []string{`{"kind":"bootstrap","name":"cloud-init"}`, `{"kind":"registration","instance_id":"i-0abc","ttl_seconds":600}`,
+		`{"kind":"registration","instance_id":"../x"}`, `{"kind":"admin","name":"a","ttl_seconds":-1}`, `{"kind":"admin","name":"a","ttl_seconds":9223372036854775807}`,
+		`{"kind":"agent"}`, `{"kind":"admin","name":"\u0000"}`, `{}`, `[]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var b apiv1.TokenInput
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err := decodeJSON(httptest.NewRecorder(), r, 4<<10, &b)
+		if err == nil {
+			var ttl time.Duration
+			_, ttl, err = validateTokenInput(b)
+			if err == nil && (ttl < 0 || ttl > maxTokenTTL) {
+				t.Fatalf("ttl %s accepted", ttl)
+			}
+		}
 		checkInputErr(t, err)
 	})
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 	"net/url"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/fleet/instance"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -42,13 +43,6 @@ func finite(field string, v float64, lo, hi float64) error {
 }
 
 // --- offers ---
-
-type offersResponse struct {
-	GeneratedAt time.Time       `json:"generated_at"`
-	Source      string          `json:"source"`
-	Count       int             `json:"count"`
-	Offers      []pricing.Offer `json:"offers"`
-}
 
 func splitList(vals []string) []string {
 	var out []string
@@ -159,10 +153,11 @@ func (s *Server) listOffers(w http.ResponseWriter, r *http.Request) {
 	if limit > 0 && len(offers) > limit {
 		offers = offers[:limit]
 	}
-	if offers == nil {
-		offers = []pricing.Offer{}
+	out := apiv1.Offers{GeneratedAt: cat.GeneratedAt.UTC(), Source: cat.Source, Count: len(offers), Offers: make([]apiv1.Offer, 0, len(offers))}
+	for _, o := range offers {
+		out.Offers = append(out.Offers, apiOffer(o))
 	}
-	writeJSON(w, http.StatusOK, offersResponse{GeneratedAt: cat.GeneratedAt.UTC(), Source: cat.Source, Count: len(offers), Offers: offers})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // --- plan and budgets ---
@@ -221,14 +216,7 @@ func (s *Server) budgets(w http.ResponseWriter, r *http.Request) {
 
 // --- workloads ---
 
-type workloadBody struct {
-	Name string          `json:"name"`
-	Team string          `json:"team"`
-	Kind string          `json:"kind"`
-	Spec json.RawMessage `json:"spec"`
-}
-
-func (b workloadBody) validate() error {
+func validateWorkload(b apiv1.WorkloadInput) error {
 	if err := checkName("name", b.Name); err != nil {
 		return err
 	}
@@ -238,7 +226,7 @@ func (b workloadBody) validate() error {
 		}
 	}
 	switch b.Kind {
-	case "training", "inference", "batch":
+	case apiv1.KindTraining, apiv1.KindInference, apiv1.KindBatch:
 	case "":
 		return badf("kind is missing; use training, inference or batch")
 	default:
@@ -247,19 +235,17 @@ func (b workloadBody) validate() error {
 	return rawJSONObject("spec", b.Spec)
 }
 
-func (b workloadBody) record() store.WorkloadRecord {
+func workloadRecord(b apiv1.WorkloadInput) store.WorkloadRecord {
 	return store.WorkloadRecord{Name: b.Name, Team: b.Team, Kind: b.Kind, Spec: b.Spec}
 }
 
-type listResponse[T any] struct {
-	Items []T `json:"items"`
-}
-
-func list[T any](items []T) listResponse[T] {
-	if items == nil {
-		items = []T{}
+// checkWorkload runs the configured workload check (the planner's view of
+// the spec); without one every valid body is accepted.
+func (s *Server) checkWorkload(rec store.WorkloadRecord) error {
+	if s.checkWL == nil {
+		return nil
 	}
-	return listResponse[T]{Items: items}
+	return s.checkWL(rec)
 }
 
 func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
@@ -268,26 +254,30 @@ func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list(ws))
+	writeJSON(w, http.StatusOK, mapList(ws, apiWorkload))
 }
 
 func (s *Server) createWorkload(w http.ResponseWriter, r *http.Request) {
-	var b workloadBody
+	var b apiv1.WorkloadInput
 	if err := decodeJSON(w, r, s.maxBody, &b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if err := b.validate(); err != nil {
+	if err := validateWorkload(b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	rec, err := s.store.CreateWorkload(r.Context(), b.record(), s.now().UTC())
+	if err := s.checkWorkload(workloadRecord(b)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rec, err := s.store.CreateWorkload(r.Context(), workloadRecord(b), s.now().UTC())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/api/v1/workloads/"+rec.Name)
-	writeJSON(w, http.StatusCreated, rec)
+	writeJSON(w, http.StatusCreated, apiWorkload(rec))
 }
 
 func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) {
@@ -301,12 +291,12 @@ func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, apiWorkload(rec))
 }
 
 func (s *Server) putWorkload(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	var b workloadBody
+	var b apiv1.WorkloadInput
 	if err := decodeJSON(w, r, s.maxBody, &b); err != nil {
 		s.fail(w, r, err)
 		return
@@ -318,16 +308,20 @@ func (s *Server) putWorkload(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badf("name %q in the body differs from %q in the path; renaming is not supported", b.Name, name))
 		return
 	}
-	if err := b.validate(); err != nil {
+	if err := validateWorkload(b); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	rec, err := s.store.UpdateWorkload(r.Context(), b.record(), s.now().UTC())
+	if err := s.checkWorkload(workloadRecord(b)); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rec, err := s.store.UpdateWorkload(r.Context(), workloadRecord(b), s.now().UTC())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, apiWorkload(rec))
 }
 
 func (s *Server) deleteWorkload(w http.ResponseWriter, r *http.Request) {
@@ -360,18 +354,18 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	switch state {
-	case "", store.StateRunning, store.StatePreempting, store.StateDraining, store.StateDrained:
-	default:
-		s.fail(w, r, badf("state %q is not valid; use running, preempting, draining or drained", state))
-		return
+	if state != "" {
+		if _, err := instance.ParseState(state); err != nil {
+			s.fail(w, r, badf("%v", err))
+			return
+		}
 	}
 	is, err := s.store.ListInstances(r.Context(), wl, state)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list(is))
+	writeJSON(w, http.StatusOK, mapList(is, apiInstance))
 }
 
 func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
@@ -385,11 +379,8 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, apiInstance(rec))
 }
-
-var eventKinds = map[string]bool{"registered": true, "launched": true, "preemption_notice": true, "notice": true,
-	"drained": true, "drain_failed": true, "terminated": true, "price_change": true, "budget_alert": true, "benchmark": true}
 
 func parseEventFilter(v url.Values) (store.EventFilter, error) {
 	var f store.EventFilter
@@ -401,8 +392,10 @@ func parseEventFilter(v url.Values) (store.EventFilter, error) {
 		}
 	}
 	f.Kind, f.Instance, f.Workload = v.Get("kind"), v.Get("instance"), v.Get("workload")
-	if f.Kind != "" && !eventKinds[f.Kind] {
-		return f, badf("kind %q is not an event kind; see docs/api.md for the list", f.Kind)
+	if f.Kind != "" {
+		if _, err := instance.ParseEventKind(f.Kind); err != nil {
+			return f, badf("%v", err)
+		}
 	}
 	if f.Instance != "" && !instanceIDRE.MatchString(f.Instance) {
 		return f, badf("instance %q is not a valid instance id", f.Instance)
@@ -447,7 +440,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list(evs))
+	writeJSON(w, http.StatusOK, mapList(evs, apiEvent))
 }
 
 func (s *Server) listBenchmarks(w http.ResponseWriter, r *http.Request) {
@@ -461,5 +454,5 @@ func (s *Server) listBenchmarks(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list(bs))
+	writeJSON(w, http.StatusOK, mapList(bs, apiBenchmark))
 }

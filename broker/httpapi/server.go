@@ -11,8 +11,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/fleet/instance"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -24,7 +29,7 @@ type Store interface {
 	GetWorkload(ctx context.Context, name string) (store.WorkloadRecord, error)
 	ListWorkloads(ctx context.Context) ([]store.WorkloadRecord, error)
 	DeleteWorkload(ctx context.Context, name string) error
-	RegisterAgent(ctx context.Context, inst store.InstanceRecord, tokenHash string, now time.Time) (store.InstanceRecord, error)
+	RegisterAgentAs(ctx context.Context, inst store.InstanceRecord, tokenHash string, now time.Time, by store.TokenRecord) (store.InstanceRecord, error)
 	Heartbeats(ctx context.Context, ups []store.HeartbeatUpdate) ([]error, error)
 	GetInstance(ctx context.Context, id string) (store.InstanceRecord, error)
 	ListInstances(ctx context.Context, workload, state string) ([]store.InstanceRecord, error)
@@ -34,30 +39,25 @@ type Store interface {
 	ListBenchmarks(ctx context.Context, instanceType string) ([]store.BenchmarkRecord, error)
 	LookupToken(ctx context.Context, hash string) (store.TokenRecord, error)
 	AddToken(ctx context.Context, t store.TokenRecord) error
+	ListTokens(ctx context.Context, kind, subject string) ([]store.TokenRecord, error)
+	RevokeToken(ctx context.Context, id string) (store.TokenRecord, error)
 }
 
 var _ Store = (*store.Broker)(nil)
 
 // Planner computes plans; the daemon implements it with the policy parser
-// and the optimizer. Errors wrapping ErrInvalidInput are the caller's fault
-// (400, message shown); ErrNoPolicy means nothing is loaded (404).
+// and the optimizer. Errors wrapping policy.ErrInvalid are the caller's
+// fault (400, message shown), optimizer.ErrInfeasible a valid policy that
+// cannot be placed (422), policy.ErrNoPolicy nothing loaded (404).
 type Planner interface {
 	// Plan parses the policy file data (name is used in error positions)
 	// and plans it against the current catalog.
-	Plan(ctx context.Context, name string, data []byte) (any, error)
+	Plan(ctx context.Context, name string, data []byte) (apiv1.Plan, error)
 	// Current returns the latest plan of the loaded policy.
-	Current(ctx context.Context) (any, error)
+	Current(ctx context.Context) (apiv1.Plan, error)
 	// Budgets returns the loaded policy's budgets with their spending.
-	Budgets(ctx context.Context) (any, error)
+	Budgets(ctx context.Context) (apiv1.Budgets, error)
 }
-
-// Sentinel errors a Planner returns.
-var (
-	ErrInvalidInput = errors.New("invalid input")
-	// ErrInfeasible: the policy is valid but cannot be placed (422).
-	ErrInfeasible = errors.New("infeasible")
-	ErrNoPolicy   = errors.New("no policy loaded")
-)
 
 // Config wires a Server.
 type Config struct {
@@ -72,9 +72,17 @@ type Config struct {
 	// Ready reports whether the daemon can serve (store reachable, catalog
 	// loaded); nil means always ready.
 	Ready func(ctx context.Context) error
+	// TokenCacheTTL is how long a verified token is trusted without
+	// asking the store: a token revoked on another replica stops working
+	// here within it (default DefaultTokenCacheTTL).
+	TokenCacheTTL time.Duration
 	// MaxBodyBytes bounds request bodies (default 1 MiB; agent reports are
 	// bounded at 64 KiB regardless).
 	MaxBodyBytes int64
+	// CheckWorkload, when set, checks a workload before it is stored (the
+	// broker checks that the planner can read its spec); errors wrapping
+	// ErrInvalidInput are a 400, store.ErrConflict a 409.
+	CheckWorkload func(store.WorkloadRecord) error
 }
 
 // Server is the HTTP API.
@@ -92,6 +100,7 @@ type Server struct {
 	beats    *heartbeatBatcher
 	tokens   tokenCache
 	handlers http.Handler
+	checkWL  func(store.WorkloadRecord) error
 }
 
 const agentBodyLimit = 64 << 10
@@ -99,7 +108,7 @@ const agentBodyLimit = 64 << 10
 // New builds a Server.
 func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, catalog: cfg.Catalog, planner: cfg.Planner, log: cfg.Logger, now: cfg.Now,
-		metrics: cfg.Metrics, ready: cfg.Ready, maxBody: cfg.MaxBodyBytes, mux: http.NewServeMux()}
+		metrics: cfg.Metrics, ready: cfg.Ready, maxBody: cfg.MaxBodyBytes, mux: http.NewServeMux(), checkWL: cfg.CheckWorkload}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -111,6 +120,10 @@ func New(cfg Config) *Server {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
+	}
+	s.tokens.ttl = cfg.TokenCacheTTL
+	if s.tokens.ttl <= 0 {
+		s.tokens.ttl = DefaultTokenCacheTTL
 	}
 	s.beats = newHeartbeatBatcher(cfg.Store)
 	s.routes()
@@ -130,21 +143,24 @@ func (s *Server) routes() {
 	s.handle("GET /readyz", public, s.readyz)
 	s.mux.Handle("GET /metrics", s.metrics.Handler())
 
-	s.handle("GET /api/v1/offers", adminOnly, s.listOffers)
+	s.handle("GET /api/v1/offers", adminOnly, s.listOffers, "gpu", "cloud", "region", "capacity", "min_gpus", "max_gpus",
+		"min_gpu_memory_gib", "max_price", "limit")
 	s.handle("GET /api/v1/plan", adminOnly, s.currentPlan)
-	s.handle("POST /api/v1/plan", adminOnly, s.postPlan)
+	s.handle("POST /api/v1/plan", adminOnly, s.postPlan, "name")
 	s.handle("GET /api/v1/budgets", adminOnly, s.budgets)
 	s.handle("GET /api/v1/workloads", adminOnly, s.listWorkloads)
 	s.handle("POST /api/v1/workloads", adminOnly, s.createWorkload)
 	s.handle("GET /api/v1/workloads/{name}", adminOnly, s.getWorkload)
 	s.handle("PUT /api/v1/workloads/{name}", adminOnly, s.putWorkload)
 	s.handle("DELETE /api/v1/workloads/{name}", adminOnly, s.deleteWorkload)
-	s.handle("GET /api/v1/instances", adminOnly, s.listInstances)
+	s.handle("GET /api/v1/instances", adminOnly, s.listInstances, "workload", "state")
 	s.handle("GET /api/v1/instances/{id}", adminOnly, s.getInstance)
-	s.handle("GET /api/v1/events", adminOnly, s.listEvents)
-	s.handle("GET /api/v1/benchmarks", adminOnly, s.listBenchmarks)
+	s.handle("GET /api/v1/events", adminOnly, s.listEvents, "kind", "instance", "workload", "since", "after_id", "limit")
+	s.handle("GET /api/v1/benchmarks", adminOnly, s.listBenchmarks, "instance_type")
 
+	s.handle("GET /api/v1/tokens", adminOnly, s.listTokens, "kind", "subject")
 	s.handle("POST /api/v1/tokens", adminOnly, s.createToken)
+	s.handle("DELETE /api/v1/tokens/{id}", adminOnly, s.revokeToken)
 
 	s.handle("POST /api/v1/agents/register", bootstrap, s.registerAgent)
 	s.handle("POST /api/v1/agents/{id}/heartbeat", agentOwner, s.heartbeat)
@@ -153,15 +169,31 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/agents/{id}/drains", agentOwner, s.drain)
 }
 
-// handle registers h for pattern behind auth and the latency histogram.
-func (s *Server) handle(pattern string, a access, h http.HandlerFunc) {
+// handle registers h for pattern behind the input checks, auth and the
+// latency histogram. query lists the query parameters the route takes; any
+// other is a 400, as is a path, query value or Idempotency-Key that is not
+// valid text (checkRequest). The checks run before auth, so garbage is
+// refused without a database round trip.
+func (s *Server) handle(pattern string, a access, h http.HandlerFunc, query ...string) {
 	s.patterns = append(s.patterns, pattern)
-	s.mux.Handle(pattern, s.metrics.instrument(pattern, s.authorize(a, h)))
+	authed := s.authorize(a, h)
+	s.mux.Handle(pattern, s.metrics.instrument(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkRequest(r, query); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		authed.ServeHTTP(w, r)
+	})))
 }
 
 // serve answers unknown paths and wrong methods with JSON errors instead of
 // the mux's plain text.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// The path is echoed in 404 and 405 messages: refuse garbage first.
+	if err := checkText("the request path", r.URL.Path, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern != "" {
 		s.mux.ServeHTTP(w, r)
 		return
@@ -199,16 +231,34 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			"request body is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
 	case errors.As(err, &br):
 		writeError(w, http.StatusBadRequest, codeBadRequest, br.msg)
-	case errors.Is(err, ErrInvalidInput):
+	case errors.Is(err, policy.ErrInvalid), errors.Is(err, instance.ErrUnknown):
 		writeError(w, http.StatusBadRequest, codeBadRequest, err.Error())
-	case errors.Is(err, ErrInfeasible):
+	case errors.Is(err, optimizer.ErrInfeasible):
 		writeError(w, http.StatusUnprocessableEntity, codeInfeasible, err.Error())
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, ErrNoPolicy):
+	case errors.Is(err, store.ErrKeyReused):
+		writeError(w, http.StatusUnprocessableEntity, codeKeyReused,
+			"this Idempotency-Key was already used for a different report; send a new key for a new report, or the same body to repeat one")
+	case errors.Is(err, store.ErrInvalidText):
+		writeError(w, http.StatusBadRequest, codeBadRequest, "a value is not valid UTF-8 or holds a NUL byte; send valid UTF-8 without control characters")
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, policy.ErrNoPolicy):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
+	case errors.Is(err, store.ErrTakeover):
+		writeError(w, http.StatusForbidden, codeForbidden, errText(err, store.ErrTakeover)+
+			"; re-registering an existing instance needs a registration token bound to it (gpubroker token create --kind registration --instance ID) or an admin token")
+	case errors.Is(err, store.ErrTokenSpent):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gpubroker", error="invalid_token"`)
+		writeError(w, http.StatusUnauthorized, codeUnauthorized, store.ErrTokenSpent.Error())
+	case errors.Is(err, store.ErrLastAdmin):
+		writeError(w, http.StatusConflict, codeConflict, store.ErrLastAdmin.Error()+"; create another admin token first")
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, codeConflict, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "request cancelled or timed out")
+	case store.IsUnavailable(err):
+		// The detail names the database's host and user: log only.
+		s.log.WarnContext(r.Context(), "database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the database is unavailable; retry later")
 	default:
 		// Internal details stay in the log; the client gets a generic text.
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -217,17 +267,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, apiv1.Status{Status: "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.ready != nil {
 		if err := s.ready(r.Context()); err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "not ready: "+err.Error())
+			// The error may name the database's host and user; /readyz is
+			// unauthenticated, so the detail goes to the log only.
+			s.log.WarnContext(r.Context(), "not ready", "err", err)
+			msg := "not ready; see the broker's log"
+			if store.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded) {
+				msg = "not ready: the database does not answer"
+			}
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, msg)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, apiv1.Status{Status: "ready"})
 }
 
 // rawJSONObject checks that m is absent or a JSON object.
@@ -240,4 +297,14 @@ func rawJSONObject(field string, m json.RawMessage) error {
 		return badf("%s must be a JSON object", field)
 	}
 	return nil
+}
+
+// errText is the part of err's message from the sentinel on: the store's
+// wrapping context ("registering agent for ...") stays out of answers.
+func errText(err, sentinel error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, sentinel.Error()); i >= 0 {
+		return msg[i:]
+	}
+	return sentinel.Error()
 }

@@ -195,6 +195,25 @@ func (o *agentOptions) config(fs *pflag.FlagSet) (config.Config, error) {
 	if c.Cloud != "" && c.Cloud != "auto" && c.Cloud != "aws" && c.Cloud != "gcp" && c.Cloud != "azure" {
 		return c, fmt.Errorf("--cloud %q: want aws, gcp, azure or auto", c.Cloud)
 	}
+	// Flags get the config file's checks (a file is checked as it loads).
+	for _, u := range []struct{ flag, v string }{{"metadata-url", o.metadataURL}, {"broker", o.broker}} {
+		if fs.Changed(u.flag) && u.v != "" {
+			if err := config.CheckURL(u.v); err != nil {
+				return c, fmt.Errorf("--%s: %w", u.flag, err)
+			}
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+		r    [2]time.Duration
+	}{{"poll-interval", o.pollInterval, config.PollIntervalRange}, {"safety-margin", o.safetyMargin, config.SafetyMarginRange}} {
+		if fs.Changed(d.flag) {
+			if err := config.CheckDuration(d.v, d.r); err != nil {
+				return c, fmt.Errorf("--%s: %w", d.flag, err)
+			}
+		}
+	}
 	return c, nil
 }
 

@@ -90,6 +90,12 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{"agent", "--drain-signal", "TERM"}, "want SIGNAL:PIDFILE"},
 		{[]string{"agent", "--drain-http", "localhost:1"}, "want an http(s) URL"},
 		{[]string{"agent", "--broker", "http://127.0.0.1:1"}, "no token file"},
+		{[]string{"agent", "--metadata-url", "169.254.169.254"}, `--metadata-url: "169.254.169.254" is not an http(s) URL`},
+		{[]string{"agent", "--broker", "ftp://broker"}, `--broker: "ftp://broker" is not an http(s) URL`},
+		{[]string{"agent", "--poll-interval", "1ms"}, "--poll-interval: 1ms is out of range; want 10ms to 1m0s"},
+		{[]string{"agent", "--poll-interval", "-5s"}, "--poll-interval: -5s is out of range"},
+		{[]string{"agent", "--poll-interval", "2h"}, "--poll-interval: 2h0m0s is out of range"},
+		{[]string{"agent", "--safety-margin", "1h"}, "--safety-margin: 1h0m0s is out of range"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errb); code != exitUsageError || !strings.Contains(errb.String(), tc.want) {

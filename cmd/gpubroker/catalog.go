@@ -81,6 +81,9 @@ regions; globs select from the defaults (docs/providers.md).`,
 				}
 				gpus = append(gpus, m)
 			}
+			if o.timeout <= 0 {
+				return usageErr(fmt.Errorf("--timeout %s: want a positive duration such as 15m", o.timeout))
+			}
 			if o.concurrency < 1 {
 				return usageErr(fmt.Errorf("--concurrency %d: want 1 or more", o.concurrency))
 			}

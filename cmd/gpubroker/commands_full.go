@@ -16,5 +16,7 @@ func addCommands(root *cobra.Command) {
 		newServeCmd(cloudSources()),
 		newAgentCmd(),
 		newPlanCmd(),
+		newTokenCmd(),
+		newReportCmd(),
 	)
 }

@@ -8,46 +8,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
 )
 
-// pricesCatalog is the catalog `prices` reads: the embedded snapshot, with
-// the regions the store holds replaced by the stored offers. The store is
-// read when dsn is given or the default database file exists; it is
-// returned (open) when used, for --history.
+// pricesCatalog is the catalog `prices` and `plan` read (catalog.Load):
+// the embedded snapshot, with the regions the store holds replaced by the
+// stored offers. The store is read when dsn is given or the default
+// database file exists; it is returned (open) when used, for --history.
 func pricesCatalog(ctx context.Context, dsn string) (*pricing.Catalog, *store.Store, error) {
-	snap, err := pricing.EmbeddedCatalog()
+	st, err := catalog.OpenStore(ctx, dsn, store.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
-	if dsn == "" {
-		p, err := store.DefaultPath()
-		if err != nil {
-			return snap, nil, nil
+	cat, err := catalog.Load(ctx, st)
+	if err != nil {
+		if st != nil {
+			_ = st.Close()
 		}
-		if _, err := os.Stat(p); err != nil {
-			return snap, nil, nil // never refreshed: don't create a database just to read
-		}
-	}
-	st, err := store.Open(ctx, dsn, nil)
-	if err != nil {
 		return nil, nil, err
 	}
-	stored, err := st.Catalog(ctx)
-	if err != nil {
-		_ = st.Close()
-		return nil, nil, err
-	}
-	if stored == nil {
-		return snap, st, nil
-	}
-	source := fmt.Sprintf("%s (%d offers) over the %s", stored.Source, stored.Len(), snap.Source)
-	return snap.Merge(stored.Offers(), stored.GeneratedAt, source).WithSpotDefaults(pricing.DefaultSpotDefaults()), st, nil
+	return cat, st, nil
 }
 
 // historySeries is one offer's price series in `prices --history` output.

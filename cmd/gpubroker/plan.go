@@ -16,19 +16,22 @@ import (
 )
 
 func newPlanCmd() *cobra.Command {
-	var file, output string
+	var file, output, db string
 	cmd := &cobra.Command{
 		Use:   "plan -f FILE",
 		Short: "Plan where each workload of a policy runs, and what it costs",
 		Long: `Place every workload of a policy file on the cheapest capacity across AWS, GCP
-and Azure that meets its deadline, quotas, budgets and spreading, using the
-embedded price snapshot. Shows per placement the expected cost with preemption
+and Azure that meets its deadline, quotas, budgets and spreading. Prices are the
+catalog 'prices' shows: the embedded snapshot, overlaid region by region with what
+'gpubroker catalog refresh' stored (--db, default the user data directory when it
+exists). Shows per placement the expected cost with preemption
 loss, the all-on-demand baseline, the savings, and why it won over the runner-up.
 
 Exit codes: 0 plan printed, 1 no feasible plan (the blocking constraints are
 printed), 2 bad flags or a bad policy file (every error printed).`,
 		Example: `  gpubroker plan -f examples/fleet.yaml
-  gpubroker plan -f examples/fleet.yaml --output json`,
+  gpubroker plan -f examples/fleet.yaml --output json
+  gpubroker plan -f examples/fleet.yaml --db postgres://gpubroker@db/gpubroker`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -48,15 +51,19 @@ printed), 2 bad flags or a bad policy file (every error printed).`,
 				}
 				return usageErr(err)
 			}
-			cat, err := pricing.EmbeddedCatalog()
+			cat, st, err := pricesCatalog(cmd.Context(), db)
 			if err != nil {
 				return failErr(err)
+			}
+			if st != nil {
+				defer st.Close()
 			}
 			return runPlan(cmd.OutOrStdout(), cat, p, output, time.Now().UTC().Truncate(time.Second))
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVar(&db, "db", "", "store to read refreshed prices from: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory, if it exists)")
 	return cmd
 }
 

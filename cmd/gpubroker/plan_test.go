@@ -6,8 +6,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/store"
 )
 
 func TestPlanCommand(t *testing.T) {
@@ -65,5 +71,48 @@ func TestPlanJSONParses(t *testing.T) {
 	}
 	if len(v.Placements) != 3 {
 		t.Errorf("%d placements, want 3", len(v.Placements))
+	}
+}
+
+// TestPlanWithStore: plan --db reads the catalog prices and serve use, so
+// a cheap price saved in the store changes the placement.
+func TestPlanWithStore(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "g.db")
+	st, err := store.Open(t.Context(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	cheap := pricing.Offer{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
+		GPU: pricing.H100, GPUCount: 8, GPUMemoryGiB: 80, VCPUs: 192, MemoryGiB: 2048, OnDemandPrice: 3.21, ObservedAt: now, Source: "test"}
+	if _, err := st.SaveOffers(t.Context(), pricing.AWS, "us-east-1", []pricing.Offer{cheap}, now); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	policy := filepath.Join(t.TempDir(), "p.yaml")
+	_ = os.WriteFile(policy, []byte("clouds: [aws]\nworkloads:\n  - name: train\n    kind: training\n    gpu: {models: [H100], count: 8}\n    work: {gpu_hours: 80}\n    spot: never\n"), 0o600)
+	code, out, errOut := runCLI(t, "plan", "-f", policy, "--db", db, "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan --db: exit %d\n%s%s", code, out, errOut)
+	}
+	var p struct {
+		Placements []struct {
+			Region       string  `json:"region"`
+			PricePerHour float64 `json:"price_per_hour"`
+		} `json:"placements"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Placements) != 1 {
+		t.Fatalf("plan output %s: %v", out, err)
+	}
+	if p.Placements[0].Region != "us-east-1" || p.Placements[0].PricePerHour != 3.21 {
+		t.Fatalf("placement %+v; want the stored us-east-1 offer at 3.21/h", p.Placements[0])
+	}
+	// Without --db (and no default database) the snapshot decides.
+	code, out, _ = runCLI(t, "plan", "-f", policy, "-o", "json")
+	if code != 0 || strings.Contains(out, `"price_per_hour": 3.21`) {
+		t.Fatalf("plan without a store: exit %d, output uses the stored price:\n%s", code, out)
+	}
+	if code, _, errOut := runCLI(t, "plan", "-f", policy, "--db", "mysql://x"); code == 0 || !strings.Contains(errOut, "unsupported scheme") {
+		t.Fatalf("plan --db mysql://: exit %d %s", code, errOut)
 	}
 }

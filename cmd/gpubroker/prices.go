@@ -51,6 +51,9 @@ offers named by key (cloud/region/zone/instance-type) or matching the filters.`,
   gpubroker prices --history aws/us-east-1/us-east-1a/p5.48xlarge --since 720h`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.staleAfter < 0 {
+				return usageErr(fmt.Errorf("--stale-after %s: want a positive duration such as 168h, or 0 to mark nothing stale", o.staleAfter))
+			}
 			if len(args) > 0 && !o.history {
 				return usageErr(fmt.Errorf("unexpected arguments %q; offer keys are only taken with --history", args))
 			}

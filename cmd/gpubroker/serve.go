@@ -15,6 +15,7 @@ import (
 	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
+	"github.com/gpubroker/gpubroker/store"
 )
 
 type serveOptions struct {
@@ -32,6 +33,8 @@ type serveOptions struct {
 	noRefreshOnStart bool
 	leaseTTL         time.Duration
 	grace            time.Duration
+	catalogReload    time.Duration
+	dbPasswordFile   string
 	tlsCert, tlsKey  string
 }
 
@@ -70,9 +73,12 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 				return usageErr(fmt.Errorf("refresh: %w", err))
 			}
 			err = broker.Run(cmd.Context(), broker.Config{PolicyPath: o.policy, DSN: cfg.DB, Listen: o.listen,
-				Logger: log, Out: cmd.OutOrStdout(), LeaseTTL: o.leaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
+				DBPasswordFile: cfg.DBPasswordFile, CatalogReload: cfg.CatalogReload,
+				Retention: store.Retention{PriceHistory: cfg.Retention.PriceHistory, Events: cfg.Retention.Events},
+				Logger:    log, Out: cmd.OutOrStdout(), LeaseTTL: cfg.LeaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
-				RefreshOnLeadership: cfg.Refresh.OnStart, TLSCert: o.tlsCert, TLSKey: o.tlsKey,
+				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports,
+				TLSCert: o.tlsCert, TLSKey: o.tlsKey,
 				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
 					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
 					Progress: refresh.LogProgress{Log: log}})})
@@ -83,9 +89,11 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configPath, "config", "", "YAML configuration file (keys: db, shutdown_grace, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout})")
+	f.StringVar(&o.configPath, "config", "", "YAML configuration file (keys: db, db_password_file, shutdown_grace, lease_ttl, catalog_reload, retention.{price_history,events}, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout})")
 	f.StringVarP(&o.policy, "file", "f", "", "policy file to plan and keep placed")
-	f.StringVar(&o.db, "db", "", "store: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory)")
+	f.StringVar(&o.db, "db", "", "store: a SQLite path, sqlite://PATH or postgres://user@host/db (default: the user data directory); give a PostgreSQL password through PGPASSWORD or --db-password-file, not here")
+	f.StringVar(&o.dbPasswordFile, "db-password-file", "", "file whose first line is the PostgreSQL password")
+	f.DurationVar(&o.catalogReload, "catalog-reload", config.DefaultCatalogReload, "how often every replica re-reads prices and the stored plan from the store (1s to 1h)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -95,7 +103,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 	f.StringSliceVar(&o.regions, "region", nil, "regions or globs to refresh (default each cloud's GPU regions)")
 	f.IntVar(&o.concurrency, "concurrency", 4, "regions fetched at once")
 	f.BoolVar(&o.noRefreshOnStart, "no-refresh-on-start", false, "wait for the schedule instead of refreshing when this replica starts leading")
-	f.DurationVar(&o.leaseTTL, "lease-ttl", 15*time.Second, "leader lease; a dead leader is replaced within about this")
+	f.DurationVar(&o.leaseTTL, "lease-ttl", config.DefaultLeaseTTL, "leader lease, 1s to 10m; a dead leader is replaced within about this")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS; needs --tls-key")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
 	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long in-flight requests and jobs may finish on shutdown")
@@ -147,7 +155,28 @@ func (o *serveOptions) brokerConfig(cmd *cobra.Command) (config.Config, error) {
 		cfg.Refresh.OnStart = false
 	}
 	if fl.Changed("shutdown-grace") {
+		if o.grace <= 0 || o.grace > time.Hour {
+			return cfg, fmt.Errorf("--shutdown-grace %s: want a duration from 1ns to 1h, such as 30s", o.grace)
+		}
 		cfg.ShutdownGrace = o.grace
+	}
+	if fl.Changed("lease-ttl") {
+		if err := config.CheckDuration("--lease-ttl", o.leaseTTL, broker.MinLeaseTTL, broker.MaxLeaseTTL); err != nil {
+			return cfg, err
+		}
+		cfg.LeaseTTL = o.leaseTTL
+	}
+	if fl.Changed("catalog-reload") {
+		if err := config.CheckDuration("--catalog-reload", o.catalogReload, time.Second, time.Hour); err != nil {
+			return cfg, err
+		}
+		cfg.CatalogReload = o.catalogReload
+	}
+	if fl.Changed("db-password-file") {
+		cfg.DBPasswordFile = o.dbPasswordFile
+	}
+	if err := config.ValidateSchedule(o.replanSchedule); err != nil {
+		return cfg, fmt.Errorf("--replan-schedule: %w", err)
 	}
 	return cfg, nil
 }

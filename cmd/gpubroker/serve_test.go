@@ -28,6 +28,13 @@ func TestServeConfigErrors(t *testing.T) {
 		{[]string{"--cloud", "ibm"}, `unknown cloud "ibm"`},
 		{[]string{"--log-format", "xml"}, "want text or json"},
 		{[]string{"--config", filepath.Join(dir, "none.yaml")}, "no such file"},
+		{[]string{"--lease-ttl", "-5s"}, "--lease-ttl -5s: want a duration from 1s to 10m0s"},
+		{[]string{"--lease-ttl", "0s"}, "--lease-ttl 0s: want a duration from 1s to 10m0s"},
+		{[]string{"--lease-ttl", "2h"}, "--lease-ttl 2h0m0s: want a duration from 1s to 10m0s"},
+		{[]string{"--lease-ttl", "soon"}, `invalid argument "soon" for "--lease-ttl"`},
+		{[]string{"--catalog-reload", "100ms"}, "--catalog-reload 100ms: want a duration from 1s to 1h0m0s"},
+		{[]string{"--shutdown-grace", "-1s"}, "--shutdown-grace -1s"},
+		{[]string{"--replan-schedule", "often"}, `--replan-schedule: "often" is not a cron schedule`},
 	}
 	for _, c := range cases {
 		_, errOut, code := execute(t, newServeCmd(reg), append([]string{"serve"}, c.args...)...)

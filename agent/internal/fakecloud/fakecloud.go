@@ -30,6 +30,7 @@ type AWS struct {
 	maintenance    string
 	down           bool
 	failNext       int
+	failPaths      map[string]bool
 	// counters
 	TokenPuts, Unauthorized, Gets int
 }
@@ -56,6 +57,16 @@ func (f *AWS) SetRebalance(body string) { f.mu.Lock(); f.rebalance = body; f.mu.
 
 // SetMaintenance sets the scheduled-maintenance body ("" = 404).
 func (f *AWS) SetMaintenance(body string) { f.mu.Lock(); f.maintenance = body; f.mu.Unlock() }
+
+// FailPath makes GETs of one path fail with 500 (fail=false heals it).
+func (f *AWS) FailPath(path string, fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failPaths == nil {
+		f.failPaths = map[string]bool{}
+	}
+	f.failPaths[path] = fail
+}
 
 // SetDown makes every request fail with 503 while down.
 func (f *AWS) SetDown(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
@@ -119,6 +130,10 @@ func (f *AWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Gets++
+	if f.failPaths[r.URL.Path] {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	var body string
 	switch r.URL.Path {
 	case "/latest/meta-data/spot/instance-action":
@@ -129,6 +144,13 @@ func (f *AWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = f.maintenance
 	case "/latest/meta-data/instance-id":
 		body = "i-0123456789abcdef0"
+	case "/latest/meta-data/instance-life-cycle":
+		body = "spot"
+	case "/latest/dynamic/instance-identity/document":
+		// The shape of the real document (trimmed of fields nobody reads).
+		body = `{"accountId":"123456789012","architecture":"x86_64","availabilityZone":"us-east-1b","imageId":"ami-0abcdef1234567890",` +
+			`"instanceId":"i-0123456789abcdef0","instanceType":"g5.xlarge","pendingTime":"2026-12-02T09:00:00Z",` +
+			`"privateIp":"10.0.0.12","region":"us-east-1","version":"2017-09-30"}`
 	}
 	if body == "" {
 		http.NotFound(w, r)
@@ -151,7 +173,9 @@ type GCP struct {
 // NewGCP returns a fake with preempted=FALSE and maintenance-event=NONE.
 func NewGCP() *GCP {
 	return &GCP{
-		values: map[string]string{"instance/preempted": "FALSE", "instance/maintenance-event": "NONE", "instance/id": "1234567890"},
+		values: map[string]string{"instance/preempted": "FALSE", "instance/maintenance-event": "NONE", "instance/id": "1234567890",
+			"instance/zone": "projects/123456789012/zones/us-central1-a", "instance/machine-type": "projects/123456789012/machineTypes/g2-standard-8",
+			"instance/scheduling/provisioning-model": "SPOT", "instance/scheduling/preemptible": "TRUE"},
 		etags:  map[string]int{},
 		change: make(chan struct{}),
 	}
@@ -253,7 +277,12 @@ type Azure struct {
 	Acked []string
 	// Polls counts scheduled-events GETs.
 	Polls int
+	// failAcks makes the next acknowledgements fail with 500.
+	failAcks int
 }
+
+// FailAcks makes the next n StartRequests POSTs fail with 500.
+func (f *Azure) FailAcks(n int) { f.mu.Lock(); f.failAcks = n; f.mu.Unlock() }
 
 // NewAzure returns a fake with no events for VM vmName.
 func NewAzure(vmName string) *Azure { return &Azure{VMName: vmName, incarnation: 1} }
@@ -270,6 +299,19 @@ func (f *Azure) AddEvent(id, typ string, resources []string, notBefore time.Time
 		"EventId": id, "EventStatus": "Scheduled", "EventType": typ, "ResourceType": "VirtualMachine",
 		"Resources": resources, "NotBefore": nb, "Description": "", "EventSource": "Platform", "DurationInSeconds": -1,
 	})
+	f.incarnation++
+}
+
+// SetNotBefore overwrites an event's NotBefore with raw text (to serve a
+// malformed event).
+func (f *Azure) SetNotBefore(id, raw string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.events {
+		if e["EventId"] == id {
+			e["NotBefore"] = raw
+		}
+	}
 	f.incarnation++
 }
 
@@ -307,6 +349,10 @@ func (f *Azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/metadata/instance":
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"compute":{"name":%q,"azEnvironment":"AzurePublicCloud"}}`, f.VMName)
+	case "/metadata/instance/compute":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"azEnvironment":"AzurePublicCloud","location":"eastus","name":%q,"priority":"Spot",`+
+			`"vmId":"02aab8a4-74ef-476e-8182-f6d2ba4166a6","vmSize":"Standard_NC24ads_A100_v4","zone":"2"}`, f.VMName)
 	case "/metadata/scheduledevents":
 		switch r.Method {
 		case http.MethodGet:
@@ -318,6 +364,11 @@ func (f *Azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			_ = json.NewEncoder(w).Encode(map[string]any{"DocumentIncarnation": f.incarnation, "Events": evs})
 		case http.MethodPost:
+			if f.failAcks > 0 {
+				f.failAcks--
+				http.Error(w, "internal error", http.StatusInternalServerError)
+				return
+			}
 			var req struct {
 				StartRequests []struct{ EventId string } //nolint:revive // wire name
 			}

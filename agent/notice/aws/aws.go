@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpubroker/gpubroker/agent/notice"
@@ -69,6 +70,7 @@ type Options struct {
 type Watcher struct {
 	o Options
 
+	mu       sync.Mutex // guards the token: the sources poll concurrently
 	token    string
 	tokenExp time.Time
 }
@@ -116,24 +118,70 @@ func (w *Watcher) Watch(ctx context.Context) (<-chan notice.Notice, error) {
 	return ch, nil
 }
 
+// source is one IMDS path polled on its own schedule with its own
+// back-off, so a failing or slow source never delays another: the spot
+// instance-action poll keeps its 500 ms cadence while the maintenance
+// endpoint is down.
+type source struct {
+	path     string
+	interval time.Duration
+	parse    func(body []byte, now time.Time) ([]notice.Notice, error)
+}
+
+func (w *Watcher) sources() []source {
+	return []source{
+		{InstanceActionPath, w.o.Interval, func(b []byte, now time.Time) ([]notice.Notice, error) {
+			n, err := ParseInstanceAction(b, now)
+			return []notice.Notice{n}, err
+		}},
+		{RebalancePath, w.o.SlowInterval, func(b []byte, now time.Time) ([]notice.Notice, error) {
+			n, err := ParseRebalance(b, now)
+			return []notice.Notice{n}, err
+		}},
+		{MaintenancePath, w.o.SlowInterval, ParseMaintenance},
+	}
+}
+
+// loop runs one poller per source; they share the session token and the
+// de-duplication.
 func (w *Watcher) loop(ctx context.Context, ch chan<- notice.Notice) {
 	seen := notice.NewSeen(0)
-	log := w.o.Logger.With("cloud", notice.AWS)
-	var lastSlow time.Time
+	var seenMu sync.Mutex
+	emit := func(n notice.Notice) bool {
+		seenMu.Lock()
+		fresh := seen.Add(n.ID)
+		seenMu.Unlock()
+		return !fresh || notice.Emit(ctx, ch, n)
+	}
+	var wg sync.WaitGroup
+	for _, src := range w.sources() {
+		wg.Go(func() { w.poll(ctx, src, emit) })
+	}
+	wg.Wait()
+}
+
+func (w *Watcher) poll(ctx context.Context, src source, emit func(notice.Notice) bool) {
+	log := w.o.Logger.With("cloud", notice.AWS, "path", src.path)
+	bo := w.o.Backoff // this source's own back-off
 	failing := false
 	for {
-		found, err := w.pollOnce(ctx, &lastSlow)
-		for _, n := range found {
-			if seen.Add(n.ID) && !notice.Emit(ctx, ch, n) {
-				return
+		body, err := w.get(ctx, src.path)
+		if err == nil && body != nil {
+			var ns []notice.Notice
+			if ns, err = src.parse(body, w.o.Now()); err == nil {
+				for _, n := range ns {
+					if !emit(n) {
+						return
+					}
+				}
 			}
 		}
-		wait := w.o.Interval
+		wait := src.interval
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			wait = max(wait, w.o.Backoff.Next())
+			wait = max(wait, bo.Next())
 			if !failing {
 				log.Warn("imds poll failed; retrying with backoff", "err", err)
 			}
@@ -143,58 +191,12 @@ func (w *Watcher) loop(ctx context.Context, ch chan<- notice.Notice) {
 				log.Info("imds reachable again")
 			}
 			failing = false
-			w.o.Backoff.Reset()
+			bo.Reset()
 		}
 		if !notice.Sleep(ctx, wait) {
 			return
 		}
 	}
-}
-
-// pollOnce reads the instance action every time and the slower sources when
-// SlowInterval has passed. It returns what it found even when a later request
-// fails.
-func (w *Watcher) pollOnce(ctx context.Context, lastSlow *time.Time) ([]notice.Notice, error) {
-	var out []notice.Notice
-	body, err := w.get(ctx, InstanceActionPath)
-	if err != nil {
-		return out, err
-	}
-	now := w.o.Now()
-	if body != nil {
-		n, err := ParseInstanceAction(body, now)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, n)
-	}
-	if !lastSlow.IsZero() && now.Sub(*lastSlow) < w.o.SlowInterval {
-		return out, nil
-	}
-	body, err = w.get(ctx, RebalancePath)
-	if err != nil {
-		return out, err
-	}
-	if body != nil {
-		n, err := ParseRebalance(body, now)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, n)
-	}
-	body, err = w.get(ctx, MaintenancePath)
-	if err != nil {
-		return out, err
-	}
-	if body != nil {
-		ns, err := ParseMaintenance(body, now)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, ns...)
-	}
-	*lastSlow = now
-	return out, nil
 }
 
 // get fetches path with a valid token. It returns nil, nil on 404 (no
@@ -207,7 +209,11 @@ func (w *Watcher) get(ctx context.Context, path string) ([]byte, error) {
 		}
 		body, err := w.doGet(ctx, path, tok)
 		if errors.Is(err, ErrUnauthorized) && attempt == 0 {
-			w.token = "" // stale: fetch a new one and retry once
+			w.mu.Lock()
+			if w.token == tok {
+				w.token = "" // stale: fetch a new one and retry once
+			}
+			w.mu.Unlock()
 			continue
 		}
 		return body, err
@@ -245,6 +251,9 @@ func (w *Watcher) doGet(ctx context.Context, path, tok string) ([]byte, error) {
 // held or the held one expires within a tenth of its TTL (at most a minute),
 // so a poll never goes out with a token about to lapse.
 func (w *Watcher) ensureToken(ctx context.Context) (string, error) {
+	// One token fetch at a time; the others wait for its result.
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	margin := min(w.o.TokenTTL/10, time.Minute)
 	if w.token != "" && w.o.Now().Before(w.tokenExp.Add(-margin)) {
 		return w.token, nil

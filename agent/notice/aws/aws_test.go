@@ -247,3 +247,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFailingSlowSourceDoesNotDelayTheSpotPoll: with the maintenance
+// endpoint failing (its back-off grown to the maximum), a spot
+// instance-action is still seen within about one fast interval.
+func TestFailingSlowSourceDoesNotDelayTheSpotPoll(t *testing.T) {
+	fake := fakecloud.NewAWS()
+	fake.FailPath(aws.MaintenancePath, true)
+	fake.FailPath(aws.RebalancePath, true)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := aws.New(aws.Options{Endpoint: srv.URL, Client: srv.Client(), Logger: quiet(), Interval: 20 * time.Millisecond,
+		SlowInterval: 20 * time.Millisecond, Backoff: notice.Backoff{Min: 2 * time.Second, Max: 5 * time.Second}}).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the slow sources are now backing off (1 s or more)
+	at := time.Now()
+	fake.SetInstanceAction(`{"action":"stop","time":"2026-12-02T12:00:00Z"}`)
+	n := next(t, ch)
+	if took := time.Since(at); n.Kind != notice.KindStop || took > 500*time.Millisecond {
+		t.Fatalf("%s notice after %s; want stop within 500ms while the slow sources fail", n.Kind, took)
+	}
+}

@@ -115,12 +115,17 @@ func ParseDocument(body []byte) (Document, error) {
 }
 
 // Notices returns the notices in d that affect vmName. Events of unknown
-// types are skipped; an event with an unreadable NotBefore is an error.
+// types are skipped. A malformed event (no EventId, an unreadable
+// NotBefore) is left out and reported in the error, but never hides the
+// valid events beside it: a Preempt must be drained even when the
+// document also holds garbage.
 func Notices(d Document, vmName string, now time.Time) ([]notice.Notice, error) {
 	var out []notice.Notice
+	var errs []error
 	for _, e := range d.Events {
 		if e.EventID == "" {
-			return nil, errors.New("parsing scheduled events: event without EventId")
+			errs = append(errs, errors.New("parsing scheduled events: event without EventId"))
+			continue
 		}
 		if vmName != "" && !slices.ContainsFunc(e.Resources, func(r string) bool { return strings.EqualFold(r, vmName) }) {
 			continue
@@ -131,7 +136,11 @@ func Notices(d Document, vmName string, now time.Time) ([]notice.Notice, error) 
 			kind = notice.KindPreempt
 		case "Terminate":
 			kind = notice.KindTerminate
-		case "Reboot", "Redeploy", "Freeze":
+		case "Reboot":
+			kind = notice.KindReboot
+		case "Redeploy":
+			kind = notice.KindRedeploy
+		case "Freeze":
 			kind = notice.KindMaintenance
 		default:
 			continue
@@ -140,7 +149,8 @@ func Notices(d Document, vmName string, now time.Time) ([]notice.Notice, error) 
 		if e.NotBefore != "" {
 			t, err := time.Parse(time.RFC1123, e.NotBefore)
 			if err != nil {
-				return nil, fmt.Errorf("parsing scheduled event %s NotBefore %q: %w", e.EventID, e.NotBefore, err)
+				errs = append(errs, fmt.Errorf("parsing scheduled event %s NotBefore %q: %w", e.EventID, e.NotBefore, err))
+				continue
 			}
 			deadline = t
 		}
@@ -150,7 +160,7 @@ func Notices(d Document, vmName string, now time.Time) ([]notice.Notice, error) 
 			Observed: now, Detail: e.EventType, Raw: raw,
 		})
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // Watch implements notice.Watcher.
@@ -168,7 +178,7 @@ func (w *Watcher) loop(ctx context.Context, ch chan<- notice.Notice) {
 	seen := notice.NewSeen(0)
 	bo := w.o.Backoff
 	name := w.o.VMName
-	lastInc := -1
+	lastInc, badInc := -1, -1
 	failing := false
 	for {
 		err := func() error {
@@ -191,9 +201,11 @@ func (w *Watcher) loop(ctx context.Context, ch chan<- notice.Notice) {
 			if d.DocumentIncarnation == lastInc {
 				return nil // nothing changed since the last poll
 			}
-			ns, err := Notices(d, name, w.o.Now())
-			if err != nil {
-				return err
+			ns, perr := Notices(d, name, w.o.Now())
+			if perr != nil && d.DocumentIncarnation != badInc {
+				// Said once per document: the valid events still go out.
+				log.Warn("scheduled events document has malformed events; acting on the others", "err", perr)
+				badInc = d.DocumentIncarnation
 			}
 			for _, n := range ns {
 				if seen.Add(n.ID) && !notice.Emit(ctx, ch, n) {

@@ -65,8 +65,8 @@ func TestEventsForThisVMOnly(t *testing.T) {
 	}{
 		{"Preempt", notice.KindPreempt},
 		{"Terminate", notice.KindTerminate},
-		{"Reboot", notice.KindMaintenance},
-		{"Redeploy", notice.KindMaintenance},
+		{"Reboot", notice.KindReboot},
+		{"Redeploy", notice.KindRedeploy},
 		{"Freeze", notice.KindMaintenance},
 	} {
 		fake.AddEvent("ev-"+tc.typ, tc.typ, []string{"vm1", "VM0"}, nb)
@@ -153,4 +153,35 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMalformedEventDoesNotHideAValidOne: a document with a broken event
+// (bad NotBefore, missing EventId) still yields the valid Preempt beside
+// it, both from Notices and from the running watcher.
+func TestMalformedEventDoesNotHideAValidOne(t *testing.T) {
+	body := `{"DocumentIncarnation":3,"Events":[` +
+		`{"EventId":"bad","EventType":"Reboot","Resources":["vm0"],"NotBefore":"tomorrow"},` +
+		`{"EventType":"Terminate","Resources":["vm0"]},` +
+		`{"EventId":"good","EventType":"Preempt","Resources":["vm0"],"NotBefore":"Mon, 11 Apr 2026 22:26:58 GMT"}]}`
+	d, err := azure.ParseDocument([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := azure.Notices(d, "vm0", time.Now())
+	if err == nil || len(ns) != 1 || ns[0].ID != "azure/good" || ns[0].Kind != notice.KindPreempt {
+		t.Fatalf("notices %+v, err %v; want the Preempt and an error naming the others", ns, err)
+	}
+	fake := fakecloud.NewAzure("vm0")
+	_, ch := start(t, fake, "vm0")
+	fake.AddEvent("bad", "Reboot", []string{"vm0"}, time.Time{})
+	fake.AddEvent("good", "Preempt", []string{"vm0"}, time.Now().Add(time.Minute))
+	fake.SetNotBefore("bad", "not a date")
+	seen := map[string]bool{}
+	for range 2 {
+		seen[next(t, ch).ID] = true
+		if seen["azure/good"] {
+			return
+		}
+	}
+	t.Fatalf("the valid Preempt was not delivered: %v", seen)
 }

@@ -108,6 +108,8 @@ func (w *Watcher) loop(ctx context.Context, key string, ch chan<- notice.Notice)
 	etag := ""
 	failing := false
 	for ctx.Err() == nil {
+		asked := time.Now()
+		hanging := etag != ""
 		value, newTag, err := w.get(ctx, key, etag)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -134,10 +136,13 @@ func (w *Watcher) loop(ctx context.Context, key string, ch chan<- notice.Notice)
 				return
 			}
 		}
-		if sameTag || newTag == "" {
-			// The server answered without a change (timeout_sec elapsed) or
-			// gave no ETag to wait on: pace the loop so a misbehaving
-			// server cannot make it spin.
+		// An unchanged answer after the hang ran its course (timeout_sec
+		// elapsed) is the normal idle cycle: re-arm at once, or a notice
+		// arriving in the gap would wait. Only an answer without an ETag,
+		// or an unchanged one that came back early (a server that does not
+		// hang), is paced so a misbehaving server cannot make it spin.
+		early := time.Since(asked) < w.o.HangTimeout/2
+		if newTag == "" || (sameTag && (!hanging || early)) {
 			if !notice.Sleep(ctx, time.Second) {
 				return
 			}
@@ -203,13 +208,16 @@ func Parse(key, value, etag string, now time.Time) (n notice.Notice, ok bool) {
 		case value == "" || strings.EqualFold(value, "NONE"):
 			return notice.Notice{}, false
 		case strings.HasPrefix(value, "TERMINATE_ON_HOST_MAINTENANCE"):
-			base.Deadline = now.Add(MaintenanceWarning)
+			// The VM is stopped for the maintenance: the workload dies,
+			// so this gets the full drain like a preemption.
+			base.Kind, base.Deadline = notice.KindTerminate, now.Add(MaintenanceWarning)
 		case strings.HasPrefix(value, "MIGRATE_ON_HOST_MAINTENANCE"):
 			// Live migration: no deadline, the VM survives.
+			base.Kind = notice.KindMaintenance
 		default:
 			return notice.Notice{}, false
 		}
-		base.Kind, base.ID = notice.KindMaintenance, "gcp/maintenance/"+value+"/"+etag
+		base.ID = "gcp/maintenance/" + value + "/" + etag
 		return base, true
 	}
 	return notice.Notice{}, false

@@ -82,7 +82,7 @@ func TestMaintenanceEvents(t *testing.T) {
 	none(t, ch, 50*time.Millisecond)
 	fake.Set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
 	m = next(t, ch)
-	if m.Kind != notice.KindMaintenance || m.Deadline.Sub(m.Observed) != gcp.MaintenanceWarning {
+	if m.Kind != notice.KindTerminate || m.Deadline.Sub(m.Observed) != gcp.MaintenanceWarning {
 		t.Fatalf("terminate: %+v", m)
 	}
 }
@@ -126,7 +126,7 @@ func TestParse(t *testing.T) {
 		{gcp.PreemptedKey, "FALSE", false, ""},
 		{gcp.PreemptedKey, "", false, ""},
 		{gcp.MaintenanceKey, "NONE", false, ""},
-		{gcp.MaintenanceKey, "TERMINATE_ON_HOST_MAINTENANCE", true, notice.KindMaintenance},
+		{gcp.MaintenanceKey, "TERMINATE_ON_HOST_MAINTENANCE", true, notice.KindTerminate},
 		{gcp.MaintenanceKey, "MIGRATE_ON_HOST_MAINTENANCE", true, notice.KindMaintenance},
 		{gcp.MaintenanceKey, "SOMETHING_NEW", false, ""},
 		{"instance/other", "TRUE", false, ""},
@@ -148,4 +148,27 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHangingGETReArmedAtOnce: after a hanging GET times out with no
+// change, the next one goes out at once, so a preemption arriving right
+// after the timeout is seen within milliseconds, not after a pause.
+func TestHangingGETReArmedAtOnce(t *testing.T) {
+	fake := fakecloud.NewGCP()
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := gcp.New(gcp.Options{Endpoint: srv.URL, Client: srv.Client(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		HangTimeout: time.Second}).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1250 * time.Millisecond) // the first hangs (1 s) have timed out unchanged
+	at := time.Now()
+	fake.Set("instance/preempted", "TRUE")
+	n := next(t, ch)
+	if took := time.Since(at); n.Kind != notice.KindPreempt || took > 300*time.Millisecond {
+		t.Fatalf("%s seen after %s; want preempt within 300ms of the change", n.Kind, took)
+	}
 }
