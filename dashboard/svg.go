@@ -78,7 +78,7 @@ func axisLabel(v float64, unit string) string {
 		s = "0"
 	case math.Abs(v) >= 1000:
 		s = strconv.FormatFloat(v/1000, 'f', -1, 64) + "k"
-	case math.Abs(v) >= 10:
+	case math.Abs(v) >= 10 || v == math.Trunc(v):
 		s = strconv.FormatFloat(v, 'f', 0, 64)
 	default:
 		s = strconv.FormatFloat(v, 'f', 2, 64)
