@@ -208,6 +208,23 @@ func (c *Client) Budgets(ctx context.Context) (Budgets, error) {
 
 // --- workloads ---
 
+// Spend reads the spend ledger (GET /api/v1/spend).
+func (c *Client) Spend(ctx context.Context, q SpendQuery) (Spend, error) {
+	v := url.Values{}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format("2006-01-02"))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", q.Until.UTC().Format("2006-01-02"))
+	}
+	if q.By != "" {
+		v.Set("by", q.By)
+	}
+	var out Spend
+	err := c.get(ctx, "/api/v1/spend", v, &out)
+	return out, err
+}
+
 // ListWorkloads lists the workloads stored through the API.
 func (c *Client) ListWorkloads(ctx context.Context) ([]Workload, error) {
 	var out List[Workload]

@@ -205,6 +205,44 @@ type BudgetStatus struct {
 	MonthlyUSD float64  `json:"monthly_usd"`
 	PlannedUSD float64  `json:"planned_usd"`
 	Workloads  []string `json:"workloads"`
+	// Action is what happens at 100%: alert, stop-scaling or spot-only.
+	Action string `json:"action,omitempty"`
+	// SpentUSD is this calendar month's spend from the ledger (UTC);
+	// BurnPerHourUSD the hourly price of what runs now; ForecastUSD
+	// spent + burn × hours left in the month.
+	SpentUSD        float64 `json:"spent_usd"`
+	BurnPerHourUSD  float64 `json:"burn_per_hour_usd"`
+	ForecastUSD     float64 `json:"forecast_usd"`
+	ForecastPercent float64 `json:"forecast_percent"`
+}
+
+// --- spend (the ledger) ---
+
+// SpendQuery selects the spend ledger (GET /api/v1/spend): days in
+// [Since, Until) grouped By one of cloud, team, workload, day, capacity.
+type SpendQuery struct {
+	Since time.Time
+	Until time.Time
+	By    string
+}
+
+// SpendLine is one group's spend.
+type SpendLine struct {
+	Key      string  `json:"key"`
+	Cost     float64 `json:"cost_usd"`
+	OnDemand float64 `json:"on_demand_usd"`
+	Savings  float64 `json:"savings_usd"`
+}
+
+// Spend is the answer of GET /api/v1/spend.
+type Spend struct {
+	Since    time.Time   `json:"since"`
+	Until    time.Time   `json:"until"`
+	By       string      `json:"by"`
+	Cost     float64     `json:"cost_usd"`
+	OnDemand float64     `json:"on_demand_usd"`
+	Savings  float64     `json:"savings_usd"`
+	Lines    []SpendLine `json:"lines"`
 }
 
 // --- workloads ---
@@ -291,6 +329,7 @@ const (
 	EventTerminated       = "terminated"
 	EventPriceChange      = "price_change"
 	EventBudgetAlert      = "budget_alert"
+	EventSlowHost         = "slow_host"
 	EventBenchmark        = "benchmark"
 )
 

@@ -18,10 +18,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
@@ -302,6 +304,29 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}})
 	}
+	var pol *policy.Policy
+	if policyData != nil {
+		pol, _ = policy.Parse(cfg.PolicyPath, policyData) // checked by the first plan above
+	}
+	ledgerMetrics := NewLedgerMetrics(metrics.Registry())
+	jobs = append(jobs, Job{Name: "ledger", Schedule: LedgerSchedule, OnLeadership: true, Run: func(ctx context.Context) error {
+		if err := RunLedger(ctx, LedgerSources{Broker: broker, Catalog: cat.Load, Policy: pol, Metrics: ledgerMetrics}, cfg.Now()); err != nil {
+			return err
+		}
+		return flagSlowHosts(ctx, broker, cfg.Now())
+	}})
+	if planner != nil {
+		planner.speeds = func(ctx context.Context) optimizer.SpeedTable {
+			t, err := MeasuredSpeeds(ctx, broker, cfg.Now())
+			if err != nil {
+				log.Warn("measured speeds unavailable; planning on spec sheets", "err", err)
+			}
+			return t
+		}
+		planner.spend = func(ctx context.Context, bs apiv1.Budgets) (apiv1.Budgets, error) {
+			return withSpend(ctx, broker, cat.Load(), pol, bs, cfg.Now())
+		}
+	}
 	if cfg.Reports.Enabled() {
 		rjobs, err := reportJobs(cfg, st, broker, cat.Load, planner, policyData)
 		if err != nil {
@@ -317,7 +342,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
 		CheckWorkload: checkWorkload,
-		Now:           cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
+		Spend: func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
+			return SpendView(ctx, broker, q)
+		},
+		Now: cfg.Now, Metrics: metrics, Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			return broker.Ping(ctx)
@@ -339,7 +367,7 @@ func Run(ctx context.Context, cfg Config) error {
 	dstore := dashStore{st: st, b: broker}
 	dash, err := dashboard.New(dashboard.Config{Auth: api, Offers: dashboard.OffersFunc(cat.Load), History: dstore,
 		Plan: planView, Budgets: budgetView, Agents: dstore, Benchmarks: dstore, Events: dstore,
-		Fleet: dashboard.NoFleet{}, Spend: dashboard.NoSpend{},
+		Fleet: dashboard.NoFleet{}, Spend: dashSpend{broker},
 		Logger: log, Now: cfg.Now, Secure: tlsConfig != nil})
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/dashboard"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
@@ -16,9 +15,8 @@ import (
 
 // The adapters below give the web dashboard read-only views of the store
 // and the planner, in the dashboard's own types. Parts the broker does not
-// have yet (the autoscaler's fleet state, the spend ledger) are wired as
-// dashboard.NoFleet and dashboard.NoSpend in Run; plugging a real source in
-// is one line there.
+// have yet (the autoscaler's fleet instances and slots) are wired as
+// dashboard.NoFleet in Run; plugging a real source in is one line there.
 
 // dashStore reads the broker's tables for the dashboard.
 type dashStore struct {
@@ -133,18 +131,51 @@ func (d dashPlan) CurrentPlan(ctx context.Context) (*optimizer.Plan, error) {
 }
 
 func (d dashPlan) Budgets(ctx context.Context) ([]dashboard.Budget, error) {
-	r, err := d.record(ctx)
+	view, err := d.p.Budgets(ctx)
+	if errors.Is(err, policy.ErrNoPolicy) {
+		return nil, dashboard.ErrNoSource
+	}
 	if err != nil {
 		return nil, err
-	}
-	var view apiv1.Budgets
-	if err := json.Unmarshal(r.Budgets, &view); err != nil {
-		return nil, fmt.Errorf("decoding the stored budgets: %w", err)
 	}
 	out := make([]dashboard.Budget, len(view.Budgets))
 	for i, b := range view.Budgets {
 		out[i] = dashboard.Budget{Name: b.Name, Team: b.Team, Workload: b.Workload, MonthlyUSD: b.MonthlyUSD,
-			PlannedUSD: b.PlannedUSD, Workloads: b.Workloads}
+			PlannedUSD: b.PlannedUSD, Workloads: b.Workloads, SpentUSD: b.SpentUSD, BurnPerHourUSD: b.BurnPerHourUSD,
+			ForecastUSD: b.ForecastUSD}
+	}
+	return out, nil
+}
+
+// dashSpend sums the spend ledger (fleet/ledger, written by the leader's
+// ledger job) for the dashboard.
+type dashSpend struct{ b *store.Broker }
+
+var _ dashboard.Spend = dashSpend{}
+
+func (d dashSpend) Spend(ctx context.Context, now time.Time) (dashboard.SpendSummary, error) {
+	now = now.UTC()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	today := now.Truncate(24 * time.Hour)
+	rows, err := d.b.ListSpend(ctx, month, today.Add(24*time.Hour))
+	if err != nil {
+		return dashboard.SpendSummary{}, err
+	}
+	if len(rows) == 0 {
+		return dashboard.SpendSummary{}, dashboard.ErrNoSource
+	}
+	var out dashboard.SpendSummary
+	for _, r := range rows {
+		out.MonthUSD += r.Cost
+		out.OnDemandMonthUSD += r.OnDemand
+		if r.Day.Equal(today) {
+			out.TodayUSD += r.Cost
+		}
+		if n := len(out.Daily); n == 0 || !out.Daily[n-1].Day.Equal(r.Day) {
+			out.Daily = append(out.Daily, dashboard.DaySpend{Day: r.Day})
+		}
+		out.Daily[len(out.Daily)-1].USD += r.Cost
+		out.Daily[len(out.Daily)-1].OnDemand += r.OnDemand
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
@@ -16,6 +17,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/store"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key as PEM files.
@@ -108,5 +112,40 @@ func TestServeTLSNeedsBothFiles(t *testing.T) {
 	cfg := Config{DSN: filepath.Join(t.TempDir(), "b.db"), TLSCert: certFile, TLSKey: certFile}
 	if err := Run(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "TLS certificate and key") {
 		t.Errorf("Run with a certificate as its key: %v", err)
+	}
+}
+
+// TestDashSpend sums the ledger's entries of this month for the dashboard,
+// and reports ErrNoSource while the ledger is empty.
+func TestDashSpend(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := st.Broker(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 15, 10, 0, 0, 0, time.UTC)
+	if _, err := (dashSpend{b}).Spend(ctx, now); !errors.Is(err, dashboard.ErrNoSource) {
+		t.Fatalf("empty ledger: %v, want ErrNoSource", err)
+	}
+	day := func(d int) time.Time { return time.Date(2026, 12, d, 0, 0, 0, 0, time.UTC) }
+	if err := b.UpsertSpend(ctx, []store.SpendEntry{
+		{Day: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), Instance: "old", Cost: 1000, OnDemand: 3000}, // last month
+		{Day: day(1), Instance: "a", Cost: 10, OnDemand: 30},
+		{Day: day(1), Instance: "b", Cost: 5, OnDemand: 5},
+		{Day: day(15), Instance: "a", Cost: 2, OnDemand: 6},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := (dashSpend{b}).Spend(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TodayUSD != 2 || got.MonthUSD != 17 || got.OnDemandMonthUSD != 41 || len(got.Daily) != 2 || got.Daily[0].USD != 15 {
+		t.Errorf("spend = %+v", got)
 	}
 }

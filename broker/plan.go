@@ -40,7 +40,7 @@ func APIPlan(p *optimizer.Plan) (apiv1.Plan, error) {
 // the file's (a name the file already uses is left out and reported in
 // PlanResult.Skipped), under the file's clouds, regions, quotas and
 // budgets.
-func OptimizerPlan(_ context.Context, name string, data []byte, extra []policy.Workload, cat *pricing.Catalog, now time.Time) (PlanResult, error) {
+func OptimizerPlan(ctx context.Context, name string, data []byte, extra []policy.Workload, cat *pricing.Catalog, now time.Time) (PlanResult, error) {
 	pol, err := policy.Parse(name, data)
 	if err != nil {
 		var el policy.ErrorList
@@ -53,7 +53,7 @@ func OptimizerPlan(_ context.Context, name string, data []byte, extra []policy.W
 	if len(extra) > 0 {
 		pol, skipped = pol.WithWorkloads(extra)
 	}
-	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now})
+	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now, Speeds: speedsFor(ctx)})
 	if err != nil {
 		// optimizer.ErrInfeasible stays in the chain: the API answers 422.
 		return PlanResult{}, fmt.Errorf("planning %s: %w", name, err)
@@ -78,4 +78,21 @@ func OptimizerPlan(_ context.Context, name string, data []byte, extra []policy.W
 		return PlanResult{}, err
 	}
 	return PlanResult{Plan: ap, CostUSD: plan.Totals.ExpectedCost, Budgets: view, Skipped: skipped}, nil
+}
+
+type speedsKey struct{}
+
+// withSpeeds hands the planner's speed table (measured by agents) to the
+// PlanFunc of this one planning call.
+func withSpeeds(ctx context.Context, t optimizer.SpeedTable) context.Context {
+	return context.WithValue(ctx, speedsKey{}, t)
+}
+
+// speedsFor is the speed table for this planning call: measured where the
+// planner supplied one, else the spec sheets.
+func speedsFor(ctx context.Context) optimizer.SpeedTable {
+	if t, ok := ctx.Value(speedsKey{}).(optimizer.SpeedTable); ok {
+		return t
+	}
+	return optimizer.DefaultSpeeds()
 }

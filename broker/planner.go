@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/store"
@@ -49,6 +50,10 @@ type planStore interface {
 // workloads and stores it; every replica serves the stored plan, so all of
 // them answer GET /api/v1/plan with the same placements and costs.
 type policyPlanner struct {
+	// speeds returns the measured speed table; nil plans on spec sheets.
+	speeds func(ctx context.Context) optimizer.SpeedTable
+	// spend adds the ledger's month-to-date figures to the budgets.
+	spend      func(ctx context.Context, b apiv1.Budgets) (apiv1.Budgets, error)
 	plan       PlanFunc
 	catalog    func() *pricing.Catalog
 	now        func() time.Time
@@ -81,7 +86,7 @@ func (p *policyPlanner) policyID() string {
 // Plan plans a posted policy on its own (POST /api/v1/plan); nothing is
 // stored.
 func (p *policyPlanner) Plan(ctx context.Context, name string, data []byte) (apiv1.Plan, error) {
-	r, err := p.plan(ctx, name, data, nil, p.catalog(), p.now())
+	r, err := p.plan(p.speedCtx(ctx), name, data, nil, p.catalog(), p.now())
 	if err != nil {
 		return apiv1.Plan{}, err
 	}
@@ -129,6 +134,9 @@ func (p *policyPlanner) Budgets(ctx context.Context) (apiv1.Budgets, error) {
 	if err := json.Unmarshal(r.Budgets, &out); err != nil {
 		return apiv1.Budgets{}, fmt.Errorf("decoding the stored budgets: %w", err)
 	}
+	if p.spend != nil {
+		return p.spend(ctx, out)
+	}
 	return out, nil
 }
 
@@ -175,7 +183,7 @@ func (p *policyPlanner) compute(ctx context.Context) (store.PlanRecord, error) {
 		p.mu.Unlock()
 	}()
 	cat, now := p.catalog(), p.now().UTC()
-	r, err := p.plan(ctx, p.policyName, p.policy, extra, cat, now)
+	r, err := p.plan(p.speedCtx(ctx), p.policyName, p.policy, extra, cat, now)
 	if err != nil {
 		return store.PlanRecord{}, err
 	}
@@ -254,4 +262,11 @@ func (p *policyPlanner) replanIfWorkloadsChanged(ctx context.Context) error {
 		return nil
 	}
 	return p.replan(ctx)
+}
+
+func (p *policyPlanner) speedCtx(ctx context.Context) context.Context {
+	if p.speeds == nil {
+		return ctx
+	}
+	return withSpeeds(ctx, p.speeds(ctx))
 }

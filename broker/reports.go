@@ -134,6 +134,19 @@ func GatherReport(ctx context.Context, src ReportSources, p report.Period, now t
 				break
 			}
 		}
+		if src.Broker != nil {
+			// The ledger's rows, once it has any, replace the estimate.
+			rows, err := src.Broker.ListSpend(ctx, since, time.Time{})
+			if err != nil {
+				return in, fmt.Errorf("report: spend: %w", err)
+			}
+			if len(rows) > 0 {
+				in.Spend = make([]report.SpendRow, len(rows))
+				for i, r := range rows {
+					in.Spend[i] = report.SpendRow{Day: r.Day, Workload: r.Workload, Team: r.Team, Cloud: r.Cloud, Cost: r.Cost, OnDemand: r.OnDemand}
+				}
+			}
+		}
 		var runs []store.JobRun
 		if src.Broker != nil {
 			if runs, err = src.Broker.ListJobRuns(ctx, "refresh"); err != nil {

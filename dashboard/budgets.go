@@ -32,7 +32,7 @@ func (s *Server) budgets(w http.ResponseWriter, r *http.Request, rq request) {
 	sp, err := s.cfg.Spend.Spend(ctx, now)
 	switch {
 	case errors.Is(err, ErrNoSource):
-		d.SpendNote = "The spend ledger has not recorded any spending yet: the charts show the plan's forecast from now, starting from the full monthly budget."
+		d.SpendNote = "The spend ledger has not recorded any spending this month yet: the charts show the plan's forecast from now, starting from the full monthly budget."
 	case err != nil:
 		s.internal(w, r, "the spend ledger", err)
 		return
@@ -76,20 +76,30 @@ func (s *Server) burnDown(i int, b budgetRow, plan *optimizer.Plan, sp *SpendSum
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	end := month.AddDate(0, 1, 0)
 	left := b.MonthlyUSD
-	var actual Series
+	var actual, burn Series
 	if sp != nil {
-		// The ledger is fleet-wide; a budget's own share needs per-budget
-		// accounting the ledger does not have, so only the fleet-wide
-		// budget (no team, no workload) gets an actual line.
-		if b.Team == "" && b.Workload == "" {
-			actual = Series{Name: "actual", Color: palette.Text}
+		// The ledger's spend under this budget so far, then what the
+		// instances running now would add by the month's end.
+		left = b.MonthlyUSD - b.SpentUSD
+		actual = Series{Name: "spent (ledger)", Color: palette.Text, Points: []Point{{month, b.MonthlyUSD}}}
+		if b.Team == "" && b.Workload == "" && len(sp.Daily) > 0 {
+			// The fleet-wide budget: day by day.
 			run := b.MonthlyUSD
-			actual.Points = append(actual.Points, Point{month, run})
 			for _, day := range sp.Daily {
 				run -= day.USD
-				actual.Points = append(actual.Points, Point{day.Day.Add(24 * time.Hour), run})
+				at := day.Day.Add(24 * time.Hour)
+				if at.After(now) {
+					at = now
+				}
+				actual.Points = append(actual.Points, Point{at, run})
 			}
-			left = b.MonthlyUSD - sp.MonthUSD
+			left = run
+		} else {
+			actual.Points = append(actual.Points, Point{now, left})
+		}
+		if b.BurnPerHourUSD > 0 {
+			burn = Series{Name: "at the current burn", Color: palette.Warn, Dashed: true,
+				Points: []Point{{now, left}, {end, max(left-b.BurnPerHourUSD*end.Sub(now).Hours(), 0)}}}
 		}
 	}
 	type rate struct {
@@ -136,10 +146,16 @@ func (s *Server) burnDown(i int, b budgetRow, plan *optimizer.Plan, sp *SpendSum
 	if len(actual.Points) > 0 {
 		series = append([]Series{actual}, series...)
 	}
+	if len(burn.Points) > 0 {
+		series = append(series, burn)
+	}
 	for k := range forecast.Points {
 		forecast.Points[k].Y = max(forecast.Points[k].Y, 0)
 	}
 	desc := fmt.Sprintf("Budget %s: %s a month; forecast left at month end %s.", b.Name, usd(b.MonthlyUSD), usd(rem))
+	if sp != nil {
+		desc += fmt.Sprintf(" Spent so far this month %s; at the current burn of %s/h, %s by the month's end.", usd(b.SpentUSD), usd(b.BurnPerHourUSD), usd(b.ForecastUSD))
+	}
 	if !v.Exhausted.IsZero() {
 		desc += " The forecast runs out on " + v.Exhausted.UTC().Format("2006-01-02") + "."
 	}

@@ -292,7 +292,7 @@ func TestEmptyStatesNeverShowNumbers(t *testing.T) {
 		"/":           {"The spend ledger has not recorded any spending yet", "No policy is loaded", "no GPUs are known to run", "No active alerts"},
 		"/ui/fleet":   {"The autoscaler has not recorded any instances yet", "No agent has registered yet", "No agent has reported a benchmark yet"},
 		"/ui/plan":    {"No policy is loaded"},
-		"/ui/budgets": {"No policy is loaded, so there are no budgets", "The spend ledger has not recorded any spending yet"},
+		"/ui/budgets": {"No policy is loaded, so there are no budgets", "The spend ledger has not recorded any spending this month yet"},
 		"/ui/events":  {"No events match"},
 	} {
 		_, body := c.get(path)
@@ -311,13 +311,21 @@ func TestOverviewWithLedgerAndFleet(t *testing.T) {
 	clock := &fakeClock{t: testNow}
 	f := hostileData(4, 0)
 	f.spend = &SpendSummary{TodayUSD: 123.45, MonthUSD: 2345.67, OnDemandMonthUSD: 6000}
-	f.budgets = []Budget{{Name: "research", MonthlyUSD: 500, PlannedUSD: 800, Workloads: []string{xssScript}}}
+	f.budgets = []Budget{{Name: "research", MonthlyUSD: 500, PlannedUSD: 800, Workloads: []string{xssScript},
+		SpentUSD: 450, BurnPerHourUSD: 2.5, ForecastUSD: 2000}}
 	c := newClient(t, newTestServer(f, clock, false).Handler())
 	c.mustLogin()
 	_, body := c.get("/")
-	for _, w := range []string{"$123.45", "$2,345.67", "$3,654.33", "aws spot", ">32<", "over (160.0%)", "Budget research: the plan expects $800.00 against $500.00"} {
+	for _, w := range []string{"$123.45", "$2,345.67", "$3,654.33", "aws spot", ">32<", "over (160.0%)", "Budget research: the plan expects $800.00 against $500.00",
+		"Budget research: $450.00 spent this month; at the current burn $2,000.00 by the month&#39;s end, against $500.00", "forecast over"} {
 		if !strings.Contains(body, w) {
 			t.Errorf("overview: no %q", w)
+		}
+	}
+	_, body = c.get("/ui/budgets")
+	for _, w := range []string{"Spent this month $450.00", "at the current burn ($2.50/h) $2,000.00", "spent (ledger)</text>", "at the current burn</text>", "forecast (plan)</text>"} {
+		if !strings.Contains(body, w) {
+			t.Errorf("budgets with a ledger: no %q", w)
 		}
 	}
 	_, body = c.get("/ui/fleet")

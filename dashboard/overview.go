@@ -114,6 +114,9 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, rq request) {
 			if b.Over {
 				d.Alerts = append(d.Alerts, alert{"danger", fmt.Sprintf("Budget %s: the plan expects %s against %s a month.", b.Name, usd(b.PlannedUSD), usd(b.MonthlyUSD))})
 			}
+			if b.ForecastOver {
+				d.Alerts = append(d.Alerts, alert{"danger", fmt.Sprintf("Budget %s: %s spent this month; at the current burn %s by the month's end, against %s.", b.Name, usd(b.SpentUSD), usd(b.ForecastUSD), usd(b.MonthlyUSD))})
+			}
 		}
 	}
 
@@ -148,7 +151,9 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, rq request) {
 type budgetRow struct {
 	Budget
 	Percent float64
-	Over    bool
+	// Over: the plan expects more than the budget; ForecastOver: the
+	// ledger's spend plus the current burn reaches more by the month's end.
+	Over, ForecastOver bool
 }
 
 func budgetRows(bs []Budget) []budgetRow {
@@ -159,6 +164,7 @@ func budgetRows(bs []Budget) []budgetRow {
 			out[i].Percent = 100 * b.PlannedUSD / b.MonthlyUSD
 		}
 		out[i].Over = b.PlannedUSD > b.MonthlyUSD
+		out[i].ForecastOver = b.ForecastUSD > b.MonthlyUSD
 	}
 	return out
 }

@@ -141,6 +141,11 @@ type Budget struct {
 	// whole run; inference: the plan's horizon).
 	PlannedUSD float64
 	Workloads  []string
+	// SpentUSD is this month's spend under the budget from the spend
+	// ledger, BurnPerHourUSD the hourly price of what runs now, and
+	// ForecastUSD spent + burn × hours left in the month (zero without a
+	// ledger).
+	SpentUSD, BurnPerHourUSD, ForecastUSD float64
 }
 
 // Budgets reads the loaded policy's budgets.

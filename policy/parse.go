@@ -599,6 +599,27 @@ func (d *decoder) workload(n *yaml.Node, w *Workload) {
 				}},
 			})
 		}},
+		{"autoscale", func(v *yaml.Node) {
+			d.mapping(v, "autoscale", "autoscale", []field{
+				{"prometheus", func(v *yaml.Node) {
+					m := &PrometheusMetric{}
+					w.Autoscale.Prometheus = m
+					d.mapping(v, "autoscale.prometheus", "autoscale.prometheus", []field{
+						{"url", func(v *yaml.Node) { d.str(v, "autoscale.prometheus.url", &m.URL) }},
+						{"query", func(v *yaml.Node) { d.str(v, "autoscale.prometheus.query", &m.Query) }},
+						{"target_per_replica", func(v *yaml.Node) {
+							d.number(v, "autoscale.prometheus.target_per_replica", &m.TargetPerReplica)
+						}},
+					})
+				}},
+				{"scale_up_window", func(v *yaml.Node) {
+					d.durationOrZero(v, "autoscale.scale_up_window", &w.Autoscale.ScaleUpWindow)
+				}},
+				{"scale_down_window", func(v *yaml.Node) {
+					d.durationOrZero(v, "autoscale.scale_down_window", &w.Autoscale.ScaleDownWindow)
+				}},
+			})
+		}},
 		{"spread", func(v *yaml.Node) {
 			d.mapping(v, "spread", "spread", []field{
 				{"min_zones", func(v *yaml.Node) { d.integer(v, "spread.min_zones", &w.Spread.MinZones) }},
@@ -674,5 +695,6 @@ func (d *decoder) budget(n *yaml.Node, b *Budget) {
 		{"team", func(v *yaml.Node) { d.str(v, "team", &b.Team) }},
 		{"workload", func(v *yaml.Node) { d.str(v, "workload", &b.Workload) }},
 		{"monthly_usd", func(v *yaml.Node) { d.number(v, "monthly_usd", &b.MonthlyUSD) }},
+		{"action", func(v *yaml.Node) { d.enum(v, "action", "alert, stop-scaling or spot-only", &b.Action) }},
 	})
 }

@@ -78,6 +78,31 @@ type Replicas struct {
 	TargetUtilization float64
 }
 
+// Autoscale says how an inference service scales between replicas.min and
+// replicas.max: on the GPU utilisation its agents report (against
+// replicas.target_utilization) and, when Prometheus is set, on a load metric
+// per replica; the larger recommendation wins, as in Kubernetes' HPA.
+type Autoscale struct {
+	Prometheus *PrometheusMetric
+	// ScaleUpWindow and ScaleDownWindow are stabilisation windows: a scale
+	// down takes the highest recommendation of the last ScaleDownWindow
+	// (default 5m), a scale up the lowest of the last ScaleUpWindow
+	// (default 0: at once).
+	ScaleUpWindow   time.Duration
+	ScaleDownWindow time.Duration
+}
+
+// PrometheusMetric is a load metric read from Prometheus.
+type PrometheusMetric struct {
+	// URL is the Prometheus server (http://prometheus:9090).
+	URL string
+	// Query is a PromQL expression giving the service's total load, e.g.
+	// sum(rate(http_requests_total{service="chat"}[2m])).
+	Query string
+	// TargetPerReplica is the load one replica should carry.
+	TargetPerReplica float64
+}
+
 // Spread says how widely inference replicas must be spread.
 type Spread struct {
 	// MinZones is the least number of distinct zones replicas run in.
@@ -115,8 +140,10 @@ type Workload struct {
 	RestartOverhead time.Duration
 	Spot            SpotPolicy
 	Replicas        Replicas
-	Spread          Spread
-	Limits          Limits
+	// Autoscale tunes how an inference service's replicas follow load.
+	Autoscale Autoscale
+	Spread    Spread
+	Limits    Limits
 	// Pos is where the workload is defined in the file.
 	Pos Pos
 }
@@ -139,5 +166,20 @@ type Budget struct {
 	Team       string
 	Workload   string
 	MonthlyUSD float64
-	Pos        Pos
+	// Action is what happens when spending reaches 100%: BudgetAlert
+	// (default), BudgetStopScaling or BudgetSpotOnly.
+	Action string
+	Pos    Pos
 }
+
+// Budget actions at 100% (docs/policy.md).
+const (
+	// BudgetAlert records and reports the crossing; nothing else changes.
+	BudgetAlert = "alert"
+	// BudgetStopScaling keeps inference services at their minimum replicas
+	// until the month ends.
+	BudgetStopScaling = "stop-scaling"
+	// BudgetSpotOnly moves the budget's workloads to spot capacity where
+	// their spot policy allows it.
+	BudgetSpotOnly = "spot-only"
+)

@@ -3,9 +3,11 @@ package policy
 import (
 	"fmt"
 	"math"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpubroker/gpubroker/pricing"
 )
@@ -216,6 +218,9 @@ func (r *reporter) checkWorkload(i int) {
 		if w.Spread != (Spread{}) {
 			e("spread", "spread applies to inference services only")
 		}
+		if w.Autoscale != (Autoscale{}) {
+			e("autoscale", "autoscale applies to inference services only")
+		}
 	case Inference:
 		if w.WorkGPUHours != 0 || w.ReferenceGPU != "" {
 			e("work", "work applies to training and batch workloads; an inference service has replicas: instead")
@@ -304,6 +309,7 @@ func (r *reporter) checkReplicas(i int) {
 	if !finite(rp.TargetUtilization) || rp.TargetUtilization <= 0 || rp.TargetUtilization > 1 {
 		e("replicas.target_utilization", "replicas.target_utilization %v: want a fraction above 0 and at most 1, e.g. 0.7", rp.TargetUtilization)
 	}
+	validateAutoscale(w.Autoscale, e)
 	sp := w.Spread
 	if sp.MinZones < 1 {
 		e("spread.min_zones", "spread.min_zones %d: want at least 1", sp.MinZones)
@@ -368,6 +374,12 @@ func (r *reporter) checkBudget(i int, workloads map[string]int, teams map[string
 	}
 	if b.Team != "" && b.Workload != "" {
 		e("workload", "a budget covers a team or a workload, not both; split it in two")
+	}
+	switch b.Action {
+	case "", BudgetAlert, BudgetStopScaling, BudgetSpotOnly:
+	default:
+		e("action", "budget action %q: want alert, stop-scaling or spot-only%s", b.Action,
+			didYouMean(b.Action, []string{BudgetAlert, BudgetStopScaling, BudgetSpotOnly}))
 	}
 	if b.Workload != "" {
 		if _, ok := workloads[b.Workload]; !ok {
@@ -521,3 +533,32 @@ func keys[V any](m map[string]V) []string {
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// validateAutoscale checks an inference service's autoscale section.
+func validateAutoscale(a Autoscale, e func(field, format string, args ...any)) {
+	if a.ScaleUpWindow < 0 || a.ScaleUpWindow > time.Hour {
+		e("autoscale.scale_up_window", "autoscale.scale_up_window %s: want 0 to 1h", a.ScaleUpWindow)
+	}
+	if a.ScaleDownWindow < 0 || a.ScaleDownWindow > 24*time.Hour {
+		e("autoscale.scale_down_window", "autoscale.scale_down_window %s: want 0 to 24h", a.ScaleDownWindow)
+	}
+	m := a.Prometheus
+	if m == nil {
+		return
+	}
+	if u, err := url.Parse(m.URL); err == nil && u.User != nil {
+		// Never echo it: the value holds a password.
+		e("autoscale.prometheus.url", "autoscale.prometheus.url: credentials are not allowed in the URL (policy files are shared and logged); put Prometheus behind a proxy that authenticates, or give the broker network access")
+	} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		e("autoscale.prometheus.url", "autoscale.prometheus.url %q: want the server's http(s) URL, e.g. http://prometheus:9090", m.URL)
+	}
+	switch q := strings.TrimSpace(m.Query); {
+	case q == "":
+		e("autoscale.prometheus.query", "autoscale.prometheus.query: want a PromQL expression of the total load, e.g. sum(rate(http_requests_total{service=\"chat\"}[2m]))")
+	case len(q) > 4096:
+		e("autoscale.prometheus.query", "autoscale.prometheus.query: %d characters; at most 4096", len(q))
+	}
+	if !finite(m.TargetPerReplica) || m.TargetPerReplica <= 0 {
+		e("autoscale.prometheus.target_per_replica", "autoscale.prometheus.target_per_replica %v: want the load one replica should carry, above 0", m.TargetPerReplica)
+	}
+}

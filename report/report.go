@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpubroker/gpubroker/fleet/instance"
+	"github.com/gpubroker/gpubroker/fleet/ledger"
 	"math"
 	"sort"
 	"strings"
@@ -383,33 +384,6 @@ func Build(in Inputs) Report {
 	return r
 }
 
-// billedHours is the billed time of [start, end): per second with a
-// one-minute minimum on AWS and GCP, per started minute on Azure.
-func billedHours(cloud string, start, end time.Time) float64 {
-	d := end.Sub(start)
-	if d <= 0 {
-		return 0
-	}
-	if cloud == "azure" {
-		return math.Ceil(d.Minutes()) / 60
-	}
-	if d < time.Minute {
-		d = time.Minute
-	}
-	return d.Seconds() / 3600
-}
-
-// overlap clips [s, e) to [from, to); e zero means "still running" (to).
-func overlap(s, e, from, to time.Time) (time.Time, time.Time, bool) {
-	if e.IsZero() || e.After(to) {
-		e = to
-	}
-	if s.Before(from) {
-		s = from
-	}
-	return s, e, e.After(s)
-}
-
 func spendOf(in Inputs, from, to time.Time) Spend {
 	rows := in.Spend
 	sp := Spend{Source: "ledger"}
@@ -467,8 +441,8 @@ func spendOf(in Inputs, from, to time.Time) Spend {
 	return sp
 }
 
-// estimateSpend turns instance lifetimes into per-day spend rows: billed
-// time within the window × the instance's price, split at midnight (UTC).
+// estimateSpend turns instance lifetimes into per-day spend rows with the
+// ledger's billing rules, clipped to the window.
 func estimateSpend(insts []Instance, from, to time.Time) ([]SpendRow, int) {
 	var rows []SpendRow
 	unpriced := 0
@@ -481,52 +455,13 @@ func estimateSpend(insts []Instance, from, to time.Time) ([]SpendRow, int) {
 			unpriced++
 			continue
 		}
-		od := in.OnDemandPerHour
-		if od < in.PricePerHour {
-			// A missing or implausible on-demand price is never counted as
-			// a saving.
-			od = in.PricePerHour
-		}
-		// Billing granularity applies to the whole life; the window share is
-		// proportional.
-		life := billedHours(in.Cloud, in.Start, endOr(in.End, to))
-		raw := endOr(in.End, to).Sub(in.Start).Hours()
-		scale := 1.0
-		if raw > 0 {
-			scale = life / raw
-		}
-		for day := s.UTC().Truncate(24 * time.Hour); day.Before(e); day = day.Add(24 * time.Hour) {
-			ds, de := maxTime(s, day), minTime(e, day.Add(24*time.Hour))
-			if !de.After(ds) {
-				continue
-			}
-			h := de.Sub(ds).Hours() * scale
-			rows = append(rows, SpendRow{Day: day, Workload: in.Workload, Team: in.Team, Cloud: in.Cloud,
-				Cost: h * in.PricePerHour, OnDemand: h * od})
+		u := ledger.Usage{Instance: in.ID, Workload: in.Workload, Team: in.Team, Cloud: in.Cloud, Capacity: in.Capacity,
+			Start: s, End: e, Price: in.PricePerHour, OnDemand: in.OnDemandPerHour}
+		for _, en := range ledger.Entries(u, to) {
+			rows = append(rows, SpendRow{Day: en.Day, Workload: en.Workload, Team: en.Team, Cloud: en.Cloud, Cost: en.Cost, OnDemand: en.OnDemand})
 		}
 	}
 	return rows, unpriced
-}
-
-func endOr(e, to time.Time) time.Time {
-	if e.IsZero() || e.After(to) {
-		return to
-	}
-	return e
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 func sortedLines(m map[string]*Line, byCost bool) []Line {
@@ -791,4 +726,15 @@ func ForTeam(in Inputs, team string) Inputs {
 		out.PlanOnDemand += p.OnDemand
 	}
 	return out
+}
+
+// overlap clips [s, e) to [from, to); e zero means "still running" (to).
+func overlap(s, e, from, to time.Time) (time.Time, time.Time, bool) {
+	if e.IsZero() || e.After(to) {
+		e = to
+	}
+	if s.Before(from) {
+		s = from
+	}
+	return s, e, e.After(s)
 }

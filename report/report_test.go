@@ -128,25 +128,6 @@ func TestBuildHandComputedTotals(t *testing.T) {
 	}
 }
 
-func TestBilledHours(t *testing.T) {
-	s := now
-	for _, c := range []struct {
-		cloud string
-		d     time.Duration
-		want  float64
-	}{
-		{"aws", 30 * time.Second, 1.0 / 60}, // one-minute minimum
-		{"aws", 90 * time.Second, 90.0 / 3600},
-		{"gcp", 61 * time.Second, 61.0 / 3600},
-		{"azure", 61 * time.Second, 2.0 / 60}, // per started minute
-		{"azure", 0, 0},
-	} {
-		if got := billedHours(c.cloud, s, s.Add(c.d)); math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("%s %s: %v, want %v", c.cloud, c.d, got, c.want)
-		}
-	}
-}
-
 func TestLedgerRowsWin(t *testing.T) {
 	in := seeded()
 	in.Spend = []SpendRow{{Day: now.Truncate(24 * time.Hour), Workload: "w", Team: "t", Cloud: "gcp", Cost: 12, OnDemand: 40}}

@@ -83,6 +83,8 @@ type Config struct {
 	// broker checks that the planner can read its spec); errors wrapping
 	// ErrInvalidInput are a 400, store.ErrConflict a 409.
 	CheckWorkload func(store.WorkloadRecord) error
+	// Spend answers GET /api/v1/spend from the ledger; nil answers 503.
+	Spend func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error)
 }
 
 // Server is the HTTP API.
@@ -101,6 +103,7 @@ type Server struct {
 	tokens   tokenCache
 	handlers http.Handler
 	checkWL  func(store.WorkloadRecord) error
+	spendFn  func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error)
 }
 
 const agentBodyLimit = 64 << 10
@@ -108,7 +111,8 @@ const agentBodyLimit = 64 << 10
 // New builds a Server.
 func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, catalog: cfg.Catalog, planner: cfg.Planner, log: cfg.Logger, now: cfg.Now,
-		metrics: cfg.Metrics, ready: cfg.Ready, maxBody: cfg.MaxBodyBytes, mux: http.NewServeMux(), checkWL: cfg.CheckWorkload}
+		metrics: cfg.Metrics, ready: cfg.Ready, maxBody: cfg.MaxBodyBytes, mux: http.NewServeMux(), checkWL: cfg.CheckWorkload,
+		spendFn: cfg.Spend}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -148,6 +152,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v1/plan", adminOnly, s.currentPlan)
 	s.handle("POST /api/v1/plan", adminOnly, s.postPlan, "name")
 	s.handle("GET /api/v1/budgets", adminOnly, s.budgets)
+	s.handle("GET /api/v1/spend", adminOnly, s.spend, "since", "until", "by")
 	s.handle("GET /api/v1/workloads", adminOnly, s.listWorkloads)
 	s.handle("POST /api/v1/workloads", adminOnly, s.createWorkload)
 	s.handle("GET /api/v1/workloads/{name}", adminOnly, s.getWorkload)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/fleet/sim"
 	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -63,7 +65,9 @@ func (o *simPriceOptions) load(f *pflag.FlagSet) (*sim.Pools, sim.Prices, error)
 	}
 	prices := sim.Prices{OnDemand: o.onDemand, Spot: o.spot}
 	if o.instanceType != "" {
-		cat, err := pricing.EmbeddedCatalog()
+		// The snapshot alone (no store): a simulation replays recorded
+		// traces and must give the same answer on every machine.
+		cat, err := catalog.Load(context.Background(), nil)
 		if err != nil {
 			return nil, prices, failErr(err)
 		}

@@ -128,12 +128,15 @@ const (
 	EventPriceChange      EventKind = "price_change"
 	EventBudgetAlert      EventKind = "budget_alert"
 	EventBenchmark        EventKind = "benchmark"
+	// EventSlowHost: a host benchmarked far below its instance type's
+	// median (broker/speeds.go); a candidate for replacement.
+	EventSlowHost EventKind = "slow_host"
 )
 
 // EventKinds lists every event kind.
 func EventKinds() []EventKind {
 	return []EventKind{EventRegistered, EventLaunched, EventPreemptionNotice, EventNotice, EventDrained, EventDrainFailed,
-		EventTerminated, EventPriceChange, EventBudgetAlert, EventBenchmark}
+		EventTerminated, EventPriceChange, EventBudgetAlert, EventBenchmark, EventSlowHost}
 }
 
 // ParseEventKind checks s.

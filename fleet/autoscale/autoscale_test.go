@@ -1,0 +1,103 @@
+package autoscale
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpubroker/gpubroker/policy"
+)
+
+func load(v float64) *float64 { return &v }
+
+func TestRecommend(t *testing.T) {
+	base := Config{Min: 2, Max: 20, TargetUtilization: 0.7, TargetPerReplica: 50}
+	cases := []struct {
+		name string
+		cfg  Config
+		s    Sample
+		want int
+	}{
+		{"utilisation on target", base, Sample{Ready: 4, Utilization: []float64{0.7, 0.7, 0.72, 0.68}}, 4},
+		{"within tolerance keeps", base, Sample{Ready: 4, Utilization: []float64{0.75, 0.75, 0.75, 0.75}}, 4},
+		// ceil(4 × 0.95/0.7) = ceil(5.43) = 6
+		{"hot GPUs scale up", base, Sample{Ready: 4, Utilization: []float64{0.95, 0.95, 0.95, 0.95}}, 6},
+		// load 400 over 4 replicas = 100 per replica vs 50 → ceil(4×2) = 8
+		{"load wins over utilisation", base, Sample{Ready: 4, Utilization: []float64{0.7, 0.7, 0.7, 0.7}, Load: load(400)}, 8},
+		// utilisation says 6, load says 3 → max is 6
+		{"largest metric wins", base, Sample{Ready: 4, Utilization: []float64{0.95, 0.95, 0.95, 0.95}, Load: load(120)}, 6},
+		// ceil(4 × 0.1/0.7) = 1 → clamped to min 2
+		{"idle clamps to min", base, Sample{Ready: 4, Utilization: []float64{0.1, 0.1, 0.1, 0.1}, Load: load(10)}, 2},
+		// 10 × 10 = 100 wanted → +max(4,10) = 20 → clamp 20
+		{"clamps to max", base, Sample{Ready: 10, Load: load(5000)}, 20},
+		// 2 ready, load 2000 → 80 wanted; step limited to 2+4 = 6
+		{"scale-up step limited", base, Sample{Ready: 2, Load: load(2000)}, 6},
+		{"no figures keeps", base, Sample{Ready: 5}, 5},
+		{"no figures and below min", base, Sample{Ready: 1}, 2},
+		{"nothing ready sizes from load", base, Sample{Ready: 0, Load: load(260)}, 6},
+		{"utilisation off", Config{Min: 1, Max: 9, TargetPerReplica: 10}, Sample{Ready: 3, Utilization: []float64{1, 1, 1}, Load: load(30)}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Recommend(c.cfg, c.s)
+			if d.Desired != c.want {
+				t.Errorf("desired %d, want %d (%s)", d.Desired, c.want, d.Reason)
+			}
+			if d.Reason == "" {
+				t.Error("no reason")
+			}
+		})
+	}
+}
+
+func TestStabilisation(t *testing.T) {
+	a := New(Config{Min: 2, Max: 20, TargetPerReplica: 10, ScaleDownWindow: 5 * time.Minute}, 4)
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	step := func(sec int, ready int, l float64) Decision {
+		return a.Observe(Sample{At: t0.Add(time.Duration(sec) * time.Second), Ready: ready, Load: load(l)})
+	}
+	// A burst: up at once (40 → 4 per... 80 load / 4 = 20 per replica → 8).
+	if d := step(0, 4, 80); d.Desired != 8 {
+		t.Fatalf("burst: %d (%s)", d.Desired, d.Reason)
+	}
+	// Load falls right away: stay at 8 for the five-minute window.
+	for sec := 15; sec < 300; sec += 15 {
+		if d := step(sec, 8, 20); d.Desired != 8 {
+			t.Fatalf("t=%ds: scaled down to %d inside the window (%s)", sec, d.Desired, d.Reason)
+		}
+	}
+	// After the window the high recommendation has aged out.
+	if d := step(315, 8, 20); d.Desired != 2 {
+		t.Fatalf("after the window: %d, want 2 (%s)", d.Desired, d.Reason)
+	}
+	if !strings.Contains(step(330, 2, 20).Reason, "load per replica") {
+		t.Error("reason lacks the metric")
+	}
+}
+
+func TestScaleUpWindowIgnoresOneSpike(t *testing.T) {
+	a := New(Config{Min: 1, Max: 20, TargetPerReplica: 10, ScaleUpWindow: time.Minute, ScaleDownWindow: time.Minute}, 2)
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	a.Observe(Sample{At: t0, Ready: 2, Load: load(20)})
+	// One spike within the up window: the lowest recommendation (2) wins.
+	if d := a.Observe(Sample{At: t0.Add(10 * time.Second), Ready: 2, Load: load(100)}); d.Desired != 2 {
+		t.Fatalf("spike scaled to %d", d.Desired)
+	}
+	// Sustained for longer than the window: scale up.
+	var d Decision
+	for s := 20; s <= 80; s += 10 {
+		d = a.Observe(Sample{At: t0.Add(time.Duration(s) * time.Second), Ready: 2, Load: load(100)})
+	}
+	if d.Desired != 6 {
+		t.Fatalf("sustained load: %d, want 6 (2 + step 4)", d.Desired)
+	}
+}
+
+func TestFromPolicy(t *testing.T) {
+	w := policy.Workload{Kind: policy.Inference, Replicas: policy.Replicas{Min: 2, Max: 9, TargetUtilization: 0.6},
+		Autoscale: policy.Autoscale{Prometheus: &policy.PrometheusMetric{URL: "http://p:9090", Query: "up", TargetPerReplica: 40}}}
+	c := FromPolicy(w)
+	if c.Min != 2 || c.Max != 9 || c.TargetUtilization != 0.6 || c.TargetPerReplica != 40 || c.ScaleDownWindow != DefaultScaleDownWindow {
+		t.Errorf("FromPolicy = %+v", c)
+	}
+}
