@@ -317,6 +317,7 @@ func (a *Agent) identify(ctx context.Context, cloud string) {
 			r.InstanceID = id.InstanceID
 		}
 		r.Region, r.Zone, r.InstanceType, r.Capacity = id.Region, id.Zone, id.InstanceType, id.Capacity
+		r.Identity = id.Signed
 	})
 }
 

@@ -470,3 +470,31 @@ func TestAzureAckRetried(t *testing.T) {
 		return false
 	})
 }
+
+// TestBrokerHeartbeatIntervalHonoured: the agent's configured interval
+// is an hour, the broker asks for 1 s: heartbeats come every second.
+func TestBrokerHeartbeatIntervalHonoured(t *testing.T) {
+	e := newEnv(t)
+	e.broker.SetHeartbeatInterval(1)
+	e.cfg.Cloud = "aws"
+	e.start(t, agent.Options{Watcher: idleWatcher{}})
+	beats := func() int {
+		n := 0
+		for _, r := range e.broker.Received() {
+			if r.Path == "heartbeat" {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "three heartbeats at the broker's 1 s interval", func() bool { return beats() >= 3 })
+}
+
+// idleWatcher never reports a notice.
+type idleWatcher struct{}
+
+func (idleWatcher) Watch(ctx context.Context) (<-chan notice.Notice, error) {
+	ch := make(chan notice.Notice)
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch, nil
+}

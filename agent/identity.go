@@ -14,6 +14,7 @@ import (
 	"github.com/gpubroker/gpubroker/agent/notice/aws"
 	"github.com/gpubroker/gpubroker/agent/notice/azure"
 	"github.com/gpubroker/gpubroker/agent/notice/gcp"
+	"github.com/gpubroker/gpubroker/apiv1"
 )
 
 // Identity is what the metadata service says about this instance; the
@@ -25,6 +26,9 @@ type Identity struct {
 	InstanceType string
 	// Capacity is "spot" or "on-demand" ("" when unknown).
 	Capacity string
+	// Signed is the cloud's signed identity document, when the cloud has
+	// one the agent reads (AWS); the broker may verify it.
+	Signed *apiv1.InstanceIdentity
 }
 
 // Identify reads the instance's identity from the metadata service of
@@ -53,6 +57,13 @@ func Identify(ctx context.Context, cloud, endpoint string, c *http.Client) (Iden
 }
 
 func metaGet(ctx context.Context, c *http.Client, method, url string, hdr map[string]string) (string, error) {
+	b, err := metaGetRaw(ctx, c, method, url, hdr)
+	return strings.TrimSpace(b), err
+}
+
+// metaGetRaw returns the body as sent: a signed document must keep every
+// byte the signature covers.
+func metaGetRaw(ctx context.Context, c *http.Client, method, url string, hdr map[string]string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return "", err
@@ -72,7 +83,7 @@ func metaGet(ctx context.Context, c *http.Client, method, url string, hdr map[st
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("%s %s: status %d", method, url, resp.StatusCode)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return string(b), nil
 }
 
 // identifyAWS reads the signed-document's plain JSON twin (instance
@@ -83,7 +94,7 @@ func identifyAWS(ctx context.Context, c *http.Client, base string) (Identity, er
 		return Identity{}, fmt.Errorf("identify: IMDS token: %w", err)
 	}
 	h := map[string]string{"X-aws-ec2-metadata-token": tok}
-	doc, err := metaGet(ctx, c, http.MethodGet, base+"/latest/dynamic/instance-identity/document", h)
+	doc, err := metaGetRaw(ctx, c, http.MethodGet, base+"/latest/dynamic/instance-identity/document", h)
 	if err != nil {
 		return Identity{}, fmt.Errorf("identify: %w", err)
 	}
@@ -97,6 +108,9 @@ func identifyAWS(ctx context.Context, c *http.Client, base string) (Identity, er
 		return Identity{}, fmt.Errorf("identify: instance identity document: %w", err)
 	}
 	id := Identity{InstanceID: d.InstanceID, Region: d.Region, Zone: d.AvailabilityZone, InstanceType: d.InstanceType}
+	if sig, err := metaGet(ctx, c, http.MethodGet, base+"/latest/dynamic/instance-identity/signature", h); err == nil && sig != "" {
+		id.Signed = &apiv1.InstanceIdentity{Cloud: notice.AWS, Document: doc, Signature: sig}
+	}
 	// "spot" or "on-demand" (also "scheduled"/"capacity-block": treated as
 	// on-demand, they are not reclaimed like spot).
 	if lc, err := metaGet(ctx, c, http.MethodGet, base+"/latest/meta-data/instance-life-cycle", h); err == nil {
@@ -108,17 +122,22 @@ func identifyAWS(ctx context.Context, c *http.Client, base string) (Identity, er
 	return id, nil
 }
 
-// identifyGCP reads id, zone (projects/N/zones/Z), machine type
-// (projects/N/machineTypes/T) and the provisioning model.
+// identifyGCP reads the instance name (the id the providers' compute
+// contract and the fleet controller use; the numeric id when there is no
+// name), zone (projects/N/zones/Z), machine type (projects/N/machineTypes/T)
+// and the provisioning model.
 func identifyGCP(ctx context.Context, c *http.Client, base string) (Identity, error) {
 	h := map[string]string{"Metadata-Flavor": "Google"}
 	get := func(key string) string {
 		v, _ := metaGet(ctx, c, http.MethodGet, base+"/computeMetadata/v1/instance/"+key, h)
 		return v
 	}
-	id := Identity{InstanceID: get("id")}
+	id := Identity{InstanceID: get("name")}
 	if id.InstanceID == "" {
-		return Identity{}, fmt.Errorf("identify: GCP metadata answered no instance id")
+		id.InstanceID = get("id")
+	}
+	if id.InstanceID == "" {
+		return Identity{}, fmt.Errorf("identify: GCP metadata answered no instance name or id")
 	}
 	if z := get("zone"); z != "" {
 		id.Zone = path.Base(z)
@@ -163,7 +182,13 @@ func identifyAzure(ctx context.Context, c *http.Client, base string) (Identity, 
 	if err := json.Unmarshal([]byte(body), &d); err != nil {
 		return Identity{}, fmt.Errorf("identify: Azure compute metadata: %w", err)
 	}
-	id := Identity{InstanceID: d.VMID, Region: d.Location, InstanceType: d.VMSize}
+	// The VM name is the id the providers' compute contract and the fleet
+	// controller use (registration tokens are bound to it); vmId stands in
+	// when there is none.
+	id := Identity{InstanceID: d.Name, Region: d.Location, InstanceType: d.VMSize}
+	if id.InstanceID == "" {
+		id.InstanceID = d.VMID
+	}
 	if d.Zone != "" {
 		id.Zone = d.Location + "-" + d.Zone
 	}

@@ -482,6 +482,19 @@ type RegisterRequest struct {
 	// Capacity is "on-demand" or "spot".
 	Capacity string `json:"capacity,omitempty"`
 	Workload string `json:"workload,omitempty"`
+	// Identity is the cloud's signed statement of which instance this is,
+	// read from the metadata service; the broker verifies it when it is
+	// configured to (docs/api.md, "Instance identity").
+	Identity *InstanceIdentity `json:"identity,omitempty"`
+}
+
+// InstanceIdentity is a signed identity document from the metadata
+// service. AWS: Document is /latest/dynamic/instance-identity/document and
+// Signature /latest/dynamic/instance-identity/signature (base64 RSA-SHA256).
+type InstanceIdentity struct {
+	Cloud     string `json:"cloud"`
+	Document  string `json:"document"`
+	Signature string `json:"signature"`
 }
 
 // RegisterResponse is the answer to a registration.

@@ -21,6 +21,7 @@ import (
 	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/config"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/dashboard"
 	"github.com/gpubroker/gpubroker/optimizer"
@@ -95,6 +96,11 @@ type Config struct {
 	// ShutdownGrace bounds how long in-flight requests and jobs may take
 	// after a stop signal (default 30s).
 	ShutdownGrace time.Duration
+	// Identity verifies agents' signed instance identities (nil: not
+	// verified); RequireIdentity refuses bootstrap registrations without
+	// one (docs/api.md, "Instance identity").
+	Identity        *identity.Verifier
+	RequireIdentity bool
 	// Started, when set, is closed once the daemon listens.
 	Started chan<- net.Addr
 	// TLSCert and TLSKey are PEM files; when both are set the broker serves
@@ -341,6 +347,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
+		Identity: cfg.Identity, RequireIdentity: cfg.RequireIdentity,
 		CheckWorkload: checkWorkload,
 		Spend: func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
 			return SpendView(ctx, broker, q)

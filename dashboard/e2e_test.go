@@ -109,12 +109,15 @@ func seed(t *testing.T, dsn, adminToken string, now time.Time) (historyKey, stal
 	// not have (the snapshot's newer observation would win otherwise).
 	staleOffer := offers[1]
 	staleOffer.Zone = "use1-az9"
+	staleOffer.Source = "aws price list (test seed)"
 	staleGPU = string(staleOffer.GPU)
 	for k, factor := range []float64{1.1, 0.9, 1.25, 1.0} {
 		at := now.Add(time.Duration(k-3) * 10 * 24 * time.Hour)
 		batch := make([]pricing.Offer, 0, len(offers))
 		for _, o := range offers {
-			o.ObservedAt = at
+			// Refreshed prices carry their observation date (the
+			// snapshot's rows are undated, hence always stale).
+			o.ObservedAt, o.Source = at, "aws price list (test seed)"
 			if o.SpotPrice > 0 {
 				o.SpotPrice *= factor
 			}

@@ -12,7 +12,7 @@ import (
 
 // benchFleet is n random but realistic workloads over the whole embedded
 // snapshot: ~50% training, ~30% batch, ~20% inference, with quotas set to
-// 60% of what the unconstrained plan uses per cloud × GPU family, so the
+// 80% of what the unconstrained plan uses per cloud × GPU family, so the
 // quotas bind and the solver has to trade.
 func benchFleet(tb testing.TB, cat *pricing.Catalog, n int) *policy.Policy {
 	r := rand.New(rand.NewPCG(uint64(n), 99))
@@ -29,7 +29,7 @@ func benchFleet(tb testing.TB, cat *pricing.Catalog, n int) *policy.Policy {
 			w.ReferenceGPU = pricing.A100_80
 			w.CheckpointInterval = time.Duration(15+r.IntN(60)) * time.Minute
 			if r.IntN(2) == 0 {
-				w.Deadline = time.Duration(w.WorkGPUHours/float64(w.GPU.Count)*(1+r.Float64())) * time.Hour
+				w.Deadline = time.Duration(w.WorkGPUHours/float64(w.GPU.Count)*(1.2+r.Float64())) * time.Hour
 			}
 		case k < 8:
 			w.Kind = policy.Batch
@@ -67,7 +67,7 @@ func benchFleet(tb testing.TB, cat *pricing.Catalog, n int) *policy.Policy {
 	for _, c := range pricing.Clouds() {
 		for _, s := range pricing.Specs() {
 			if u := used[cf{c, s.Family}]; u >= 8 && !hasQuota(p.Quotas, c, s.Family) {
-				p.Quotas = append(p.Quotas, policy.Quota{Cloud: c, Family: s.Family, MaxGPUs: u * 6 / 10})
+				p.Quotas = append(p.Quotas, policy.Quota{Cloud: c, Family: s.Family, MaxGPUs: u * 8 / 10})
 			}
 		}
 	}

@@ -78,6 +78,9 @@ func Solve(in Input) (*Plan, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
 	}
+	// Prices the catalog's sanity check cannot vouch for as discounts (spot
+	// at or above on-demand, spot without on-demand) are not planned on.
+	in.Catalog = in.Catalog.ForPlanning()
 	s := newSolver(in)
 	evals := make([]*eval, len(s.pol.Workloads))
 	var blocked []Blocked

@@ -205,7 +205,9 @@ func TestFleetRuleOfThumb(t *testing.T) {
 	}
 	checkPlan(t, cat, p, plan)
 	want := map[string][]pricing.GPUModel{
-		"llm-finetune": {pricing.A100_40, pricing.A100_80, pricing.H100, pricing.H200},
+		// Big-memory tensor GPUs; the snapshot's p6-b200 spot rows make
+		// B200 the cheapest of them per unit of work.
+		"llm-finetune": {pricing.A100_40, pricing.A100_80, pricing.H100, pricing.H200, pricing.B200, pricing.B300, pricing.GB200},
 		"chat-api":     {pricing.T4, pricing.L4},
 	}
 	for _, pl := range plan.Placements {

@@ -50,6 +50,17 @@ var geographies = map[string]map[pricing.Cloud][]string{
 		pricing.GCP:   {"asia-northeast1", "asia-northeast2"},
 		pricing.Azure: {"japaneast", "japanwest"},
 	},
+	// Middle East.
+	"me": {
+		pricing.AWS:   {"me-*", "il-central-1"},
+		pricing.GCP:   {"me-*"},
+		pricing.Azure: {"uaenorth", "uaecentral", "qatarcentral", "israelcentral"},
+	},
+	"africa": {
+		pricing.AWS:   {"af-*"},
+		pricing.GCP:   {"africa-*"},
+		pricing.Azure: {"southafricanorth", "southafricawest"},
+	},
 	// Asia-Pacific: East, South and South-East Asia and Oceania.
 	"apac": {
 		pricing.AWS: {"ap-*"},

@@ -167,9 +167,10 @@ func (c *Catalog) Merge(fresh []Offer, at time.Time, source string) *Catalog {
 	return NewCatalog(out, gen, source)
 }
 
-// Stale reports whether an offer's data is older than maxAge at now.
+// Stale reports whether an offer's data is older than maxAge at now. Prices
+// of unknown date (DateUnknown) are stale: nothing shows they are recent.
 func Stale(o Offer, now time.Time, maxAge time.Duration) bool {
-	return maxAge > 0 && now.Sub(o.ObservedAt) > maxAge
+	return maxAge > 0 && (now.Sub(o.ObservedAt) > maxAge || DateUnknown(o))
 }
 
 // SpotDefaults are the spot signals assumed per cloud where the data has no

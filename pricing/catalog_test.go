@@ -175,3 +175,26 @@ func BenchmarkCatalogQuery(b *testing.B) {
 		}
 	}
 }
+
+// TestNewGPUNames: the names clouds use for the GPU models added with
+// Blackwell, MI300X and G4 map onto the canonical ones.
+func TestNewGPUNames(t *testing.T) {
+	for name, want := range map[string]GPUModel{
+		"B200": B200, "nvidia-b200": B200, "B300": B300, "nvidia-gb200": GB200, "GB200": GB200,
+		"MI300X": MI300X, "amd-mi300x": MI300X, "nvidia-rtx-pro-6000": RTXPro6000, "RTX-PRO-6000": RTXPro6000,
+		"nvidia-tesla-p4": P4, "nvidia-h200-141gb": H200,
+	} {
+		if got, ok := NormalizeGPU(name, 0); !ok || got != want {
+			t.Errorf("NormalizeGPU(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+	for _, m := range []GPUModel{B200, B300, GB200, MI300X, RTXPro6000, P4} {
+		s, ok := Spec(m)
+		if !ok || s.MemoryGiB <= 0 || s.TensorTFLOPS <= 0 || s.MemoryBandwidthGBs <= 0 || s.Source == "" || s.Vendor == "" {
+			t.Errorf("spec of %s: %+v", m, s)
+		}
+	}
+	if s, _ := Spec(MI300X); s.Vendor != "AMD" {
+		t.Errorf("MI300X vendor %q", s.Vendor)
+	}
+}

@@ -67,7 +67,7 @@ func TestParseSnapshotErrors(t *testing.T) {
 	}{
 		{"empty", "", "x.csv: empty file"},
 		{"magic", "hello\n", "x.csv:1:1: first line must be"},
-		{"no date", "# gpubroker price snapshot v1\n# columns: cloud,region,zone,instance_type,gpu,gpu_count,gpu_memory_gib,vcpus,memory_gib,on_demand_usd_per_hour,spot_usd_per_hour\n", "no '# generated-at:' header line"},
+		{"no date", "# gpubroker price snapshot v1\n# columns: cloud,region,zone,instance_type,gpu,gpu_count,gpu_memory_gib,vcpus,memory_gib,on_demand_usd_per_hour,spot_usd_per_hour\n", "no '# copied-at:' header line"},
 		{"bad date", "# gpubroker price snapshot v1\n# generated-at: yesterday\n", "x.csv:2:16: generated-at \"yesterday\" is not an RFC 3339 time"},
 		{"bad columns", "# gpubroker price snapshot v1\n# columns: a,b\n", "x.csv:2:12: columns must be"},
 		{"data before header", "# gpubroker price snapshot v1\naws,x\n", "x.csv:2:1: data before the '# columns:' header line"},
@@ -99,6 +99,8 @@ func FuzzParseSnapshot(f *testing.F) {
 	f.Add([]byte(goodHead + "aws,us-east-1,use1-az1,p4d.24xlarge,A100-40GB,8,40,96,1152,32.7726,12.1\n"))
 	f.Add([]byte(goodHead + "gcp,r,,t,T4,1,16,4,16,,0.1\n"))
 	f.Add([]byte(embeddedSnapshot[:2000]))
+	f.Add([]byte("# gpubroker price snapshot v1\n# copied-at: 2026-12-02T00:00:00Z\n# prices-as-of: unknown\n# row-source: a-1 = x\n# columns: " +
+		strings.Join(snapshotColumns, ",") + ",source\naws,us-east-1,use1-az1,p4d.24xlarge,A100-40GB,8,40,96,1152,32.7726,12.1,a-1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSnapshot("fuzz.csv", bytes.NewReader(data))
 		if err != nil {
@@ -120,4 +122,66 @@ func FuzzParseSnapshot(f *testing.F) {
 			t.Fatalf("round trip changed offer count %d → %d", len(s.Offers), len(again.Offers))
 		}
 	})
+}
+
+// TestSnapshotDating: the snapshot is dated by its source. The embedded one
+// states no pricing date, so its catalog says so and its offers are stale;
+// a snapshot with a stated date goes stale seven days after it.
+func TestSnapshotDating(t *testing.T) {
+	s, err := EmbeddedSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := s.Catalog()
+	if !s.PricesAsOf.IsZero() || !strings.Contains(cat.Source, "unknown date") || !strings.Contains(cat.Source, "copied 2026-12-02") {
+		t.Errorf("embedded snapshot dated %v, source %q", s.PricesAsOf, cat.Source)
+	}
+	o := s.Offers[0]
+	if !DateUnknown(o) || !Stale(o, s.GeneratedAt.Add(time.Hour), 7*24*time.Hour) {
+		t.Errorf("undated offer %+v not stale", o)
+	}
+	if len(s.RowSources) < 6 || !strings.HasPrefix(o.Source, "snapshot ") {
+		t.Errorf("row sources %v, offer source %q", s.RowSources, o.Source)
+	}
+
+	asOf := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var buf bytes.Buffer
+	offers := testOffers()
+	for i := range offers {
+		offers[i].Source = "snapshot test-1"
+	}
+	meta := SnapshotMeta{CopiedAt: asOf.AddDate(0, 0, 3), PricesAsOf: asOf, RowSources: map[string]string{"test-1": "a test"}}
+	if err := meta.Write(&buf, offers); err != nil {
+		t.Fatal(err)
+	}
+	dated, err := ParseSnapshot("dated.csv", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dated.Offers[0]
+	if DateUnknown(d) || !d.ObservedAt.Equal(asOf) || d.Source != "snapshot test-1" || !dated.Catalog().GeneratedAt.Equal(asOf) {
+		t.Errorf("dated offer %+v", d)
+	}
+	if Stale(d, asOf.Add(6*24*time.Hour), 7*24*time.Hour) || !Stale(d, asOf.Add(8*24*time.Hour), 7*24*time.Hour) {
+		t.Error("a dated snapshot must go stale after 7 days, not before")
+	}
+}
+
+func TestParseSnapshotRowSourceErrors(t *testing.T) {
+	head := "# gpubroker price snapshot v1\n# copied-at: 2026-12-02T00:00:00Z\n"
+	cols := "# columns: " + strings.Join(snapshotColumns, ",") + ",source\n"
+	row := "aws,us-east-1,use1-az1,p4d.24xlarge,A100-40GB,8,40,96,1152,32.7726,12.1,"
+	for name, tc := range map[string]struct{ in, want string }{
+		"unknown id":   {head + "# row-source: a = x\n" + cols + row + "b\n", `x.csv:5:73: source "b" has no`},
+		"bad id":       {head + "# row-source: a b = x\n" + cols, "x.csv:3:15: row-source"},
+		"bad as-of":    {head + "# prices-as-of: last week\n", "x.csv:3:17: prices-as-of"},
+		"bad copied":   {"# gpubroker price snapshot v1\n# copied-at: today\n", "x.csv:2:13: copied-at"},
+		"bad columns":  {head + "# columns: cloud\n", "x.csv:3:12: columns must be"},
+		"row no field": {head + "# row-source: a = x\n" + cols + "nocommas\n", "x.csv:5:1"},
+	} {
+		_, err := ParseSnapshot("x.csv", strings.NewReader(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", name, err, tc.want)
+		}
+	}
 }

@@ -71,7 +71,7 @@ func (b *Bars) CloudDone(c CloudResult) {
 	b.update(c.Cloud, func(s *barState) {
 		switch c.Status {
 		case Skipped:
-			s.status = "skipped: " + firstLine(c.Err)
+			s.status = "skipped: " + SkipReason(c)
 		case Failed:
 			if c.Err != nil {
 				s.status = "failed: " + firstLine(c.Err)
@@ -131,11 +131,16 @@ func truncate(s string, n int) string {
 
 // LogProgress reports a refresh as log lines, for pipes, files and the
 // daemon.
-type LogProgress struct{ Log *slog.Logger }
+type LogProgress struct {
+	Log *slog.Logger
+	// QuietSkips leaves skipped clouds out of the log, for callers whose
+	// report says them (catalog refresh prints one line per skipped cloud).
+	QuietSkips bool
+}
 
 // CloudStarted implements Progress.
 func (p LogProgress) CloudStarted(c pricing.Cloud, regions int) {
-	p.Log.Info("refreshing", "cloud", c, "regions", regions)
+	p.Log.Debug("refreshing", "cloud", c, "regions", regions)
 }
 
 // RegionDone implements Progress.
@@ -155,7 +160,12 @@ func (p LogProgress) RegionDone(r RegionResult) {
 func (p LogProgress) CloudDone(c CloudResult) {
 	switch c.Status {
 	case Skipped:
-		p.Log.Warn("cloud skipped", "cloud", c.Cloud, "reason", firstLine(c.Err))
+		// One short line (what to set); the SDK's whole chain is for
+		// debugging only.
+		if !p.QuietSkips {
+			p.Log.Info("cloud skipped", "cloud", c.Cloud, "reason", SkipReason(c))
+		}
+		p.Log.Debug("cloud skipped: details", "cloud", c.Cloud, "err", firstLine(c.Err))
 	case Failed:
 		if c.Err != nil {
 			p.Log.Error("cloud failed", "cloud", c.Cloud, "err", c.Err)
@@ -181,12 +191,57 @@ func firstLine(err error) string {
 	return s
 }
 
-// Write prints the report as a table: one line per region, one per skipped
-// or failed cloud, then totals.
+// credentialHints say how to give each cloud credentials, in the skipped
+// line of the report.
+var credentialHints = map[pricing.Cloud]string{
+	pricing.AWS:   "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+	pricing.GCP:   "run 'gcloud auth application-default login' or set GOOGLE_APPLICATION_CREDENTIALS",
+	pricing.Azure: "set AZURE_SUBSCRIPTION_ID and sign in with 'az login'",
+}
+
+// SkipReason is one short line on why a cloud was skipped: for missing
+// credentials, what to set, not the SDK's chain of errors.
+func SkipReason(c CloudResult) string {
+	if errors.Is(c.Err, providers.ErrNoCredentials) {
+		if h, ok := credentialHints[c.Cloud]; ok {
+			return "no credentials; " + h
+		}
+		return "no credentials"
+	}
+	s := firstLine(c.Err)
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
+
+// Write prints the report: a table with one line per region, one short
+// line per skipped cloud, a line per failed cloud, then totals.
 func (r *Report) Write(w io.Writer) error {
+	var skipped []CloudResult
+	rows := 0
+	for _, c := range r.Clouds {
+		if c.Status == Skipped && len(c.Regions) == 0 {
+			skipped = append(skipped, c)
+		} else {
+			rows++
+		}
+	}
+	for _, c := range skipped {
+		fmt.Fprintf(w, "%s: skipped: %s\n", c.Cloud, SkipReason(c))
+	}
+	if rows == 0 {
+		return r.writeTotals(w)
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLOUD\tREGION\tRESULT\tDETAIL")
 	for _, c := range r.Clouds {
+		if c.Status == Skipped && len(c.Regions) == 0 {
+			continue
+		}
 		if len(c.Regions) == 0 {
 			fmt.Fprintf(tw, "%s\t-\t%s\t%s\n", c.Cloud, c.Status, firstLine(c.Err))
 			continue
@@ -210,9 +265,21 @@ func (r *Report) Write(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d regions refreshed, %d empty, %d failed; %d clouds skipped; took %s.\n",
-		r.Count(Refreshed), r.Count(Empty), r.Count(Failed), r.skipped(), r.Finished.Sub(r.Started).Round(time.Millisecond))
+	return r.writeTotals(w)
+}
+
+func (r *Report) writeTotals(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "\n%s refreshed, %d empty, %d failed; %s skipped; took %s.\n",
+		countNoun(r.Count(Refreshed), "region"), r.Count(Empty), r.Count(Failed), countNoun(r.skipped(), "cloud"),
+		r.Finished.Sub(r.Started).Round(time.Millisecond))
 	return err
+}
+
+func countNoun(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func (r *Report) skipped() int {

@@ -52,6 +52,8 @@ type SourceConfig struct {
 	// Concurrency bounds the regions the source fetches at once.
 	Concurrency int
 	Logger      *slog.Logger
+	// Endpoints overrides the clouds' public endpoints.
+	Endpoints providers.Endpoints
 }
 
 // Factory builds one cloud's source. Without credentials it returns an error
@@ -209,6 +211,8 @@ type Options struct {
 	Now      func() time.Time
 	Logger   *slog.Logger
 	Progress Progress
+	// Endpoints is passed to every source factory.
+	Endpoints providers.Endpoints
 }
 
 // Run refreshes every target into st and reports per cloud and region. It
@@ -335,7 +339,8 @@ func (r *run) build(ctx context.Context, t Target) (src OfferSource, err error) 
 			r.opt.Logger.Error("price source panicked", "cloud", t.Cloud, "stack", string(debug.Stack()))
 		}
 	}()
-	src, err = t.Factory(ctx, SourceConfig{Regions: slices.Clone(t.Regions), Concurrency: r.opt.Concurrency, Logger: r.opt.Logger.With("cloud", string(t.Cloud))})
+	src, err = t.Factory(ctx, SourceConfig{Regions: slices.Clone(t.Regions), Concurrency: r.opt.Concurrency, Logger: r.opt.Logger.With("cloud", string(t.Cloud)),
+		Endpoints: r.opt.Endpoints})
 	if err == nil && src == nil {
 		err = fmt.Errorf("the %s price source factory returned nothing", t.Cloud)
 	}

@@ -155,7 +155,7 @@ func TestMergeKeepsGoodData(t *testing.T) {
 	for _, s := range []string{"us-east-1  refreshed  1 offers (0 new), 1 price changes",
 		"us-west-2  empty      no offers returned; kept 2 stored offers",
 		"eu-west-1  failed     RequestLimitExceeded: Request limit exceeded; kept 2 stored offers",
-		"1 regions refreshed, 1 empty, 1 failed; 0 clouds skipped"} {
+		"1 region refreshed, 1 empty, 1 failed; 0 clouds skipped"} {
 		if !strings.Contains(buf.String(), s) {
 			t.Errorf("report lacks %q:\n%s", s, buf.String())
 		}
@@ -255,7 +255,7 @@ func TestCloudsWithoutCredentialsAreSkipped(t *testing.T) {
 	if err := rep.Err(); err == nil || strings.Contains(err.Error(), "gcp") || !strings.Contains(err.Error(), "bad URL") {
 		t.Errorf("Report.Err() = %v; want the azure failure only", err)
 	}
-	if n := strings.Count(logs.String(), "cloud skipped"); n != 1 || !strings.Contains(logs.String(), `level=WARN msg="cloud skipped" cloud=gcp reason="fake gcp: no credentials (simulated)"`) {
+	if n := strings.Count(logs.String(), "cloud skipped"); n != 1 || !strings.Contains(logs.String(), `level=INFO msg="cloud skipped" cloud=gcp reason="no credentials; run 'gcloud auth application-default login' or set GOOGLE_APPLICATION_CREDENTIALS"`) {
 		t.Errorf("want exactly one clear skip line, got:\n%s", logs.String())
 	}
 }
@@ -413,7 +413,7 @@ func TestBarsRedrawInPlace(t *testing.T) {
 	}
 	last := out[strings.LastIndex(out, "\x1b[2A"):]
 	for _, s := range []string{"aws    [===============               ]  1/2  regions     40 offers    3 price changes  fetching",
-		"gcp    [                              ]  0/0  regions      0 offers    0 price changes  skipped: gcp: no credentials: run gcloud auth application-d…\n"} {
+		"gcp    [                              ]  0/0  regions      0 offers    0 price changes  skipped: no credentials; run 'gcloud auth application-defau…\n"} {
 		if !strings.Contains(last, s) {
 			t.Errorf("last drawing lacks %q:\n%q", s, last)
 		}

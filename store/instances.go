@@ -122,22 +122,28 @@ func (b *Broker) RegisterAgentAs(ctx context.Context, inst InstanceRecord, token
 	row := instanceRow{ID: inst.ID, Hostname: inst.Hostname, AgentVersion: inst.AgentVersion, Cloud: inst.Cloud, Region: inst.Region, Zone: inst.Zone,
 		InstanceType: inst.InstanceType, GPU: inst.GPU, GPUCount: inst.GPUCount, Capacity: inst.Capacity,
 		Workload: inst.Workload, State: StateRunning, RegisteredAt: now}
+	// An unbound registration token (minted before the cloud assigned the
+	// id, as on AWS) registers one new instance, once: a bootstrap token
+	// that works a single time.
+	newOnly := by.Kind == TokenBootstrap || (by.Kind == TokenRegistration && by.Subject == "")
 	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		switch by.Kind {
-		case TokenAdmin:
-		case TokenRegistration:
-			if by.Subject != inst.ID {
+		if by.Kind == TokenRegistration {
+			if by.Subject != "" && by.Subject != inst.ID {
 				return fmt.Errorf("%w: this registration token is bound to instance %q", ErrTakeover, by.Subject)
 			}
 			res := tx.Where("hash = ? AND kind = ? AND subject = ? AND (expires_at IS NULL OR expires_at > ?)",
-				by.Hash, TokenRegistration, inst.ID, now.UTC()).Delete(&tokenRow{})
+				by.Hash, TokenRegistration, by.Subject, now.UTC()).Delete(&tokenRow{})
 			if res.Error != nil {
 				return res.Error
 			}
 			if res.RowsAffected != 1 {
 				return ErrTokenSpent
 			}
-		case TokenBootstrap:
+		}
+		switch {
+		case by.Kind == TokenAdmin || by.Kind == RegisterVerified:
+		case by.Kind == TokenRegistration && !newOnly:
+		case newOnly:
 			// A plain insert: the instance must be new. The unique key
 			// also settles two bootstrap registrations racing for one id.
 			var n int64
@@ -145,7 +151,7 @@ func (b *Broker) RegisterAgentAs(ctx context.Context, inst InstanceRecord, token
 				return err
 			}
 			if n > 0 {
-				return fmt.Errorf("%w: instance %q is already registered; a bootstrap token only registers new instances", ErrTakeover, inst.ID)
+				return fmt.Errorf("%w: instance %q is already registered; a %s token only registers new instances", ErrTakeover, inst.ID, by.Kind)
 			}
 			if err := tx.Create(&row).Error; err != nil {
 				if isUniqueViolation(err) {
@@ -156,7 +162,7 @@ func (b *Broker) RegisterAgentAs(ctx context.Context, inst InstanceRecord, token
 		default:
 			return fmt.Errorf("%w: a %q token cannot register", ErrTakeover, by.Kind)
 		}
-		if by.Kind != TokenBootstrap {
+		if !newOnly {
 			err := tx.Clauses(clause.OnConflict{
 				Columns: []clause.Column{{Name: "id"}},
 				DoUpdates: clause.AssignmentColumns([]string{"hostname", "agent_version", "cloud", "region", "zone", "instance_type", "gpu",
@@ -166,7 +172,7 @@ func (b *Broker) RegisterAgentAs(ctx context.Context, inst InstanceRecord, token
 				return err
 			}
 		}
-		if err := tx.Where("kind = ? AND subject = ?", TokenAgent, inst.ID).Delete(&tokenRow{}).Error; err != nil {
+		if err := revokeWhere(tx, now, "kind = ? AND subject = ?", TokenAgent, inst.ID); err != nil {
 			return err
 		}
 		if err := tx.Create(&tokenRow{Hash: tokenHash, Kind: TokenAgent, Subject: inst.ID, CreatedAt: now}).Error; err != nil {

@@ -17,7 +17,10 @@ import (
 //	2: the broker's tables (workloads, instances, events, benchmarks,
 //	   tokens, leases, job runs) under the same version, and plans
 //	3: tokens expire (expires_at): one-time registration tokens
-const SchemaVersion = 5
+//	4: report_alerts (the Slack reports' alert state)
+//	5: the token revocation log (broker_token_revocations)
+//	6: the spend ledger (spend_ledger)
+const SchemaVersion = 6
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.
@@ -28,7 +31,7 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this gpubroker")
 // recorded by the one schema version: no table is created elsewhere.
 var models = []any{&offerRow{}, &pricePointRow{},
 	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
-	&planRow{}, &alertRow{}, &spendRow{}}
+	&planRow{}, &alertRow{}, &tokenRevocationRow{}, &spendRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {

@@ -58,6 +58,11 @@ const (
 	// TokenRegistration registers one instance, once: RegisterAgentAs
 	// consumes it. The fleet controller mints one per launch.
 	TokenRegistration = "registration"
+	// RegisterVerified is not a stored kind: RegisterAgentAs treats a
+	// bootstrap token whose caller also proved the instance's identity
+	// with the cloud's signed document like an admin (it may re-register
+	// that instance, which is its own).
+	RegisterVerified = "bootstrap+identity"
 )
 
 // Errors of registration and token management.
@@ -186,10 +191,13 @@ func (b *Broker) EnsureFirstAdminToken(ctx context.Context, hash, name string, n
 // MintRegistrationToken creates a one-time token that registers exactly
 // instanceID before now+ttl, and returns the token (shown once; only its
 // hash is stored). The fleet controller calls it for every launch and puts
-// the token into the instance's user data.
+// the token into the instance's user data. Where the cloud assigns the id
+// only at launch (EC2 i-…), instanceID may be "": the token then registers
+// one instance the broker does not know yet, once (pair it with the
+// signed instance identity to bind it to the instance).
 func (b *Broker) MintRegistrationToken(ctx context.Context, instanceID string, ttl time.Duration, now time.Time) (string, TokenRecord, error) {
-	if instanceID == "" || ttl <= 0 {
-		return "", TokenRecord{}, fmt.Errorf("minting a registration token: instance id and a positive ttl are required")
+	if ttl <= 0 {
+		return "", TokenRecord{}, fmt.Errorf("minting a registration token: a positive ttl is required")
 	}
 	tok, hash, err := NewToken()
 	if err != nil {
@@ -253,10 +261,65 @@ func (b *Broker) RevokeToken(ctx context.Context, id string) (TokenRecord, error
 				return ErrLastAdmin
 			}
 		}
-		return tx.Where("hash = ?", rec.Hash).Delete(&tokenRow{}).Error
+		return revokeWhere(tx, time.Now(), "hash = ?", rec.Hash)
 	})
 	if err != nil {
 		return TokenRecord{}, fmt.Errorf("revoking token: %w", err)
 	}
 	return rec, nil
+}
+
+// tokenRevocationRow logs a revoked token's hash, so replicas that cached
+// the token drop it within their poll interval instead of their cache TTL.
+// Rows older than RevocationLogRetention are pruned: by then no cache
+// holds the token.
+type tokenRevocationRow struct {
+	ID        int64     `gorm:"primaryKey;autoIncrement"`
+	Hash      string    `gorm:"size:64;not null"`
+	RevokedAt time.Time `gorm:"not null;index"`
+}
+
+func (tokenRevocationRow) TableName() string { return "broker_token_revocations" }
+
+// RevocationLogRetention is how long a revocation stays in the log; it
+// must exceed every replica's token cache TTL.
+const RevocationLogRetention = time.Hour
+
+// revokeWhere deletes the tokens matching the condition and logs their
+// hashes in the same transaction.
+func revokeWhere(tx *gorm.DB, now time.Time, query string, args ...any) error {
+	var hashes []string
+	if err := tx.Model(&tokenRow{}).Where(query, args...).Pluck("hash", &hashes).Error; err != nil {
+		return err
+	}
+	if len(hashes) == 0 {
+		return nil
+	}
+	if err := tx.Where("hash IN ?", hashes).Delete(&tokenRow{}).Error; err != nil {
+		return err
+	}
+	rows := make([]tokenRevocationRow, len(hashes))
+	for i, h := range hashes {
+		rows[i] = tokenRevocationRow{Hash: h, RevokedAt: now.UTC()}
+	}
+	if err := tx.Create(&rows).Error; err != nil {
+		return err
+	}
+	return tx.Where("revoked_at < ?", now.Add(-RevocationLogRetention).UTC()).Delete(&tokenRevocationRow{}).Error
+}
+
+// RevokedTokensSince returns the hashes of tokens revoked after log entry
+// afterID, and the last entry's id (afterID when there is none). A replica
+// polls it to drop revoked tokens from its cache.
+func (b *Broker) RevokedTokensSince(ctx context.Context, afterID int64) ([]string, int64, error) {
+	var rows []tokenRevocationRow
+	if err := b.db.WithContext(ctx).Where("id > ?", afterID).Order("id").Limit(10000).Find(&rows).Error; err != nil {
+		return nil, afterID, fmt.Errorf("reading token revocations: %w", err)
+	}
+	hashes := make([]string, len(rows))
+	for i, r := range rows {
+		hashes[i] = r.Hash
+		afterID = r.ID
+	}
+	return hashes, afterID, nil
 }

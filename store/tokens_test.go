@@ -45,6 +45,23 @@ func TestRegistrationTokens(t *testing.T) {
 			t.Fatalf("expired token: %v", err)
 		}
 
+		// Unbound (minted before the cloud assigned the id): one new
+		// instance, once; never an existing one.
+		_, unbound, err := b.MintRegistrationToken(ctx, "", time.Hour, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.RegisterAgentAs(ctx, inst("i-1"), "agent-u0", t0, unbound); !errors.Is(err, ErrTakeover) {
+			t.Fatalf("unbound token taking over i-1: %v", err)
+		}
+		// The refused attempt rolled back: the token is still there.
+		if _, err := b.RegisterAgentAs(ctx, inst("i-aws-new"), "agent-u1", t0, unbound); err != nil {
+			t.Fatalf("unbound token, new instance: %v", err)
+		}
+		if _, err := b.RegisterAgentAs(ctx, inst("i-aws-other"), "agent-u2", t0, unbound); !errors.Is(err, ErrTokenSpent) {
+			t.Fatalf("unbound token used twice: %v", err)
+		}
+
 		boot := TokenRecord{Hash: HashToken("boot"), Kind: TokenBootstrap, Subject: "cloud-init", CreatedAt: t0}
 		if err := b.AddToken(ctx, boot); err != nil {
 			t.Fatal(err)
@@ -65,7 +82,7 @@ func TestRegistrationTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		list, err := b.ListTokens(ctx, "", "")
-		if err != nil || len(list) != 5 { // i-3's expired registration, boot, 2 agents, admin
+		if err != nil || len(list) != 6 { // i-3's expired registration, boot, 3 agents, admin
 			t.Fatalf("list: %d %v", len(list), err)
 		}
 		agents, _ := b.ListTokens(ctx, TokenAgent, "i-1")

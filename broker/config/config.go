@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
 )
 
 // DefaultRefreshSchedule refreshes prices every six hours, on the hour: AWS
@@ -45,6 +46,9 @@ type Config struct {
 	Retention RetentionConfig
 	// Reports configures Slack reports and alerts (reports.go).
 	Reports ReportsConfig
+	// Endpoints overrides the clouds' public endpoints ("endpoints:"); the
+	// GPUBROKER_*_ENDPOINT / _URL variables fill what the file leaves out.
+	Endpoints providers.Endpoints
 }
 
 // RetentionConfig says how long the growing tables keep rows; 0 keeps them
@@ -120,6 +124,9 @@ const maxConfigSize = 1 << 20
 //	  regions: ["us-*", europe-west4]
 //	  concurrency: 4
 //	  fetch_timeout: 15m
+//	endpoints:
+//	  gcp_compute: https://compute.googleapis.internal
+//	  azure_retail_prices: https://proxy.internal/azure-prices
 func ParseConfig(name string, data []byte) (Config, error) {
 	cfg := DefaultConfig()
 	if len(data) > maxConfigSize {
@@ -165,6 +172,22 @@ func ParseConfig(name string, data []byte) (Config, error) {
 				"concurrency":   func(n *yaml.Node) error { return p.positive(n, "refresh.concurrency", &r.Concurrency) },
 				"fetch_timeout": func(n *yaml.Node) error { return p.duration(n, "refresh.fetch_timeout", &r.FetchTimeout) },
 			})
+		},
+		"endpoints": func(n *yaml.Node) error {
+			fields := map[string]func(*yaml.Node) error{}
+			for i, dst := range cfg.Endpoints.Fields() {
+				key := providers.EndpointKeys[i]
+				fields[key] = func(n *yaml.Node) error {
+					if err := p.str(n, "endpoints."+key, dst); err != nil {
+						return err
+					}
+					if err := providers.CheckEndpoint(*dst); err != nil {
+						return p.errorf(n, "endpoints.%s: %v", key, err)
+					}
+					return nil
+				}
+			}
+			return p.mapping(n, "endpoints", fields)
 		},
 	})
 	return cfg, err

@@ -45,7 +45,7 @@ func TestParseConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: catalog_reload, db, db_password_file, lease_ttl, refresh, reports, retention, shutdown_grace`},
+		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: catalog_reload, db, db_password_file, endpoints, lease_ttl, refresh, reports, retention, shutdown_grace`},
 		{"lease_ttl: 0s\n", `c.yaml:1:12: lease_ttl "0s": want a positive duration`},
 		{"lease_ttl: 200ms\n", `c.yaml:1:12: lease_ttl 200ms: want a duration from 1s to 10m0s`},
 		{"lease_ttl: -5s\n", `c.yaml:1:12: lease_ttl "-5s": want a positive duration`},
@@ -115,4 +115,23 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted concurrency %d", cfg.Refresh.Concurrency)
 		}
 	})
+}
+
+func TestParseConfigEndpoints(t *testing.T) {
+	cfg, err := ParseConfig("e.yaml", []byte("endpoints:\n  gcp_compute: https://compute.proxy.internal\n  aws_spot_advisor: http://mirror.internal/advisor.json\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Endpoints.GCPCompute != "https://compute.proxy.internal" || cfg.Endpoints.AWSSpotAdvisor != "http://mirror.internal/advisor.json" {
+		t.Errorf("endpoints %+v", cfg.Endpoints)
+	}
+	for in, want := range map[string]string{
+		"endpoints:\n  gcp_compute: compute.internal\n": "e.yaml:2:16: endpoints.gcp_compute: \"compute.internal\": want an absolute http(s) URL",
+		"endpoints:\n  azure: https://x\n":              "e.yaml:2:3: unknown key \"azure\" in endpoints; known keys: aws_spot_advisor, azure_resource_manager",
+	} {
+		_, err := ParseConfig("e.yaml", []byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", in, err, want)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path"
@@ -142,13 +143,28 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	by := principalFrom(r.Context())
-	if by.kind == store.TokenRegistration && b.InstanceID != by.subject {
+	if by.kind == store.TokenRegistration && by.subject != "" && b.InstanceID != by.subject {
 		s.fail(w, r, fmt.Errorf("%w: this registration token is bound to instance %q, not %q", store.ErrTakeover, by.subject, b.InstanceID))
 		return
 	}
+	byRec := by.record()
+	verified, err := s.verifyIdentity(r, &b)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if by.kind == store.TokenBootstrap {
+		switch {
+		case verified:
+			byRec.Kind = store.RegisterVerified
+		case s.requireIdentity && s.identity.Enabled(b.Cloud):
+			s.fail(w, r, fmt.Errorf("%w: this broker requires a signed instance identity with bootstrap tokens; send identity or use a registration token", errIdentity))
+			return
+		}
+	}
 	inst, err := s.store.RegisterAgentAs(r.Context(), store.InstanceRecord{ID: b.InstanceID, Hostname: b.Hostname,
 		AgentVersion: b.AgentVersion, Cloud: b.Cloud, Region: b.Region, Zone: b.Zone, InstanceType: b.InstanceType,
-		GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity, Workload: b.Workload}, hash, s.now().UTC(), by.record())
+		GPU: b.GPU, GPUCount: b.GPUCount, Capacity: b.Capacity, Workload: b.Workload}, hash, s.now().UTC(), byRec)
 	if by.kind == store.TokenRegistration {
 		s.tokens.drop(by.hash) // used (or spent) either way
 	}
@@ -159,7 +175,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 	s.tokens.dropSubject(inst.ID)
 	s.tokens.put(hash, principal{kind: store.TokenAgent, subject: inst.ID}, s.now())
 	s.metrics.EventRecorded(string(instance.EventRegistered))
-	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion, "with", by.kind)
+	s.log.InfoContext(r.Context(), "agent registered", "instance", inst.ID, "cloud", b.Cloud, "version", b.AgentVersion, "with", byRec.Kind)
 	writeJSON(w, http.StatusCreated, apiv1.RegisterResponse{AgentID: inst.ID, Token: token,
 		HeartbeatIntervalSeconds: int(HeartbeatInterval / time.Second), Instance: apiInstance(inst)})
 }
@@ -338,6 +354,36 @@ func (s *Server) notice(w http.ResponseWriter, r *http.Request) {
 		rep.PreemptAt = b.Deadline.UTC()
 	}
 	s.report(w, r, rep)
+}
+
+// errIdentity: the registration's instance identity was refused (403).
+var errIdentity = errors.New("instance identity refused")
+
+// verifyIdentity checks the registration's signed identity when the
+// broker has keys for its cloud. It reports whether it verified; a
+// document that does not verify, or names another instance, is refused.
+// What the signed document says overrides the body's placement fields.
+func (s *Server) verifyIdentity(r *http.Request, b *apiv1.RegisterRequest) (bool, error) {
+	id := b.Identity
+	if id == nil {
+		return false, nil
+	}
+	if len(id.Document) > 8192 || len(id.Signature) > 4096 || len(id.Cloud) > 16 {
+		return false, badf("identity is too large (document 8192, signature 4096 bytes at most)")
+	}
+	if !s.identity.Enabled(id.Cloud) {
+		return false, nil // nothing to check against: the token alone decides
+	}
+	v, err := s.identity.Verify(r.Context(), *id)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "registration with an identity that does not verify", "instance", b.InstanceID, "err", err)
+		return false, fmt.Errorf("%w: %v", errIdentity, err)
+	}
+	if v.InstanceID != b.InstanceID {
+		return false, fmt.Errorf("%w: the signed identity is instance %q, not %q", errIdentity, v.InstanceID, b.InstanceID)
+	}
+	b.Region, b.Zone, b.InstanceType = v.Region, v.Zone, v.InstanceType
+	return true, nil
 }
 
 // nextState applies the domain's transition rules to the instance's

@@ -90,6 +90,9 @@ func newEnv(t *testing.T, dsn string) *env {
 	}
 	fp := &fakePlanner{}
 	api := httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat }, Planner: fp,
+		Spend: func(_ context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
+			return apiv1.Spend{By: q.By, Lines: []apiv1.SpendLine{}}, nil
+		},
 		Metrics: httpapi.NewMetrics(nil), MaxBodyBytes: 256 << 10})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
@@ -196,6 +199,7 @@ func TestAuthEveryRoute(t *testing.T) {
 		"GET /api/v1/plan":                    {"GET", "/api/v1/plan", nil, false},
 		"POST /api/v1/plan":                   {"POST", "/api/v1/plan", "workloads: []", false},
 		"GET /api/v1/budgets":                 {"GET", "/api/v1/budgets", nil, false},
+		"GET /api/v1/spend":                   {"GET", "/api/v1/spend", nil, false},
 		"GET /api/v1/workloads":               {"GET", "/api/v1/workloads", nil, false},
 		"POST /api/v1/workloads":              {"POST", "/api/v1/workloads", map[string]any{"name": "w1", "kind": "batch"}, false},
 		"GET /api/v1/workloads/{name}":        {"GET", "/api/v1/workloads/w1", nil, false},

@@ -80,6 +80,7 @@ func (s *Server) VerifyAdmin(ctx context.Context, token string) (string, error) 
 func (s *Server) verify(ctx context.Context, tok string) (principal, int, string) {
 	hash := HashToken(strings.TrimSpace(tok))
 	now := s.now()
+	s.syncRevocations(ctx, now)
 	if p, ok := s.tokens.get(hash, now); ok {
 		return p, 0, ""
 	}
@@ -109,14 +110,20 @@ func (s *Server) verify(ctx context.Context, tok string) (principal, int, string
 // heartbeat costs one database write and no read. Only successful lookups
 // are cached (random bad tokens cannot fill it). A token revoked, used
 // (registration) or rotated by a re-register on this replica is dropped at
-// once; on other replicas it stays valid for at most the cache TTL
+// once; other replicas drop it when they next read the revocation log
+// (every poll interval), and at the latest when the cache TTL runs out
 // (Config.TokenCacheTTL, default DefaultTokenCacheTTL: longer than the
-// heartbeat interval, so steady heartbeats hit the cache), and never past
-// the token's own expiry.
+// heartbeat interval, so steady heartbeats hit the cache). No entry
+// outlives the token's own expiry.
 type tokenCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]cachedPrincipal
+	ttl  time.Duration
+	poll time.Duration
+	mu   sync.Mutex
+	m    map[string]cachedPrincipal
+	// The revocation log: the last entry applied and when it was read.
+	syncing   bool
+	revID     int64
+	revPolled time.Time
 }
 
 type cachedPrincipal struct {
@@ -124,9 +131,43 @@ type cachedPrincipal struct {
 	expires time.Time
 }
 
-// DefaultTokenCacheTTL bounds how long a revoked token keeps working on a
-// replica that verified it before the revocation.
-const DefaultTokenCacheTTL = 15 * time.Second
+// DefaultTokenCacheTTL is how long a verified token is trusted without a
+// store read: longer than the heartbeat interval, so steady heartbeats
+// cost no token reads.
+const DefaultTokenCacheTTL = time.Minute
+
+// DefaultRevocationPoll is how often a replica reads the revocation log:
+// the bound on how long a revoked token keeps working anywhere.
+const DefaultRevocationPoll = 2 * time.Second
+
+// syncRevocations drops tokens revoked on any replica from this replica's
+// cache. One request per poll interval reads the log (others go on with
+// the cache as it is); a failed read is retried at the next interval and
+// the cache TTL stays the backstop.
+func (s *Server) syncRevocations(ctx context.Context, now time.Time) {
+	c := &s.tokens
+	c.mu.Lock()
+	if c.syncing || now.Sub(c.revPolled) < c.poll {
+		c.mu.Unlock()
+		return
+	}
+	c.syncing = true
+	after := c.revID
+	c.mu.Unlock()
+	hashes, last, err := s.store.RevokedTokensSince(ctx, after)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncing = false
+	c.revPolled = now
+	if err != nil {
+		s.log.WarnContext(ctx, "reading the token revocation log", "err", err)
+		return
+	}
+	for _, h := range hashes {
+		delete(c.m, h)
+	}
+	c.revID = last
+}
 
 const tokenCacheSize = 200_000
 
@@ -269,8 +310,9 @@ func validateTokenInput(b apiv1.TokenInput) (subject string, ttl time.Duration, 
 		}
 		return b.Name, ttl, nil
 	case store.TokenRegistration:
-		if !instanceIDRE.MatchString(b.InstanceID) {
-			return "", 0, badf("instance_id %q is not valid; a registration token is bound to one instance id", b.InstanceID)
+		// Empty: one new instance, once (the id is not known before launch).
+		if b.InstanceID != "" && !instanceIDRE.MatchString(b.InstanceID) {
+			return "", 0, badf("instance_id %q is not valid; a registration token is bound to one instance id (or none: one new instance)", b.InstanceID)
 		}
 		if b.Name != "" {
 			return "", 0, badf("a registration token is named by its instance_id; leave name out")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/fleet/instance"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
@@ -40,6 +41,7 @@ type Store interface {
 	LookupToken(ctx context.Context, hash string) (store.TokenRecord, error)
 	AddToken(ctx context.Context, t store.TokenRecord) error
 	ListTokens(ctx context.Context, kind, subject string) ([]store.TokenRecord, error)
+	RevokedTokensSince(ctx context.Context, afterID int64) ([]string, int64, error)
 	RevokeToken(ctx context.Context, id string) (store.TokenRecord, error)
 }
 
@@ -72,10 +74,23 @@ type Config struct {
 	// Ready reports whether the daemon can serve (store reachable, catalog
 	// loaded); nil means always ready.
 	Ready func(ctx context.Context) error
+	// Identity verifies signed instance identity documents sent at
+	// registration (nil: they are ignored). A verified identity must name
+	// the registering instance, and lets a bootstrap token re-register an
+	// instance that already exists (it proves to be that instance).
+	Identity *identity.Verifier
+	// RequireIdentity refuses bootstrap registrations without a verified
+	// identity (for clouds Identity has keys for).
+	RequireIdentity bool
 	// TokenCacheTTL is how long a verified token is trusted without
-	// asking the store: a token revoked on another replica stops working
-	// here within it (default DefaultTokenCacheTTL).
+	// asking the store (default DefaultTokenCacheTTL); it bounds a revoked
+	// token's life here should the revocation log be unreadable.
 	TokenCacheTTL time.Duration
+	// RevocationPoll is how often this replica reads the store's token
+	// revocation log and drops revoked tokens from its cache (default
+	// DefaultRevocationPoll): a token revoked on any replica stops working
+	// here within it.
+	RevocationPoll time.Duration
 	// MaxBodyBytes bounds request bodies (default 1 MiB; agent reports are
 	// bounded at 64 KiB regardless).
 	MaxBodyBytes int64
@@ -89,21 +104,23 @@ type Config struct {
 
 // Server is the HTTP API.
 type Server struct {
-	store    Store
-	catalog  func() *pricing.Catalog
-	planner  Planner
-	log      *slog.Logger
-	now      func() time.Time
-	metrics  *Metrics
-	ready    func(ctx context.Context) error
-	maxBody  int64
-	mux      *http.ServeMux
-	patterns []string
-	beats    *heartbeatBatcher
-	tokens   tokenCache
-	handlers http.Handler
-	checkWL  func(store.WorkloadRecord) error
-	spendFn  func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error)
+	store           Store
+	catalog         func() *pricing.Catalog
+	planner         Planner
+	log             *slog.Logger
+	now             func() time.Time
+	metrics         *Metrics
+	ready           func(ctx context.Context) error
+	maxBody         int64
+	mux             *http.ServeMux
+	patterns        []string
+	beats           *heartbeatBatcher
+	tokens          tokenCache
+	handlers        http.Handler
+	checkWL         func(store.WorkloadRecord) error
+	identity        *identity.Verifier
+	requireIdentity bool
+	spendFn         func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error)
 }
 
 const agentBodyLimit = 64 << 10
@@ -125,9 +142,14 @@ func New(cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = 1 << 20
 	}
+	s.identity, s.requireIdentity = cfg.Identity, cfg.RequireIdentity
 	s.tokens.ttl = cfg.TokenCacheTTL
 	if s.tokens.ttl <= 0 {
 		s.tokens.ttl = DefaultTokenCacheTTL
+	}
+	s.tokens.poll = cfg.RevocationPoll
+	if s.tokens.poll <= 0 {
+		s.tokens.poll = DefaultRevocationPoll
 	}
 	s.beats = newHeartbeatBatcher(cfg.Store)
 	s.routes()
@@ -247,6 +269,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "a value is not valid UTF-8 or holds a NUL byte; send valid UTF-8 without control characters")
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, policy.ErrNoPolicy):
 		writeError(w, http.StatusNotFound, codeNotFound, err.Error())
+	case errors.Is(err, errIdentity):
+		writeError(w, http.StatusForbidden, codeForbidden, errText(err, errIdentity))
 	case errors.Is(err, store.ErrTakeover):
 		writeError(w, http.StatusForbidden, codeForbidden, errText(err, store.ErrTakeover)+
 			"; re-registering an existing instance needs a registration token bound to it (gpubroker token create --kind registration --instance ID) or an admin token")

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
 	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
 )
@@ -23,6 +24,7 @@ func newCatalogCmd(sources refresh.Registry) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newCatalogRefreshCmd(sources))
+	cmd.AddCommand(newCatalogCheckCmd())
 	return cmd
 }
 
@@ -87,6 +89,12 @@ regions; globs select from the defaults (docs/providers.md).`,
 			if o.concurrency < 1 {
 				return usageErr(fmt.Errorf("--concurrency %d: want 1 or more", o.concurrency))
 			}
+			if o.timeout <= 0 {
+				return usageErr(fmt.Errorf("--timeout %v: want a positive duration such as 15m", o.timeout))
+			}
+			if err := checkGlobs("--region", o.regions); err != nil {
+				return usageErr(err)
+			}
 			targets, err := refresh.Plan(sources, clouds, patterns)
 			if err != nil {
 				return usageErr(fmt.Errorf("--region: %w", err))
@@ -100,13 +108,24 @@ regions; globs select from the defaults (docs/providers.md).`,
 				level = slog.LevelWarn // the bars say the rest
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			// A SQLite file this run creates is removed again when nothing is
+			// saved: a first run without credentials leaves no empty database
+			// behind (which 'prices' would then read).
+			fresh, err := newSQLiteFile(o.db)
+			if err != nil {
+				return usageErr(fmt.Errorf("--db: %w", err))
+			}
 			st, err := store.Open(cmd.Context(), o.db, log)
 			if err != nil {
 				return failErr(err)
 			}
 			defer st.Close()
+			var ep providers.Endpoints
+			if err := ep.FromEnv(os.LookupEnv); err != nil {
+				return usageErr(err)
+			}
 			opt := refresh.Options{Concurrency: o.concurrency, FetchTimeout: o.timeout, GPUs: gpus,
-				Logger: log, Progress: refresh.LogProgress{Log: log}}
+				Logger: log, Progress: refresh.LogProgress{Log: log, QuietSkips: true}, Endpoints: ep}
 			if tty {
 				var cs []pricing.Cloud
 				for _, t := range targets {
@@ -119,7 +138,13 @@ regions; globs select from the defaults (docs/providers.md).`,
 			if err := rep.Write(out); err != nil {
 				return failErr(err)
 			}
-			fmt.Fprintf(out, "Store: %s\n", st.Where())
+			if rep.Count(refresh.Refreshed) == 0 && fresh != nil {
+				_ = st.Close()
+				fresh.remove()
+				fmt.Fprintln(out, "Store: nothing saved, so no database was created.")
+			} else {
+				fmt.Fprintf(out, "Store: %s\n", st.Where())
+			}
 			if err := rep.Err(); err != nil {
 				return failErr(fmt.Errorf("refresh incomplete; failed regions keep their stored offers:\n%w", err))
 			}

@@ -65,7 +65,7 @@ func TestCatalogRefreshThenPrices(t *testing.T) {
 	}
 	for _, s := range []string{
 		"aws    us-east-1  refreshed  1 offers (1 new), 0 price changes",
-		"gcp    -          skipped    fake gcp: no credentials (simulated)",
+		"gcp: skipped: no credentials; run 'gcloud auth application-default login'",
 		"azure  eastus     failed     context deadline exceeded; kept 0 stored offers",
 		"Store: " + db,
 	} {
@@ -142,7 +142,7 @@ func TestPricesMarksStaleStoredOffers(t *testing.T) {
 func TestPricesWithoutStoreUsesSnapshot(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	out, _, code := execute(t, newPricesCmd(), "prices", "--gpu", "H100", "--limit", "1")
-	if code != exitOK || !strings.Contains(out, "Catalog: embedded snapshot of") {
+	if code != exitOK || !strings.Contains(out, "Catalog: embedded snapshot, prices of unknown date copied 2026-12-02") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 	if entries, _ := os.ReadDir(os.Getenv("XDG_DATA_HOME")); len(entries) != 0 {
@@ -198,5 +198,78 @@ func TestCatalogRefreshFromPolicy(t *testing.T) {
 	}
 	if !strings.Contains(out, "us-east-2  empty") {
 		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestCatalogCheck(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	out, _, code := execute(t, newCatalogCmd(nil), "catalog", "check", "--output", "json", "--limit", "0")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var r checkReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range r.Counts {
+		total += n
+	}
+	if r.Offers < 1000 || r.Flagged == 0 || len(r.Listed) != r.Flagged || total < r.Flagged ||
+		r.ByCloud["aws"][pricing.NoOnDemand] != r.Counts[pricing.NoOnDemand] {
+		t.Errorf("report %+v", r)
+	}
+	table, _, _ := execute(t, newCatalogCmd(nil), "catalog", "check", "--limit", "2")
+	if !strings.Contains(table, "spot-not-below-on-demand") || !strings.Contains(table, "more (--limit 0 lists all)") {
+		t.Errorf("table:\n%s", table)
+	}
+	if _, errOut, code := execute(t, newCatalogCmd(nil), "catalog", "check", "--limit", "-3"); code != exitUsageError || !strings.Contains(errOut, "--limit -3") {
+		t.Errorf("exit %d %s", code, errOut)
+	}
+}
+
+// TestCatalogRefreshWithoutCredentials: one short line per skipped cloud,
+// no SDK chain, and no database left behind when nothing was saved.
+func TestCatalogRefreshWithoutCredentials(t *testing.T) {
+	reg := refresh.Registry{}
+	for _, c := range pricing.Clouds() {
+		reg[c] = func(ctx context.Context, _ refresh.SourceConfig) (refresh.OfferSource, error) {
+			return fake.New(ctx, fake.Config{Cloud: c, NoCredentials: true})
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "new")
+	db := filepath.Join(dir, "g.db")
+	out, errOut, code := execute(t, newCatalogCmd(reg), "catalog", "refresh", "--db", db, "--region", "us-east-1,us-central1,eastus")
+	if code != exitFailure {
+		t.Errorf("exit %d, want 1 (nothing refreshed)", code)
+	}
+	for _, c := range []string{"aws", "gcp", "azure"} {
+		if n := strings.Count(out, c+": skipped: no credentials; "); n != 1 {
+			t.Errorf("%s: %d skip lines, want 1:\n%s", c, n, out)
+		}
+	}
+	if strings.Contains(out, "CLOUD  REGION") || strings.Contains(errOut, "cloud skipped") || strings.Contains(out, "(simulated)") {
+		t.Errorf("skips said more than once:\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("refresh that saved nothing left %s behind (%v)", dir, err)
+	}
+	if !strings.Contains(out, "no database was created") {
+		t.Errorf("stdout:\n%s", out)
+	}
+}
+
+// TestCatalogCheckGolden pins the full report on the embedded snapshot.
+func TestCatalogCheckGolden(t *testing.T) {
+	cat, err := pricing.EmbeddedCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct{ name, output string }{{"catalog-check.txt", "table"}, {"catalog-check.json", "json"}} {
+		var b bytes.Buffer
+		if err := writeCatalogCheck(&b, cat, f.output, 0); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, f.name, b.Bytes())
 	}
 }

@@ -70,7 +70,13 @@ func newRootCmd() *cobra.Command {
 		Long:          "gpubroker places GPU training jobs and inference services on the cheapest capacity across AWS, GCP and Azure that still meets their deadlines, quotas and budgets.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(),
+		// Environment variables for the common flags (env.go).
+		PersistentPreRunE: applyOSEnv,
 	}
+	root.SetVersionTemplate("gpubroker {{.Version}}\n")
 	addCommands(root)
+	root.AddCommand(newVersionCmd())
+	registerCompletions(root)
 	return root
 }

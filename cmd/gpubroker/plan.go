@@ -40,7 +40,7 @@ printed), 2 bad flags or a bad policy file (every error printed).`,
 			if output != "table" && output != "json" {
 				return usageErr(fmt.Errorf("--output %q: want table or json", output))
 			}
-			p, err := policy.Load(file)
+			p, err := loadPolicy(cmd.InOrStdin(), file)
 			if err != nil {
 				var list policy.ErrorList
 				if errors.As(err, &list) {
@@ -58,20 +58,38 @@ printed), 2 bad flags or a bad policy file (every error printed).`,
 			if st != nil {
 				defer st.Close()
 			}
-			return runPlan(cmd.OutOrStdout(), cat, p, output, time.Now().UTC().Truncate(time.Second))
+			return runPlan(cmd.OutOrStdout(), cmd.ErrOrStderr(), cat, p, output, time.Now().UTC().Truncate(time.Second))
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML)")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML); - reads standard input")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().StringVar(&db, "db", "", "store to read refreshed prices from: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory, if it exists)")
 	return cmd
 }
 
-func runPlan(w io.Writer, cat *pricing.Catalog, p *policy.Policy, output string, now time.Time) error {
+// runPlan plans and adds what the catalog cannot show: clouds and
+// places the policy allows where it has no offers, and prices of unknown
+// date. When no plan is found, those notes go to errw before the error.
+func runPlan(w, errw io.Writer, cat *pricing.Catalog, p *policy.Policy, output string, now time.Time) error {
+	notes := optimizer.CoverageNotes(cat, p)
+	undated := 0
+	for _, o := range cat.Offers() {
+		if pricing.DateUnknown(o) {
+			undated++
+		}
+	}
+	if undated > 0 {
+		notes = append(notes, fmt.Sprintf("%s of unknown date (%s); run 'gpubroker catalog refresh' for current prices",
+			plural(undated, "price"), cat.Source))
+	}
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Speeds: optimizer.DefaultSpeeds(), Now: now})
 	if err != nil {
+		for _, n := range notes {
+			fmt.Fprintln(errw, "note:", n)
+		}
 		return failErr(err)
 	}
+	plan.Warnings = append(plan.Warnings, notes...)
 	if output == "json" {
 		return plan.WriteJSON(w)
 	}

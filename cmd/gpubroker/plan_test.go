@@ -32,6 +32,10 @@ func TestPlanCommand(t *testing.T) {
 		{name: "bad output", args: []string{"plan", "-f", "../../examples/fleet.yaml", "-o", "yaml"}, wantCode: 2, wantStderr: []string{"want table or json"}},
 		{name: "bad policy", args: []string{"plan", "-f", "../../policy/testdata/keys.bad.yaml"}, wantCode: 2, wantStderr: []string{"keys.bad.yaml:"}},
 		{name: "missing file", args: []string{"plan", "-f", "testdata/nope.yaml"}, wantCode: 2, wantStderr: []string{"nope.yaml"}},
+		{name: "no offers where allowed", args: []string{"plan", "-f", "testdata/azure-europe.yaml"}, wantCode: 1,
+			wantStderr: []string{"note: the catalog has no Azure offers in Europe", "prices of unknown date"}},
+		{name: "unknown date warned", args: []string{"plan", "-f", "../../examples/fleet.yaml"}, wantCode: 0,
+			wantStdout: []string{"of unknown date (embedded snapshot", "catalog refresh"}},
 		{name: "infeasible", args: []string{"plan", "-f", "testdata/infeasible.yaml"}, wantCode: 1,
 			wantStderr: []string{"no feasible placement", "infeasible.yaml:3:5: too-big", "(deadline)"}},
 	}
@@ -72,6 +76,40 @@ func TestPlanJSONParses(t *testing.T) {
 	if len(v.Placements) != 3 {
 		t.Errorf("%d placements, want 3", len(v.Placements))
 	}
+}
+
+func TestPlanReadsStdin(t *testing.T) {
+	root := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	root.SetArgs([]string{"plan", "-f", "-", "-o", "json"})
+	root.SetIn(strings.NewReader("workloads:\n  - name: w\n    kind: training\n    work: {gpu_hours: 10}\n"))
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"policy": "<stdin>"`) {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+	root = newRootCmd()
+	stderr.Reset()
+	root.SetArgs([]string{"policy", "check", "-f", "-"})
+	root.SetIn(strings.NewReader("workloads:\n  - name: w\n    kind: trainig\n"))
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(stderr.String(), "<stdin>:3:11") {
+		t.Errorf("err %v, stderr %q", err, stderr.String())
+	}
+}
+
+// TestPlanCoverageGolden pins the notes and the plan for a policy allowing
+// a cloud and a place the catalog does not cover.
+func TestPlanCoverageGolden(t *testing.T) {
+	code, _, errOut := runCLI(t, "plan", "-f", "testdata/azure-europe.yaml")
+	if code != exitFailure {
+		t.Fatalf("exit %d", code)
+	}
+	golden(t, "plan-azure-europe.stderr.txt", []byte(errOut))
 }
 
 // TestPlanWithStore: plan --db reads the catalog prices and serve use, so

@@ -34,7 +34,7 @@ otherwise print every problem, one per line as file:line:col: message, and exit 
 			if file == "" {
 				return usageErr(errors.New("policy check: -f FILE is required"))
 			}
-			p, err := policy.Load(file)
+			p, err := loadPolicy(cmd.InOrStdin(), file)
 			if err != nil {
 				var list policy.ErrorList
 				if errors.As(err, &list) {
@@ -48,7 +48,7 @@ otherwise print every problem, one per line as file:line:col: message, and exit 
 			return writePolicySummary(cmd.OutOrStdout(), p)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML)")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML); - reads standard input")
 	return cmd
 }
 

@@ -57,6 +57,9 @@ offers named by key (cloud/region/zone/instance-type) or matching the filters.`,
 			if len(args) > 0 && !o.history {
 				return usageErr(fmt.Errorf("unexpected arguments %q; offer keys are only taken with --history", args))
 			}
+			if err := o.validate(); err != nil {
+				return usageErr(err)
+			}
 			cat, st, err := pricesCatalog(cmd.Context(), o.db)
 			if err != nil {
 				return failErr(err)
@@ -92,27 +95,36 @@ offers named by key (cloud/region/zone/instance-type) or matching the filters.`,
 // priceRow is one line of `prices` output; its JSON form is documented in
 // docs/prices.md.
 type priceRow struct {
-	Cloud              string              `json:"cloud"`
-	Region             string              `json:"region"`
-	Zone               string              `json:"zone"`
-	InstanceType       string              `json:"instance_type"`
-	GPU                string              `json:"gpu"`
-	GPUCount           int                 `json:"gpu_count"`
-	GPUMemoryGiB       float64             `json:"gpu_memory_gib"`
-	OnDemandPerHour    *float64            `json:"on_demand_usd_per_hour"`
-	SpotPerHour        *float64            `json:"spot_usd_per_hour"`
-	PerGPUHour         float64             `json:"usd_per_gpu_hour"`
-	PerTFLOPHour       float64             `json:"usd_per_tflop_hour"`
-	SpotSignal         *pricing.SpotSignal `json:"spot_signal,omitempty"`
-	ObservedAt         time.Time           `json:"observed_at"`
-	Stale              bool                `json:"stale"`
+	Cloud           string              `json:"cloud"`
+	Region          string              `json:"region"`
+	Zone            string              `json:"zone"`
+	InstanceType    string              `json:"instance_type"`
+	GPU             string              `json:"gpu"`
+	GPUCount        int                 `json:"gpu_count"`
+	GPUMemoryGiB    float64             `json:"gpu_memory_gib"`
+	OnDemandPerHour *float64            `json:"on_demand_usd_per_hour"`
+	SpotPerHour     *float64            `json:"spot_usd_per_hour"`
+	PerGPUHour      float64             `json:"usd_per_gpu_hour"`
+	PerTFLOPHour    float64             `json:"usd_per_tflop_hour"`
+	SpotSignal      *pricing.SpotSignal `json:"spot_signal,omitempty"`
+	ObservedAt      time.Time           `json:"observed_at"`
+	Stale           bool                `json:"stale"`
+	// DateUnknown: the source states no pricing date; ObservedAt is the
+	// day the price was copied.
+	DateUnknown bool `json:"date_unknown"`
+	// Issues are the price-sanity flags (docs/pricing.md); empty when none.
+	Issues             []pricing.Issue `json:"issues"`
 	capacityForSorting pricing.CapacityType
 }
 
 type pricesOutput struct {
-	CatalogSource string     `json:"catalog_source"`
-	GeneratedAt   time.Time  `json:"generated_at"`
-	AgeHours      float64    `json:"age_hours"`
+	CatalogSource string    `json:"catalog_source"`
+	GeneratedAt   time.Time `json:"generated_at"`
+	AgeHours      float64   `json:"age_hours"`
+	// PricesDate says how the catalog is dated, in words: by its source's
+	// pricing date, or "unknown" with the day the rows were copied.
+	PricesDate    string     `json:"prices_date"`
+	UndatedOffers int        `json:"undated_offers"`
 	Capacity      string     `json:"capacity"`
 	SortedBy      string     `json:"sorted_by"`
 	Offers        []priceRow `json:"offers"`
@@ -137,6 +149,8 @@ func runPrices(w io.Writer, cat *pricing.Catalog, o pricesOptions, now time.Time
 		return usageErr(fmt.Errorf("--sort %q: want gpu-hour or tflop", o.sortBy))
 	}
 	rows := make([]priceRow, 0)
+	sanity := cat.CheckSanity()
+	undated := 0
 	for _, off := range cat.Query(q) {
 		ct := capacity
 		if _, ok := off.Price(ct); !ok {
@@ -144,7 +158,11 @@ func runPrices(w io.Writer, cat *pricing.Catalog, o pricesOptions, now time.Time
 		}
 		r := priceRow{Cloud: string(off.Cloud), Region: off.Region, Zone: off.Zone, InstanceType: off.InstanceType,
 			GPU: string(off.GPU), GPUCount: off.GPUCount, GPUMemoryGiB: off.GPUMemoryGiB, ObservedAt: off.ObservedAt,
-			Stale: pricing.Stale(off, now, o.staleAfter), capacityForSorting: ct}
+			Stale: pricing.Stale(off, now, o.staleAfter), DateUnknown: pricing.DateUnknown(off),
+			Issues: append([]pricing.Issue{}, sanity.ByKey[off.Key()]...), capacityForSorting: ct}
+		if r.DateUnknown {
+			undated++
+		}
 		if p, ok := off.Price(pricing.OnDemand); ok {
 			r.OnDemandPerHour = &p
 		}
@@ -175,7 +193,11 @@ func runPrices(w io.Writer, cat *pricing.Catalog, o pricesOptions, now time.Time
 		rows = rows[:o.limit]
 	}
 	out := pricesOutput{CatalogSource: cat.Source, GeneratedAt: cat.GeneratedAt,
-		AgeHours: roundTo(now.Sub(cat.GeneratedAt).Hours(), 1), Capacity: string(capacity), SortedBy: o.sortBy, Offers: rows}
+		AgeHours: roundTo(now.Sub(cat.GeneratedAt).Hours(), 1), Capacity: string(capacity), SortedBy: o.sortBy, Offers: rows,
+		PricesDate: "as of " + cat.GeneratedAt.UTC().Format("2006-01-02"), UndatedOffers: undated}
+	if undated > 0 {
+		out.PricesDate = "unknown for " + plural(undated, "offer") + " (copied " + cat.GeneratedAt.UTC().Format("2006-01-02") + " from a public catalog that states no date)"
+	}
 	switch o.output {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -187,6 +209,36 @@ func runPrices(w io.Writer, cat *pricing.Catalog, o pricesOptions, now time.Time
 		return writePricesTable(w, out, now)
 	}
 	return usageErr(fmt.Errorf("--output %q: want table, json or csv", o.output))
+}
+
+// validate checks flag values that the query would otherwise accept
+// silently.
+func (o pricesOptions) validate() error {
+	if err := checkGlobs("--region", o.regions); err != nil {
+		return err
+	}
+	if o.limit < 0 {
+		return fmt.Errorf("--limit %d: want 0 (all) or a positive number of offers", o.limit)
+	}
+	if o.minCount < 0 {
+		return fmt.Errorf("--min-gpus %d: want 0 or more GPUs", o.minCount)
+	}
+	if err := checkNonNegative("--max-price", o.maxPrice, "USD per hour"); err != nil {
+		return err
+	}
+	if err := checkNonNegative("--min-gpu-memory", o.minMemory, "GiB"); err != nil {
+		return err
+	}
+	if o.staleAfter < 0 {
+		return fmt.Errorf("--stale-after %v: want a positive duration such as 168h", o.staleAfter)
+	}
+	if o.since < 0 {
+		return fmt.Errorf("--since %v: want a positive duration such as 720h, or 0 for all", o.since)
+	}
+	if o.output != "table" && o.output != "json" && o.output != "csv" {
+		return fmt.Errorf("--output %q: want table, json or csv", o.output)
+	}
+	return checkDBPath(o.db)
 }
 
 // query turns the filter flags into a catalog query; bad names are usage
@@ -214,7 +266,7 @@ func writePricesCSV(w io.Writer, rows []priceRow) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"cloud", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_memory_gib",
 		"on_demand_usd_per_hour", "spot_usd_per_hour", "usd_per_gpu_hour", "usd_per_tflop_hour",
-		"spot_interruptions_per_hour", "spot_signal_default", "observed_at", "stale"})
+		"spot_interruptions_per_hour", "spot_signal_default", "observed_at", "stale", "date_unknown", "issues"})
 	for _, r := range rows {
 		rate, def := "", ""
 		if r.SpotSignal != nil {
@@ -224,7 +276,8 @@ func writePricesCSV(w io.Writer, rows []priceRow) error {
 		_ = cw.Write([]string{r.Cloud, r.Region, r.Zone, r.InstanceType, r.GPU, strconv.Itoa(r.GPUCount),
 			strconv.FormatFloat(r.GPUMemoryGiB, 'f', -1, 64), optPrice(r.OnDemandPerHour), optPrice(r.SpotPerHour),
 			strconv.FormatFloat(roundTo(r.PerGPUHour, 4), 'f', -1, 64), strconv.FormatFloat(roundTo(r.PerTFLOPHour, 6), 'f', -1, 64),
-			rate, def, r.ObservedAt.UTC().Format(time.RFC3339), strconv.FormatBool(r.Stale)})
+			rate, def, r.ObservedAt.UTC().Format(time.RFC3339), strconv.FormatBool(r.Stale),
+			strconv.FormatBool(r.DateUnknown), joinIssues(r.Issues)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -238,11 +291,15 @@ func optPrice(p *float64) string {
 }
 
 func writePricesTable(w io.Writer, out pricesOutput, now time.Time) error {
-	fmt.Fprintf(w, "Catalog: %s (age %s)", out.CatalogSource, humanAge(now.Sub(out.GeneratedAt)))
+	if out.UndatedOffers > 0 {
+		fmt.Fprintf(w, "Catalog: %s (copied %s ago)", out.CatalogSource, humanAge(now.Sub(out.GeneratedAt)))
+	} else {
+		fmt.Fprintf(w, "Catalog: %s (age %s)", out.CatalogSource, humanAge(now.Sub(out.GeneratedAt)))
+	}
 	fmt.Fprintf(w, "; prices in USD/hour; sorted by %s at %s price\n\n", map[string]string{"gpu-hour": "$/GPU-hour", "tflop": "$/TFLOP-hour"}[out.SortedBy], out.Capacity)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLOUD\tREGION\tZONE\tINSTANCE TYPE\tGPU\tGPUS\tON-DEMAND\tSPOT\t$/GPU-H\t$/TFLOP-H\tSPOT SIGNAL\t")
-	anyDefault, anyStale := false, false
+	anyDefault, anyStale, anyIssue := false, false, false
 	for _, r := range out.Offers {
 		signal := "-"
 		if r.SpotSignal != nil {
@@ -258,18 +315,29 @@ func writePricesTable(w io.Writer, out pricesOutput, now time.Time) error {
 			it += " (stale)"
 			anyStale = true
 		}
+		if len(r.Issues) > 0 {
+			it += " !"
+			anyIssue = true
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.4f\t%.6f\t%s\t\n", r.Cloud, r.Region, zone, it, r.GPU, r.GPUCount,
 			fmtPrice(r.OnDemandPerHour), fmtPrice(r.SpotPerHour), r.PerGPUHour, r.PerTFLOPHour, signal)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%d offers.", len(out.Offers))
+	fmt.Fprintf(w, "\n%s.", plural(len(out.Offers), "offer"))
 	if anyDefault {
 		fmt.Fprint(w, " Spot signals marked \"default\" are the configured per-cloud assumption, not an observation (docs/pricing.md).")
 	}
 	if anyStale {
-		fmt.Fprint(w, " Offers marked (stale) have not been refreshed recently.")
+		if out.UndatedOffers > 0 {
+			fmt.Fprint(w, " Offers marked (stale) have prices of unknown date or older than --stale-after; run 'gpubroker catalog refresh'.")
+		} else {
+			fmt.Fprint(w, " Offers marked (stale) have not been refreshed recently.")
+		}
+	}
+	if anyIssue {
+		fmt.Fprint(w, " Offers marked ! have prices that fail a sanity check (spot at or above on-demand, no on-demand price, or a regional outlier); see 'gpubroker catalog check'.")
 	}
 	fmt.Fprintln(w)
 	return nil

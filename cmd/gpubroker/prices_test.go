@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,53 @@ func TestPricesCLIErrors(t *testing.T) {
 	code, stdout, _ := runCLI(t, "prices", "--gpu", "H200", "--limit", "3")
 	if code != 0 || !strings.Contains(stdout, "H200") {
 		t.Errorf("prices --gpu H200: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestPricesFlagValidation: values the query would otherwise accept
+// silently are usage errors (exit 2) that say what would be right.
+func TestPricesFlagValidation(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--region", "["}, `--region "[": syntax error in pattern`},
+		{[]string{"--limit", "-1"}, "--limit -1: want 0"},
+		{[]string{"--max-price", "-5"}, "--max-price -5: want 0"},
+		{[]string{"--min-gpu-memory", "-1"}, "--min-gpu-memory -1"},
+		{[]string{"--min-gpus", "-2"}, "--min-gpus -2"},
+		{[]string{"--db", filepath.Join(t.TempDir(), "missing.db")}, "no such database file"},
+		{[]string{"--output", "yaml"}, `--output "yaml": want table, json or csv`},
+	} {
+		_, errOut, code := execute(t, newPricesCmd(), append([]string{"prices"}, tc.args...)...)
+		if code != exitUsageError || !strings.Contains(errOut, tc.want) {
+			t.Errorf("prices %v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestPricesSaysDateAndFlags: the snapshot's unknown pricing date and the
+// sanity flags show in table and JSON output.
+func TestPricesSaysDateAndFlags(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	out, _, code := execute(t, newPricesCmd(), "prices", "--gpu", "H200", "--cloud", "aws", "--region", "us-west-2", "--spot", "--output", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var got pricesOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got.PricesDate, "unknown for ") || got.UndatedOffers != len(got.Offers) || len(got.Offers) == 0 {
+		t.Errorf("prices_date %q, undated %d of %d", got.PricesDate, got.UndatedOffers, len(got.Offers))
+	}
+	flagged := false
+	for _, r := range got.Offers {
+		if r.InstanceType == "p5e.48xlarge" && len(r.Issues) == 1 && r.Issues[0] == pricing.NoOnDemand && r.Stale && r.DateUnknown {
+			flagged = true
+		}
+	}
+	if !flagged {
+		t.Errorf("p5e.48xlarge (spot only) not flagged: %s", out)
 	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/gpubroker/gpubroker/broker"
 	"github.com/gpubroker/gpubroker/broker/config"
+	"github.com/gpubroker/gpubroker/broker/identity"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/refresh"
 	"github.com/gpubroker/gpubroker/store"
@@ -35,6 +38,8 @@ type serveOptions struct {
 	grace            time.Duration
 	catalogReload    time.Duration
 	dbPasswordFile   string
+	awsIdentityCerts string
+	requireIdentity  bool
 	tlsCert, tlsKey  string
 }
 
@@ -63,10 +68,26 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 			if err != nil {
 				return usageErr(err)
 			}
+			if o.policy == "-" {
+				return usageErr(errors.New("serve re-reads its policy file on every re-plan; -f - (standard input) is for plan and policy check"))
+			}
 			if o.policy != "" {
-				if _, err := os.Stat(o.policy); err != nil {
+				// A bad policy is a usage error (exit 2), every problem
+				// printed, as for plan.
+				if _, err := policy.Load(o.policy); err != nil {
+					var list policy.ErrorList
+					if errors.As(err, &list) {
+						for _, e := range list {
+							fmt.Fprintln(cmd.ErrOrStderr(), e)
+						}
+						return usageErr(fmt.Errorf("%s: %d error(s)", o.policy, len(list)))
+					}
 					return usageErr(fmt.Errorf("policy file: %w", err))
 				}
+			}
+			ident, err := o.identity()
+			if err != nil {
+				return usageErr(err)
 			}
 			targets, err := refresh.Plan(sources, cfg.Refresh.Clouds, cfg.Refresh.Regions)
 			if err != nil {
@@ -77,10 +98,10 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 				Retention: store.Retention{PriceHistory: cfg.Retention.PriceHistory, Events: cfg.Retention.Events},
 				Logger:    log, Out: cmd.OutOrStdout(), LeaseTTL: cfg.LeaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
-				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports,
+				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports, Identity: ident, RequireIdentity: o.requireIdentity,
 				TLSCert: o.tlsCert, TLSKey: o.tlsKey,
 				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
-					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log,
+					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log, Endpoints: cfg.Endpoints,
 					Progress: refresh.LogProgress{Log: log}})})
 			if err != nil {
 				return failErr(err)
@@ -107,7 +128,28 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS; needs --tls-key")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
 	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long in-flight requests and jobs may finish on shutdown")
+	f.StringVar(&o.awsIdentityCerts, "aws-identity-certs", "", "PEM file of the AWS public certificates that sign instance identity documents (your regions'); agents' signed identities are then verified")
+	f.BoolVar(&o.requireIdentity, "require-identity", false, "refuse bootstrap-token registrations without a verified signed identity (needs --aws-identity-certs)")
 	return cmd
+}
+
+// identity loads the instance identity verifier (nil: none configured).
+func (o *serveOptions) identity() (*identity.Verifier, error) {
+	if o.awsIdentityCerts == "" {
+		if o.requireIdentity {
+			return nil, fmt.Errorf("--require-identity needs --aws-identity-certs")
+		}
+		return nil, nil
+	}
+	data, err := os.ReadFile(o.awsIdentityCerts)
+	if err != nil {
+		return nil, fmt.Errorf("--aws-identity-certs: %w", err)
+	}
+	certs, err := identity.ParseCertificates(data)
+	if err != nil {
+		return nil, fmt.Errorf("--aws-identity-certs %s: %w", o.awsIdentityCerts, err)
+	}
+	return &identity.Verifier{AWS: certs}, nil
 }
 
 // brokerConfig reads --config and applies the flags that were set.
@@ -121,6 +163,9 @@ func (o *serveOptions) brokerConfig(cmd *cobra.Command) (config.Config, error) {
 		if cfg, err = config.ParseConfig(o.configPath, data); err != nil {
 			return cfg, err
 		}
+	}
+	if err := cfg.Endpoints.FromEnv(os.LookupEnv); err != nil {
+		return cfg, err
 	}
 	fl := cmd.Flags()
 	if fl.Changed("db") {

@@ -35,6 +35,9 @@ func TestServeConfigErrors(t *testing.T) {
 		{[]string{"--catalog-reload", "100ms"}, "--catalog-reload 100ms: want a duration from 1s to 1h0m0s"},
 		{[]string{"--shutdown-grace", "-1s"}, "--shutdown-grace -1s"},
 		{[]string{"--replan-schedule", "often"}, `--replan-schedule: "often" is not a cron schedule`},
+		{[]string{"--require-identity"}, "--require-identity needs --aws-identity-certs"},
+		{[]string{"--aws-identity-certs", bad}, "no PEM certificate found"},
+		{[]string{"--aws-identity-certs", filepath.Join(dir, "none.pem")}, "--aws-identity-certs: open"},
 	}
 	for _, c := range cases {
 		_, errOut, code := execute(t, newServeCmd(reg), append([]string{"serve"}, c.args...)...)
@@ -73,5 +76,16 @@ func TestServeRefreshesAndStops(t *testing.T) {
 	out, _, _ := execute(t, newPricesCmd(), "prices", "--db", db, "--cloud", "aws", "--region", "us-east-1", "--gpu", "H100")
 	if !strings.Contains(out, "p5.48xlarge") || !strings.Contains(out, "Catalog: store "+db) {
 		t.Errorf("prices after serve refreshed:\n%s", out)
+	}
+}
+
+func TestServeBadPolicyExits2(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--db", filepath.Join(t.TempDir(), "s.db"), "-f", "../../policy/testdata/keys.bad.yaml"}, &out, &errOut)
+	if code != exitUsageError || !strings.Contains(errOut.String(), "keys.bad.yaml:") {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+	if code := run(t.Context(), []string{"serve", "-f", "-"}, &out, &errOut); code != exitUsageError {
+		t.Errorf("serve -f -: exit %d", code)
 	}
 }

@@ -31,6 +31,10 @@ type simPriceOptions struct {
 	output       string
 	plot         string
 	history      time.Duration
+	// progressTo receives "still simulating" lines on long runs (stderr);
+	// progressEvery is how often (default 5s).
+	progressTo    io.Writer
+	progressEvery time.Duration
 }
 
 func (o *simPriceOptions) register(f *pflag.FlagSet) {
@@ -144,6 +148,7 @@ func newSimulateTrainingCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			o.progressTo = cmd.ErrOrStderr()
 			return runSimulateTraining(cmd.OutOrStdout(), pools, prices, o)
 		},
 	}
@@ -173,7 +178,16 @@ func runSimulateTraining(w io.Writer, pools *sim.Pools, prices sim.Prices, o sim
 	if len(o.policies) == 0 {
 		return usageErr(errors.New("--policy: give at least one policy"))
 	}
-	rep, err := sim.BuildTrainingReport(c, pools, o.policies, o.starts, o.seed, o.optimum)
+	what := fmt.Sprintf("%s × %s", plural(o.starts, "start"), plural(len(o.policies), "policy"))
+	if o.optimum {
+		what += " with the exact optimum"
+	}
+	var rep sim.TrainingReport
+	err := withProgress(o.progressTo, o.progressEvery, what,
+		func() (err error) {
+			rep, err = sim.BuildTrainingReport(c, pools, o.policies, o.starts, o.seed, o.optimum)
+			return err
+		})
 	if err != nil {
 		if errors.Is(err, sim.ErrSetting) || errors.Is(err, sim.ErrTooLarge) {
 			return usageErr(err)
@@ -218,13 +232,14 @@ func writeFile(path string, write func(io.Writer) error) error {
 
 type simInferenceOptions struct {
 	simPriceOptions
-	target     int
-	readyDelay time.Duration
-	policies   []string
-	frontier   bool
-	timeline   string
-	start      int
-	duration   time.Duration
+	target       int
+	readyDelay   time.Duration
+	policies     []string
+	frontier     bool
+	frontierPlot string
+	timeline     string
+	start        int
+	duration     time.Duration
 }
 
 func newSimulateInferenceCmd() *cobra.Command {
@@ -241,6 +256,7 @@ func newSimulateInferenceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			o.progressTo = cmd.ErrOrStderr()
 			return runSimulateInference(cmd.OutOrStdout(), pools, prices, o)
 		},
 	}
@@ -250,8 +266,11 @@ func newSimulateInferenceCmd() *cobra.Command {
 	f.DurationVar(&o.readyDelay, "ready-delay", 10*time.Minute, "time from launching a replica to it serving")
 	f.StringSliceVar(&o.policies, "policy", spotpolicy.InferencePolicies(), "policies to compare: "+strings.Join(spotpolicy.InferencePolicies(), ", "))
 	f.BoolVar(&o.frontier, "frontier", false, "also sweep the adaptive policy's knobs and report the availability–cost frontier")
-	f.StringVar(&o.plot, "plot", "", "write an SVG chart of the availability–cost frontier to this file (implies --frontier)")
-	f.StringVar(&o.timeline, "timeline", "", "write an SVG timeline of the default policy's run (zones, replicas, ready against target) to this file")
+	// --plot means what it means for training: an SVG timeline of one run.
+	f.StringVar(&o.plot, "plot", "", "write an SVG timeline of one run (the default policy: zones, replicas, ready against target) to this file")
+	f.StringVar(&o.frontierPlot, "frontier-plot", "", "write an SVG chart of the availability–cost frontier to this file (implies --frontier)")
+	f.StringVar(&o.timeline, "timeline", "", "same as --plot")
+	_ = f.MarkDeprecated("timeline", "use --plot (the run's timeline, as for simulate training)")
 	f.IntVar(&o.start, "start-tick", 0, "first tick of the traces to simulate")
 	f.DurationVar(&o.duration, "duration", 0, "how long to simulate (0 = to the end of the traces)")
 	return cmd
@@ -264,37 +283,44 @@ func runSimulateInference(w io.Writer, pools *sim.Pools, prices sim.Prices, o si
 			return usageErr(fmt.Errorf("--policy: %w", err))
 		}
 	}
-	rep, err := sim.BuildInferenceReport(c, pools, o.policies)
+	if o.timeline != "" && o.plot == "" {
+		o.plot = o.timeline
+	}
+	var rep sim.InferenceReport
+	err := withProgress(o.progressTo, o.progressEvery, fmt.Sprintf("%s × %s", plural(len(o.policies), "policy"), plural(len(pools.Traces), "zone")),
+		func() (err error) { rep, err = sim.BuildInferenceReport(c, pools, o.policies); return err })
 	if err != nil {
 		if errors.Is(err, sim.ErrSetting) {
 			return usageErr(err)
 		}
 		return failErr(err)
 	}
-	if o.frontier || o.plot != "" {
-		pts, err := sim.Frontier(c, pools, sim.FrontierConfigs())
+	if o.frontier || o.frontierPlot != "" {
+		var pts []sim.FrontierPoint
+		err := withProgress(o.progressTo, o.progressEvery, fmt.Sprintf("frontier sweep of %s", plural(len(sim.FrontierConfigs()), "setting")),
+			func() (err error) { pts, err = sim.Frontier(c, pools, sim.FrontierConfigs()); return err })
 		if err != nil {
 			return failErr(err)
 		}
 		rep.Frontier = sim.ParetoFront(pts)
-		if o.plot != "" {
+		if o.frontierPlot != "" {
 			var refs []sim.FrontierPoint
 			for _, r := range rep.Policies {
 				refs = append(refs, sim.FrontierPoint{Label: r.Policy, Cost: r.Normalized, AtTarget: r.AtTarget})
 			}
 			title := fmt.Sprintf("Inference on %d zones, target %d, ready delay %g min: the adaptive policy's knobs", len(pools.Traces), o.target, o.readyDelay.Minutes())
-			if err := writeFile(o.plot, func(f io.Writer) error { return sim.WriteFrontierSVG(f, title, pts, refs) }); err != nil {
+			if err := writeFile(o.frontierPlot, func(f io.Writer) error { return sim.WriteFrontierSVG(f, title, pts, refs) }); err != nil {
 				return failErr(err)
 			}
 		}
 	}
-	if o.timeline != "" {
+	if o.plot != "" {
 		pol, _ := spotpolicy.NewInference(spotpolicy.DefaultInference)
 		res, err := sim.RunInference(c, pools, pol, true)
 		if err != nil {
 			return usageErr(err)
 		}
-		if err := writeFile(o.timeline, func(f io.Writer) error { return sim.WriteInferenceSVG(f, c, pools, res) }); err != nil {
+		if err := writeFile(o.plot, func(f io.Writer) error { return sim.WriteInferenceSVG(f, c, pools, res) }); err != nil {
 			return failErr(err)
 		}
 	}
@@ -302,4 +328,40 @@ func runSimulateInference(w io.Writer, pools *sim.Pools, prices sim.Prices, o si
 		return writeJSON(w, rep)
 	}
 	return rep.WriteTable(w)
+}
+
+// withProgress runs fn and, while it runs longer than every, writes a line
+// to w each time that passes, so a long simulation (many starts, the exact
+// optimum, a frontier sweep) shows it is working and for how long. Short
+// runs print nothing.
+func withProgress(w io.Writer, every time.Duration, what string, fn func() error) error {
+	if w == nil {
+		return fn()
+	}
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "simulate: still working on %s (%s elapsed)\n", what, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	err := fn()
+	close(done)
+	<-finished
+	if d := time.Since(start); d >= every {
+		fmt.Fprintf(w, "simulate: %s done in %s\n", what, d.Round(100*time.Millisecond))
+	}
+	return err
 }

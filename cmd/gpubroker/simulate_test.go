@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var testTraces = filepath.Join("..", "..", "fleet", "sim", "testdata", "traces")
@@ -58,7 +59,7 @@ func TestSimulateTrainingJSON(t *testing.T) {
 func TestSimulateInference(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "frontier.svg")
 	traces := filepath.Join(testTraces, "zone-a.json") + "," + filepath.Join(testTraces, "zone-b.json") + "," + filepath.Join(testTraces, "zone-c.json")
-	code, out, stderr := runCLI(t, "simulate", "inference", "--trace", traces, "--target", "2", "--ready-delay", "10m", "--plot", svg)
+	code, out, stderr := runCLI(t, "simulate", "inference", "--trace", traces, "--target", "2", "--ready-delay", "10m", "--frontier-plot", svg)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -72,7 +73,7 @@ func TestSimulateInference(t *testing.T) {
 	}
 	tl := filepath.Join(t.TempDir(), "timeline.svg")
 	code, out, _ = runCLI(t, "simulate", "inference", "--trace", traces, "--target", "2", "--policy", "adaptive", "-o", "json",
-		"--timeline", tl, "--start-tick", "100", "--duration", "24h")
+		"--plot", tl, "--start-tick", "100", "--duration", "24h")
 	if code != 0 || !strings.Contains(out, `"at_target"`) || !strings.Contains(out, `"hours": 24`) {
 		t.Fatalf("json: exit %d\n%s", code, out)
 	}
@@ -133,5 +134,18 @@ func TestSimulatePricesFromCatalog(t *testing.T) {
 	}
 	if rep.OD <= 0 || rep.Spot <= 0 || rep.Spot >= rep.OD {
 		t.Fatalf("catalog prices: on-demand %.4f spot %.4f", rep.OD, rep.Spot)
+	}
+}
+
+func TestWithProgress(t *testing.T) {
+	var b bytes.Buffer
+	err := withProgress(&b, 5*time.Millisecond, "3 starts × 1 policy", func() error { time.Sleep(30 * time.Millisecond); return nil })
+	if err != nil || !strings.Contains(b.String(), "simulate: still working on 3 starts × 1 policy (") || !strings.Contains(b.String(), "done in") {
+		t.Errorf("progress %q, %v", b.String(), err)
+	}
+	b.Reset()
+	_ = withProgress(&b, time.Hour, "quick", func() error { return nil })
+	if b.Len() != 0 {
+		t.Errorf("a short run printed %q", b.String())
 	}
 }

@@ -22,21 +22,24 @@ import (
 func cloudSources() refresh.Registry {
 	return refresh.Registry{
 		pricing.AWS: func(ctx context.Context, c refresh.SourceConfig) (refresh.OfferSource, error) {
-			s, err := aws.New(ctx, aws.Config{Regions: c.Regions, Logger: c.Logger, MaxConcurrency: c.Concurrency})
+			s, err := aws.New(ctx, aws.Config{Regions: c.Regions, Logger: c.Logger, MaxConcurrency: c.Concurrency,
+				SpotAdvisorURL: c.Endpoints.AWSSpotAdvisor})
 			if err != nil {
 				return nil, err
 			}
 			return s, nil
 		},
 		pricing.GCP: func(ctx context.Context, c refresh.SourceConfig) (refresh.OfferSource, error) {
-			s, err := gcp.New(ctx, gcp.Config{Regions: c.Regions, Logger: c.Logger, MaxConcurrency: c.Concurrency})
+			s, err := gcp.New(ctx, gcp.Config{Regions: c.Regions, Logger: c.Logger, MaxConcurrency: c.Concurrency,
+				ComputeEndpoint: c.Endpoints.GCPCompute, BillingEndpoint: c.Endpoints.GCPBilling})
 			if err != nil {
 				return nil, err
 			}
 			return s, nil
 		},
 		pricing.Azure: func(ctx context.Context, c refresh.SourceConfig) (refresh.OfferSource, error) {
-			s, err := azure.New(ctx, azure.Config{Regions: c.Regions, Logger: c.Logger, MaxConcurrency: c.Concurrency})
+			s, err := azure.New(ctx, azure.Config{Regions: c.Regions, Logger: c.Logger, MaxConcurrency: c.Concurrency,
+				Cloud: azure.ResourceManagerCloud(c.Endpoints.AzureResourceManager), RetailPricesURL: c.Endpoints.AzureRetailPrices})
 			if err != nil {
 				return nil, err
 			}

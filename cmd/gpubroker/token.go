@@ -82,7 +82,7 @@ Rotate the admin token without touching the database:
   gpubroker token create --kind admin --name ops-2027   # prints the new token once
   GPUBROKER_TOKEN=<new> gpubroker token revoke <old id>  # ids from "token list"
 A revoked token stops working on the replica that revoked it at once and on
-every other replica within 15 s (their token cache).`,
+every other replica within 2 s (they poll the revocation log).`,
 	}
 	af.register(cmd)
 

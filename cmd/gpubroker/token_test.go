@@ -77,7 +77,7 @@ func TestTokenCommand(t *testing.T) {
 		{[]string{"revoke", bootID}, "not found"},
 		{[]string{"revoke", "nothex"}, "is not valid"},
 		{[]string{"create", "--kind", "agent", "--name", "x"}, "use admin, bootstrap or registration"},
-		{[]string{"create", "--kind", "registration"}, "instance_id"},
+		{[]string{"create", "--kind", "registration", "--instance", "a/b"}, "instance_id"},
 		{[]string{"create", "--kind", "admin", "--name", "x", "--ttl", "1.5s"}, "whole number of seconds"},
 		{[]string{"revoke", store.TokenID(hash)}, "last admin token"},
 		{[]string{"list", "--broker", "ftp://x"}, "http:// or https://"},

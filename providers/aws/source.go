@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	awspricing "github.com/aws/aws-sdk-go-v2/service/pricing"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
@@ -116,6 +117,10 @@ type Source struct {
 	ec2s map[string]ec2API
 }
 
+// credentialProbeTimeout bounds the credential chain at start-up; the
+// instance metadata service answers in milliseconds where it exists.
+const credentialProbeTimeout = 3 * time.Second
+
 // New builds a Source. Credentials come from the SDK's default chain
 // (environment, shared config and credentials files, SSO, web identity, ECS
 // and EC2 instance roles) unless cfg.AWS carries its own; when none can be
@@ -125,7 +130,10 @@ func New(ctx context.Context, cfg Config) (*Source, error) {
 	if cfg.AWS != nil {
 		awsCfg = cfg.AWS.Copy()
 	} else {
-		opts := []func(*config.LoadOptions) error{config.WithRegion(pricingRegion)}
+		// The SDK's own logger would print "falling back to IMDSv1" and the
+		// like on every machine that is not an EC2 instance; errors reach
+		// the caller anyway.
+		opts := []func(*config.LoadOptions) error{config.WithRegion(pricingRegion), config.WithLogger(logging.Nop{})}
 		if cfg.HTTPClient != nil {
 			opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
 		}
@@ -142,7 +150,12 @@ func New(ctx context.Context, cfg Config) (*Source, error) {
 	}
 	// Retrieve now so a missing credential is one clear line at start-up,
 	// not a failure per region later. The error never contains secrets.
-	creds, err := awsCfg.Credentials.Retrieve(ctx)
+	// Off EC2 the chain ends probing the instance metadata service, which
+	// on some networks only times out; bound the probe so a machine without
+	// credentials is told so at once.
+	probeCtx, cancel := context.WithTimeout(ctx, credentialProbeTimeout)
+	creds, err := awsCfg.Credentials.Retrieve(probeCtx)
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("aws: %w in the default chain (environment, shared config/credentials files, SSO, web identity, ECS/EC2 role): %v", providers.ErrNoCredentials, err)
 	}

@@ -34,6 +34,25 @@ import (
 // SourceName is the value of Offer.Source for offers gathered here.
 const SourceName = "azure live"
 
+// ResourceManagerCloud is the public Azure cloud with ARM requests sent to
+// endpoint (a proxy or private endpoint) while tokens keep ARM's public
+// audience; "" means the public cloud unchanged.
+func ResourceManagerCloud(endpoint string) cloud.Configuration {
+	if endpoint == "" {
+		return cloud.Configuration{}
+	}
+	c := cloud.AzurePublic
+	services := map[cloud.ServiceName]cloud.ServiceConfiguration{}
+	for k, v := range c.Services {
+		services[k] = v
+	}
+	rm := services[cloud.ResourceManager]
+	rm.Endpoint = endpoint
+	services[cloud.ResourceManager] = rm
+	c.Services = services
+	return c
+}
+
 // DefaultRetailPricesURL is the public Retail Prices API.
 const DefaultRetailPricesURL = "https://prices.azure.com/api/retail/prices"
 

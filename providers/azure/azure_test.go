@@ -388,6 +388,25 @@ func TestOfferDetails(t *testing.T) {
 	if o, ok := byKey["azure/westeurope/1/Standard_NC24ads_A100_v4"]; !ok || o.SpotPrice != 0 || o.Spot.Bucket != "" {
 		t.Errorf("westeurope A100 (no Spot row): %+v", o)
 	}
+	// The confidential H100's Windows product is abbreviated "Srs Win":
+	// its $8.68 / $2.84 rows must not replace the Linux $7.30 / $1.46.
+	if ncc := byKey["azure/eastus//Standard_NCC40ads_H100_v5"]; ncc.OnDemandPrice != 7.30 || ncc.SpotPrice != 1.46 {
+		t.Errorf("NCC40ads_H100_v5: on-demand %v spot %v, want the Linux 7.30 and 1.46", ncc.OnDemandPrice, ncc.SpotPrice)
+	}
+	// MI300X: the SKU has no GPUs capability; the count comes from the
+	// documented size table. Its Windows row must not win.
+	if mi := byKey["azure/eastus//Standard_ND96isr_MI300X_v5"]; mi.GPU != pricing.MI300X || mi.GPUCount != 8 ||
+		mi.OnDemandPrice != 48 || mi.SpotPrice != 19.2 || mi.GPUMemoryGiB != 192 {
+		t.Errorf("ND96isr_MI300X_v5: %+v", mi)
+	}
+	// NC16ads A10 v4: Linux price (not the Windows SKU-name row); no Low
+	// Priority as Spot. NC8ads (half an A10) is not offered.
+	if a10 := byKey["azure/eastus/1/Standard_NC16ads_A10_v4"]; a10.GPU != pricing.A10 || a10.OnDemandPrice != 1.60 || a10.SpotPrice != 0 {
+		t.Errorf("NC16ads_A10_v4: %+v", a10)
+	}
+	if _, ok := byKey["azure/eastus/1/Standard_NC8ads_A10_v4"]; ok {
+		t.Error("NC8ads_A10_v4 (half an A10) offered")
+	}
 	if len(f.queries) == 0 || !strings.Contains(f.queries[0], "'standard_nc24ads_a100_v4'") || !strings.Contains(f.queries[0], "'westeurope'") {
 		t.Errorf("resource graph query %q", f.queries)
 	}

@@ -241,6 +241,11 @@ func (s *Source) usableSizes(sku *armcompute.ResourceSKU) []vmSize {
 		}
 	}
 	gpus, err1 := strconv.Atoi(caps["GPUs"])
+	if _, has := caps["GPUs"]; !has {
+		if n, ok := gpuCountOfSize(name); ok {
+			gpus, err1 = n, nil
+		}
+	}
 	vcpus, err2 := strconv.ParseFloat(caps["vCPUs"], 64)
 	mem, err3 := strconv.ParseFloat(caps["MemoryGB"], 64)
 	if err := errors.Join(err1, err2, err3); err != nil || gpus <= 0 || vcpus <= 0 || mem <= 0 {

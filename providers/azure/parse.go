@@ -59,7 +59,7 @@ func parseRetailItem(it retailItem) (retailPrice, error) {
 	if it.Type != "Consumption" || it.UnitOfMeasure != "1 Hour" {
 		return retailPrice{}, errSkipRow
 	}
-	if strings.Contains(it.ProductName, "Windows") || strings.Contains(it.SkuName, "Low Priority") ||
+	if retailOS(it) != osLinux || strings.Contains(it.SkuName, "Low Priority") ||
 		strings.Contains(it.MeterName, "Low Priority") {
 		return retailPrice{}, errSkipRow
 	}
@@ -81,6 +81,47 @@ func parseRetailItem(it retailItem) (retailPrice, error) {
 		Spot:      strings.HasSuffix(it.SkuName, " Spot"),
 		Effective: it.EffectiveStartDate,
 	}, nil
+}
+
+// retailOSKind is what operating system (or product) a retail row prices.
+type retailOSKind uint8
+
+const (
+	osLinux retailOSKind = iota
+	osWindows
+	// osOther: Cloud Services roles and Dedicated Hosts share the service
+	// name but are not VM prices.
+	osOther
+)
+
+// retailOS decides from the fields that carry it whether a Virtual Machines
+// row is the Linux rate. Azure has no OS field: the Windows rate is a
+// separate product whose name says so, spelt "... Series Windows" for most
+// sizes but abbreviated "... Srs Win" for newer ones (e.g. "Virtual Machines
+// NCCadsv5 Srs Win", the confidential H100 sizes), and a few SKU and meter
+// names carry the word too. A whole word is matched, so a size or series
+// containing the letters (none today) is not mistaken for Windows. Public
+// fetchers (SkyPilot's fetch_azure, dstack's gpuhunt) key on the same
+// product-name words.
+func retailOS(it retailItem) retailOSKind {
+	for _, field := range []string{it.ProductName, it.SkuName, it.MeterName} {
+		words := strings.FieldsFunc(strings.ToLower(field), func(r rune) bool {
+			return r == ' ' || r == '/' || r == '-' || r == '(' || r == ')' || r == ','
+		})
+		for i, w := range words {
+			switch w {
+			case "windows", "win":
+				return osWindows
+			case "cloudservices":
+				return osOther
+			case "cloud", "dedicated":
+				if w == "dedicated" || (i+1 < len(words) && words[i+1] == "services") {
+					return osOther
+				}
+			}
+		}
+	}
+	return osLinux
 }
 
 // decodeRetailPage decodes one Retail Prices page.
@@ -156,11 +197,36 @@ var sizeGPU = []struct {
 	{regexp.MustCompile(`_h100_v5$`), pricing.H100},
 	{regexp.MustCompile(`_h200_v5$`), pricing.H200},
 	{regexp.MustCompile(`_t4_v3$`), pricing.T4},
+	{regexp.MustCompile(`_b200_v6$`), pricing.B200},
+	{regexp.MustCompile(`_gb200_v6$`), pricing.GB200},
+	{regexp.MustCompile(`_mi300x_v5$`), pricing.MI300X},
+	// NC A10 v4: NC8ads carries half an A10 (a partition, like the small
+	// NVads A10 v5 sizes); NC16ads one whole A10, NC32ads two (the GPUs
+	// capability says 1 and 2).
+	{regexp.MustCompile(`^nc(16|32)ads_a10_v4$`), pricing.A10},
 	// NVads A10 v5 below NV36 are fractional GPUs (1/6 to 1/2 of an A10):
 	// they cannot run a whole-GPU workload.
 	{regexp.MustCompile(`^nv(36|72)ads_a10_v5$`), pricing.A10},
 	{regexp.MustCompile(`^nc\d+r?s_v3$`), pricing.V100},
 	{regexp.MustCompile(`^nd40rs_v2$`), pricing.V100_32},
+}
+
+// sizeGPUCount is the GPU count of sizes whose resource SKU carries no
+// "GPUs" capability (observed for ND MI300X v5 and ND GB200 v6, as public
+// fetchers note too); the figures are from Azure's size documentation.
+var sizeGPUCount = map[string]int{
+	"nd96isr_mi300x_v5":     8,
+	"nd96is_mi300x_v5":      8,
+	"nd128isr_ndr_gb200_v6": 4,
+	"nd128isr_gb200_v6":     4,
+	"nd128isr_b200_v6":      8,
+}
+
+// gpuCountOfSize returns the documented GPU count of a size whose SKU
+// omits it.
+func gpuCountOfSize(size string) (int, bool) {
+	n, ok := sizeGPUCount[strings.ToLower(strings.TrimPrefix(size, "Standard_"))]
+	return n, ok
 }
 
 // gpuOfSize returns the GPU model of a VM size such as

@@ -26,6 +26,17 @@ func TestParseRetailItem(t *testing.T) {
 		{name: "spot", item: with(func(i *retailItem) { i.SkuName += " Spot"; i.RetailPrice = 0.7346 }),
 			want: retailPrice{"Standard_NC24ads_A100_v4", 0.7346, true, "2024-05-01T00:00:00Z"}},
 		{name: "windows", item: with(func(i *retailItem) { i.ProductName += " Windows" }), skip: true},
+		{name: "windows abbreviated", item: with(func(i *retailItem) { i.ProductName = "Virtual Machines NCCadsv5 Srs Win" }), skip: true},
+		{name: "windows in sku name", item: with(func(i *retailItem) { i.SkuName += " Windows" }), skip: true},
+		{name: "windows spot abbreviated", item: with(func(i *retailItem) {
+			i.ProductName, i.SkuName = "Virtual Machines NCCadsv5 Srs Win", "NCC40ads H100 v5 Spot"
+		}), skip: true},
+		{name: "cloud services", item: with(func(i *retailItem) { i.ProductName = "Cloud Services NCads A100 v4 Series" }), skip: true},
+		{name: "dedicated host", item: with(func(i *retailItem) { i.ProductName = "Virtual Machines Dedicated Host" }), skip: true},
+		{name: "linux abbreviated series", item: with(func(i *retailItem) { i.ProductName = "Virtual Machines NCCadsv5 Srs" }),
+			want: retailPrice{"Standard_NC24ads_A100_v4", 3.673, false, "2024-05-01T00:00:00Z"}},
+		{name: "word inside another word is not windows", item: with(func(i *retailItem) { i.ProductName = "Virtual Machines Winter Series" }),
+			want: retailPrice{"Standard_NC24ads_A100_v4", 3.673, false, "2024-05-01T00:00:00Z"}},
 		{name: "low priority", item: with(func(i *retailItem) { i.SkuName += " Low Priority" }), skip: true},
 		{name: "devtest", item: with(func(i *retailItem) { i.Type = "DevTestConsumption" }), skip: true},
 		{name: "reservation", item: with(func(i *retailItem) { i.Type = "Reservation"; i.UnitOfMeasure = "1 Hour" }), skip: true},
@@ -103,20 +114,27 @@ func TestParseEvictionBucket(t *testing.T) {
 
 func TestGPUOfSize(t *testing.T) {
 	tests := map[string]pricing.GPUModel{
-		"Standard_NC24ads_A100_v4":  pricing.A100_80,
-		"Standard_ND96amsr_A100_v4": pricing.A100_80,
-		"Standard_ND96asr_v4":       pricing.A100_40,
-		"Standard_ND96isr_H100_v5":  pricing.H100,
-		"Standard_NC40ads_H100_v5":  pricing.H100,
-		"Standard_ND96isr_H200_v5":  pricing.H200,
-		"Standard_NC4as_T4_v3":      pricing.T4,
-		"Standard_NV36ads_A10_v5":   pricing.A10,
-		"Standard_NC6s_v3":          pricing.V100,
-		"Standard_NC24rs_v3":        pricing.V100,
-		"Standard_ND40rs_v2":        pricing.V100_32,
-		"Standard_NV6ads_A10_v5":    "",
-		"Standard_D4s_v5":           "",
-		"Standard_NC6":              "",
+		"Standard_NC24ads_A100_v4":       pricing.A100_80,
+		"Standard_ND96amsr_A100_v4":      pricing.A100_80,
+		"Standard_ND96asr_v4":            pricing.A100_40,
+		"Standard_ND96isr_H100_v5":       pricing.H100,
+		"Standard_NC40ads_H100_v5":       pricing.H100,
+		"Standard_ND96isr_H200_v5":       pricing.H200,
+		"Standard_NC4as_T4_v3":           pricing.T4,
+		"Standard_NV36ads_A10_v5":        pricing.A10,
+		"Standard_NC6s_v3":               pricing.V100,
+		"Standard_NC24rs_v3":             pricing.V100,
+		"Standard_ND40rs_v2":             pricing.V100_32,
+		"Standard_NV6ads_A10_v5":         "",
+		"Standard_D4s_v5":                "",
+		"Standard_NC6":                   "",
+		"Standard_NC16ads_A10_v4":        pricing.A10,
+		"Standard_NC32ads_A10_v4":        pricing.A10,
+		"Standard_NC8ads_A10_v4":         "",
+		"Standard_ND96isr_MI300X_v5":     pricing.MI300X,
+		"Standard_ND128isr_NDR_GB200_v6": pricing.GB200,
+		"Standard_ND128isr_B200_v6":      pricing.B200,
+		"Standard_NCC40ads_H100_v5":      pricing.H100,
 	}
 	for size, want := range tests {
 		got, ok := gpuOfSize(size)
@@ -176,6 +194,34 @@ func FuzzParseEvictionBucket(f *testing.F) {
 		}
 		if !known || !(rate > 0) || rate > 1 || math.IsNaN(rate) {
 			t.Fatalf("parseEvictionBucket(%q) = %q, %v", s, b, rate)
+		}
+	})
+}
+
+// FuzzRetailOS feeds arbitrary names and prices through the row
+// classifier: it must never panic, and a row it keeps is a Linux row with a
+// finite, positive USD price.
+func FuzzRetailOS(f *testing.F) {
+	f.Add("Virtual Machines NCCadsv5 Srs Win", "NCC40ads H100 v5 Spot", "NCC40ads H100 v5 Spot", "Standard_NCC40ads_H100_v5", 2.84)
+	f.Add("Virtual Machines NCads A100 v4 Series", "NC24ads A100 v4", "NC24ads A100 v4", "Standard_NC24ads_A100_v4", 3.673)
+	f.Add("Virtual Machines ND MI300X v5 Series Windows", "ND96isr MI300X v5", "", "Standard_ND96isr_MI300X_v5", 52.416)
+	f.Add("", "", "", "", math.NaN())
+	f.Fuzz(func(t *testing.T, product, sku, meter, arm string, price float64) {
+		it := retailItem{CurrencyCode: "USD", RetailPrice: price, ProductName: product, SkuName: sku, MeterName: meter,
+			ArmSkuName: arm, UnitOfMeasure: "1 Hour", Type: "Consumption"}
+		got, err := parseRetailItem(it)
+		if err != nil {
+			return
+		}
+		if retailOS(it) != osLinux || got.Price <= 0 || math.IsInf(got.Price, 0) || got.Size != arm {
+			t.Fatalf("kept %+v from %+v", got, it)
+		}
+		for _, f := range []string{product, sku, meter} {
+			for _, w := range strings.Fields(strings.ToLower(f)) {
+				if w == "windows" || w == "win" {
+					t.Fatalf("kept a row naming %q: %+v", w, it)
+				}
+			}
 		}
 	})
 }

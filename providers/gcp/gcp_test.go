@@ -284,8 +284,9 @@ func TestOfferPrice(t *testing.T) {
 		"a2-highgpu-1g": {3.673385, 12*0.00949 + 85*0.00127 + 1.1},
 		// 8 × 0.031611 + 30 × 0.004237 + 2 × 2.48 (n1-standard-16 for 2 V100s would be 16 vCPU; 1 V100 gets n1-standard-8)
 		"n1-standard-8+nvidia-tesla-v100x1": {8*0.031611 + 30*0.004237 + 2.48, 8*0.006655 + 30*0.000892 + 0.992},
-		// A3 Mega has no Spot SKU in the fixture: on-demand only.
-		"a3-megagpu-8g": {208*0.029563 + 1872*0.002478 + 8*10.42, 0},
+		// A3 Mega hosts are billed by their own "A3Plus" core and RAM SKUs,
+		// not A3 High's; no Spot SKU in the fixture: on-demand only.
+		"a3-megagpu-8g": {208*0.026924 + 1872*0.002344 + 8*10.42, 0},
 	}
 	seen := 0
 	for _, o := range offers {
@@ -394,4 +395,61 @@ func TestNewWithoutCredentials(t *testing.T) {
 	if !errors.Is(err, providers.ErrNoCredentials) {
 		t.Fatalf("New: %v, want ErrNoCredentials", err)
 	}
+}
+
+// TestOffersEveryFamily prices one shape of every GPU family GCP sells from
+// the catalog's real SKU spellings (testdata/families, written by gen.py):
+// N1 with T4, P4, P100 and V100; G2 (L4); A2 (A100 40 GB and 80 GB); A3
+// High, Mega (its host SKUs are "A3Plus", its GPU "H100 80GB Plus"), Edge
+// and Ultra (the H200 SKU has no "Nvidia"); A4 (B200, sold by the GPU
+// slice) and G4 (RTX PRO 6000, a SKU without the word "GPU").
+func TestOffersEveryFamily(t *testing.T) {
+	f := newFakeGCP(t)
+	f.pages = map[string][]string{
+		pathAccels:   {"families/accelerator-types.json"},
+		pathMachines: {"families/machine-types.json"},
+		pathSKUs:     {"families/skus.json"},
+	}
+	s := newTestSource(t, f, nil)
+	offers, err := s.Offers(context.Background(), providers.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := func(vcpu, gib, gpu float64) float64 { return vcpu*0.031611 + gib*0.004237 + gpu }
+	a3 := func(core, ram, gpu float64) float64 { return 208*core + 1872*ram + 8*gpu }
+	want := map[string]struct {
+		gpu      pricing.GPUModel
+		od, spot float64
+	}{
+		"n1-standard-8+nvidia-tesla-t4x1":   {pricing.T4, n1(8, 30, 0.35), 8*0.006655 + 30*0.000892 + 0.14},
+		"n1-standard-8+nvidia-tesla-p4x1":   {pricing.P4, n1(8, 30, 0.60), 8*0.006655 + 30*0.000892 + 0.24},
+		"n1-standard-8+nvidia-tesla-p100x1": {pricing.P100, n1(8, 30, 1.46), 0},
+		"n1-standard-8+nvidia-tesla-v100x1": {pricing.V100, n1(8, 30, 2.48), 0},
+		"g2-standard-4":                     {pricing.L4, 4*0.024988 + 16*0.002927 + 0.56004, 0},
+		"a2-highgpu-1g":                     {pricing.A100_40, 12*0.031611 + 85*0.004237 + 2.933908, 0},
+		"a2-ultragpu-1g":                    {pricing.A100_80, 12*0.031611 + 170*0.004237 + 3.92808, 0},
+		"a3-highgpu-8g":                     {pricing.H100, a3(0.029563, 0.002478, 9.79655), a3(0.00887, 0.000743, 2.25)},
+		"a3-edgegpu-8g":                     {pricing.H100, a3(0.029563, 0.002478, 9.79655), a3(0.00887, 0.000743, 2.25)},
+		// A3Plus host rates, not A3 High's; no Mega Spot SKU.
+		"a3-megagpu-8g":  {pricing.H100, a3(0.026924, 0.002344, 10.344276), 0},
+		"a3-ultragpu-8g": {pricing.H200, 224*0.028096 + 2952*0.002411 + 8*9.31174, 224*0.01124 + 2952*0.000964 + 8*3.72},
+		// 8 slices; the DWS Calendar Mode SKU is not on-demand.
+		"a4-highgpu-8g":  {pricing.B200, 8 * 16.11, 8 * 5.6},
+		"g4-standard-48": {pricing.RTXPro6000, 48*0.0245 + 180*0.0029 + 2.25, 0},
+	}
+	got := map[string]pricing.Offer{}
+	for _, o := range offers {
+		got[o.InstanceType] = o
+	}
+	for it, w := range want {
+		o, ok := got[it]
+		if !ok {
+			t.Errorf("%s: no offer", it)
+			continue
+		}
+		if o.GPU != w.gpu || !near(o.OnDemandPrice, w.od) || !near(o.SpotPrice, w.spot) {
+			t.Errorf("%s: %s on-demand %v spot %v; want %s %v %v", it, o.GPU, o.OnDemandPrice, o.SpotPrice, w.gpu, w.od, w.spot)
+		}
+	}
+	checkGolden(t, "offers-families.golden.json", offers)
 }

@@ -56,7 +56,8 @@ type priceKey struct {
 // n1Attachable are the accelerator types attached to N1 hosts rather than
 // built into a machine type. Offers pair each with an n1-standard-8 per GPU,
 // within every type's vCPU limit per GPU (V100: 12, T4: 24, P100: 16).
-var n1Attachable = map[string]bool{"nvidia-tesla-t4": true, "nvidia-tesla-v100": true, "nvidia-tesla-p100": true}
+var n1Attachable = map[string]bool{"nvidia-tesla-t4": true, "nvidia-tesla-v100": true, "nvidia-tesla-p100": true,
+	"nvidia-tesla-p4": true}
 
 // Offers gathers GPU offers for the query's regions (or the configured ones,
 // or all). Compute Engine and the billing catalog are listed once for all
@@ -214,37 +215,37 @@ func shapes(ms []machine, accels []zoneAccel) []shape {
 	return out
 }
 
-// family is the billing family of a machine type: "a2" for
-// "a2-highgpu-1g", "a3mega" for "a3-megagpu-8g" (falling back to "a3" when
-// the catalog has no separate SKUs for the variant).
+// family is the billing family of a machine type: the core and RAM SKUs
+// that price its host. Most types are billed by their series ("a2" for
+// "a2-highgpu-1g", "g2", "n1"), but A3 comes in variants with their own
+// host rates: A3 Mega ("a3-megagpu-8g", SKUs "A3Plus ..."), A3 Ultra
+// ("a3-ultragpu-8g", "A3Ultra ..."). There is no fallback from a variant to
+// plain A3: a variant without its own SKUs is unpriced, never priced at A3
+// High's rates. A3 Edge ("a3-edgegpu-8g") carries the same H100 80GB as A3
+// High and is billed with the A3 core and RAM SKUs.
 func family(name string) string {
-	f, _, _ := strings.Cut(name, "-")
-	return f
-}
-
-func familyVariants(name, fam string) []string {
-	parts := strings.Split(name, "-")
-	if len(parts) >= 2 {
-		if v, ok := strings.CutSuffix(parts[1], "gpu"); ok && v != "high" && v != "" {
-			return []string{fam + v, fam}
+	f, rest, _ := strings.Cut(name, "-")
+	if f == "a3" {
+		switch {
+		case strings.HasPrefix(rest, "megagpu"):
+			return "a3mega"
+		case strings.HasPrefix(rest, "ultragpu"):
+			return "a3ultra"
 		}
 	}
-	return []string{fam}
+	return f
 }
 
 // price is the hourly price of a shape in a region, host plus GPUs, as GCP
 // bills it; 0 when any part has no SKU there.
 func price(p map[priceKey]float64, sh shape, region string, spot bool) float64 {
-	lookup := func(kind skuKind) (float64, bool) {
-		for _, f := range familyVariants(sh.name, sh.family) {
-			if v, ok := p[priceKey{kind, f, spot, region}]; ok {
-				return v, true
-			}
-		}
-		return 0, false
+	// Families sold by the GPU slice (A4) have no host SKUs: the slice
+	// price already holds the host's share.
+	if v, ok := p[priceKey{skuGPUSlice, sh.accel, spot, region}]; ok {
+		return math.Round(float64(sh.count)*v*1e6) / 1e6
 	}
-	core, ok1 := lookup(skuCore)
-	ram, ok2 := lookup(skuRAM)
+	core, ok1 := p[priceKey{skuCore, sh.family, spot, region}]
+	ram, ok2 := p[priceKey{skuRAM, sh.family, spot, region}]
 	gpu, ok3 := p[priceKey{skuGPU, sh.accel, spot, region}]
 	if !ok1 || !ok2 || !ok3 {
 		return 0
@@ -285,7 +286,7 @@ func (s *Source) listMachines(ctx context.Context) (map[string][]machine, map[st
 	out, broken := map[string][]machine{}, map[string]string{}
 	// The filter spares transferring thousands of CPU-only types; the
 	// client-side checks below do not rely on it.
-	filter := `name eq "(a2|a3|a4|g2|g4|n1-standard)-.*"`
+	filter := `name eq "(a2|a3|a4|a4x|g2|g4|n1-standard)-.*"`
 	it := s.machines.AggregatedList(ctx, &computepb.AggregatedListMachineTypesRequest{Project: s.cfg.Project, Filter: &filter}, s.callOpts...)
 	for {
 		pair, err := it.Next()

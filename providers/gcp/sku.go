@@ -20,6 +20,11 @@ const (
 	skuCore
 	// skuRAM bills one GiB of a machine family's memory for an hour.
 	skuRAM
+	// skuGPUSlice bills one GPU together with its share of the machine's
+	// vCPUs, memory and bundled Local SSD ("A4 Nvidia B200 (1 gpu slice)"):
+	// families sold this way have no core or RAM SKUs, so a VM costs
+	// slices × GPUs. Name is the accelerator type.
+	skuGPUSlice
 )
 
 func (k skuKind) String() string {
@@ -30,6 +35,8 @@ func (k skuKind) String() string {
 		return "core"
 	case skuRAM:
 		return "ram"
+	case skuGPUSlice:
+		return "gpu-slice"
 	}
 	return "unknown"
 }
@@ -46,7 +53,22 @@ type skuDesc struct {
 // "Tesla" dropped, joined by "-") onto Compute Engine accelerator types.
 // Descriptions name the model in marketing words ("Nvidia Tesla A100 80GB
 // GPU"); the API's machine types name it by accelerator type.
+//
+// The names are the ones the catalog really uses, which are not uniform:
+// A3 Mega's GPU appears as "H100 80GB Mega" and "H100 Mega 80GB" and, in
+// some regions, "H100 80GB Plus"; the H200 SKU drops the "Nvidia" prefix
+// ("H200 141GB GPU running in Belgium"); the G4 GPU is "RTX 6000 96GB" with
+// no "GPU" word at all (see gpuNoGPUWord).
 var gpuSKUNames = map[string]string{
+	"h100-80gb-plus": "nvidia-h100-mega-80gb",
+	"h100-plus-80gb": "nvidia-h100-mega-80gb",
+	"h100-plus":      "nvidia-h100-mega-80gb",
+	"b200":           "nvidia-b200",
+	"b200-180gb":     "nvidia-b200",
+	"gb200":          "nvidia-gb200",
+	"rtx-pro-6000":   "nvidia-rtx-pro-6000",
+	"rtx-6000-96gb":  "nvidia-rtx-pro-6000",
+
 	"a100":           "nvidia-tesla-a100",
 	"a100-40gb":      "nvidia-tesla-a100",
 	"a100-80gb":      "nvidia-a100-80gb",
@@ -62,6 +84,22 @@ var gpuSKUNames = map[string]string{
 	"v100":           "nvidia-tesla-v100",
 	"p100":           "nvidia-tesla-p100",
 	"p4":             "nvidia-tesla-p4",
+}
+
+// gpuNoGPUWord are model words that name a GPU SKU whose description has no
+// "GPU" word ("RTX 6000 96GB running in Oregon").
+var gpuNoGPUWord = map[string]string{
+	"rtx-6000-96gb": "nvidia-rtx-pro-6000",
+	"rtx-pro-6000":  "nvidia-rtx-pro-6000",
+}
+
+// hostFamilyNames maps the family word(s) of core and RAM SKUs onto the
+// billing family machineFamily derives from a machine type name where the
+// two differ: A3 Mega hosts are billed as "A3Plus", A3 Ultra as "A3Ultra".
+var hostFamilyNames = map[string]string{
+	"a3plus":  "a3mega",
+	"a3mega":  "a3mega",
+	"a3ultra": "a3ultra",
 }
 
 // parseSKUDescription reads a Compute Engine SKU description such as
@@ -98,10 +136,39 @@ func parseSKUDescription(desc string) (skuDesc, bool) {
 	if len(w) == 0 {
 		return skuDesc{}, false
 	}
+	if len(w) >= 3 && eq(w[1], "nvidia") && isWord(w[0]) {
+		// "A4 Nvidia B200 (1 gpu slice)": a GPU billed with its host share.
+		return parseSliceWords(w[2:], d)
+	}
 	if eq(w[0], "nvidia") {
 		return parseGPUWords(w[1:], d)
 	}
+	// Newer GPU SKUs drop the vendor ("H200 141GB GPU running in ...").
+	if g, ok := parseGPUWords(w, d); ok {
+		return g, true
+	}
 	return parseHostWords(w, d)
+}
+
+// parseSliceWords reads "<model words> (1 gpu slice)".
+func parseSliceWords(w []string, d skuDesc) (skuDesc, bool) {
+	n := len(w)
+	if n < 4 || !eq(strings.Join(w[n-3:], " "), "(1 gpu slice)") {
+		return skuDesc{}, false
+	}
+	var model []string
+	for _, x := range w[:n-3] {
+		if !isWord(x) {
+			return skuDesc{}, false
+		}
+		model = append(model, strings.ToLower(x))
+	}
+	name, ok := gpuSKUNames[strings.Join(model, "-")]
+	if !ok {
+		return skuDesc{}, false
+	}
+	d.Kind, d.Name = skuGPUSlice, name
+	return d, true
 }
 
 // parseGPUWords reads "<model words> GPU [attached to [Spot] Preemptible VMs]".
@@ -113,7 +180,22 @@ func parseGPUWords(w []string, d skuDesc) (skuDesc, bool) {
 			break
 		}
 	}
-	if g <= 0 {
+	if g < 0 {
+		// A few SKUs name the model only ("RTX 6000 96GB running in ...").
+		var model []string
+		for _, x := range w {
+			if !isWord(x) {
+				return skuDesc{}, false
+			}
+			model = append(model, strings.ToLower(x))
+		}
+		if name, ok := gpuNoGPUWord[strings.Join(model, "-")]; ok {
+			d.Kind, d.Name = skuGPU, name
+			return d, true
+		}
+		return skuDesc{}, false
+	}
+	if g == 0 {
 		return skuDesc{}, false
 	}
 	switch tail := strings.ToLower(strings.Join(w[g+1:], " ")); tail {
@@ -175,6 +257,9 @@ func parseHostWords(w []string, d skuDesc) (skuDesc, bool) {
 		b.WriteString(strings.ToLower(x))
 	}
 	d.Name = b.String()
+	if f, ok := hostFamilyNames[d.Name]; ok {
+		d.Name = f
+	}
 	return d, true
 }
 

@@ -28,7 +28,23 @@ func TestParseSKUDescription(t *testing.T) {
 		{"Spot Preemptible N1 Predefined Instance Core running in Americas", skuDesc{skuCore, "n1", true}, true},
 		{"Preemptible N1 Predefined Instance Core running in Americas", skuDesc{skuCore, "n1", true}, true},
 		{"A3 Mega Instance Core running in Americas", skuDesc{skuCore, "a3mega", false}, true},
+		{"H200 141GB GPU running in Belgium", skuDesc{skuGPU, "nvidia-h200-141gb", false}, true},
+		{"H200 141GB GPU attached to Spot Preemptible VMs running in Americas", skuDesc{skuGPU, "nvidia-h200-141gb", true}, true},
+		{"Nvidia H100 80GB Plus GPU running in Americas", skuDesc{skuGPU, "nvidia-h100-mega-80gb", false}, true},
+		{"Nvidia H100 80GB Mega GPU attached to Spot Preemptible VMs running in Tokyo", skuDesc{skuGPU, "nvidia-h100-mega-80gb", true}, true},
+		{"A3Plus Instance Core running in Americas", skuDesc{skuCore, "a3mega", false}, true},
+		{"Spot Preemptible A3Plus Instance Ram running in EMEA", skuDesc{skuRAM, "a3mega", true}, true},
+		{"A3Ultra Instance Core running in Americas", skuDesc{skuCore, "a3ultra", false}, true},
+		{"A4 Nvidia B200 (1 gpu slice) running in Netherlands", skuDesc{skuGPUSlice, "nvidia-b200", false}, true},
+		{"Spot Preemptible A4 Nvidia B200 (1 gpu slice) running in Americas", skuDesc{skuGPUSlice, "nvidia-b200", true}, true},
+		{"DWS Calendar Mode A4 Nvidia B200 (1 gpu slice) running in Americas", skuDesc{}, false},
+		{"RTX 6000 96GB running in Oregon", skuDesc{skuGPU, "nvidia-rtx-pro-6000", false}, true},
+		{"Spot Preemptible RTX 6000 96GB running in Oregon", skuDesc{skuGPU, "nvidia-rtx-pro-6000", true}, true},
+		{"G4 Instance Core running in Americas", skuDesc{skuCore, "g4", false}, true},
+		{"Nvidia Tesla P4 GPU running in Americas", skuDesc{skuGPU, "nvidia-tesla-p4", false}, true},
+		{"Nvidia Tesla P100 GPU attached to Spot Preemptible VMs running in EMEA", skuDesc{skuGPU, "nvidia-tesla-p100", true}, true},
 		// Not GPU VM rates.
+		{"A4 Nvidia B200 running in Americas", skuDesc{}, false},
 		{"Commitment v1: A2 Cpu in Americas for 1 Year", skuDesc{}, false},
 		{"Nvidia Tesla T4 Virtual Workstation GPU running in Americas", skuDesc{}, false},
 		{"Nvidia Tesla K80 GPU running in Americas", skuDesc{}, false},
@@ -92,6 +108,11 @@ func FuzzParseSKUDescription(f *testing.F) {
 		"A3 Mega Instance Ram running in APAC",
 		"Commitment v1: A2 Cpu in Americas for 1 Year",
 		"running in running in", "Nvidia  GPU\trunning\u00a0in x",
+		"H200 141GB GPU running in Belgium",
+		"Spot Preemptible A4 Nvidia B200 (1 gpu slice) running in Americas",
+		"RTX 6000 96GB running in Oregon",
+		"A3Plus Instance Core running in Americas",
+		"Nvidia H100 80GB Plus GPU attached to Spot Preemptible VMs running in Tokyo",
 	} {
 		f.Add(s)
 	}
@@ -106,7 +127,7 @@ func FuzzParseSKUDescription(f *testing.F) {
 		if d.Kind == skuUnknown || d.Name == "" {
 			t.Fatalf("accepted %q as %+v", desc, d)
 		}
-		if d.Kind == skuGPU && !strings.HasPrefix(d.Name, "nvidia-") {
+		if (d.Kind == skuGPU || d.Kind == skuGPUSlice) && !strings.HasPrefix(d.Name, "nvidia-") {
 			t.Fatalf("GPU SKU %q named %q", desc, d.Name)
 		}
 		// Case never changes the meaning.

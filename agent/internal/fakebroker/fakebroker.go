@@ -23,6 +23,7 @@ type Broker struct {
 	got       []Received
 	rejected  int
 	benchReq  bool
+	interval  int
 	seenKeys  map[string]bool
 	registers int
 }
@@ -40,6 +41,10 @@ type Received struct {
 func New(bootstrap string) *Broker {
 	return &Broker{bootstrap: bootstrap, tokens: map[string]string{}, seenKeys: map[string]bool{}}
 }
+
+// SetHeartbeatInterval sets the heartbeat_interval_seconds the heartbeat
+// answer carries (0: none).
+func (f *Broker) SetHeartbeatInterval(s int) { f.mu.Lock(); f.interval = s; f.mu.Unlock() }
 
 // SetDown makes every request fail with 503.
 func (f *Broker) SetDown(d bool) { f.mu.Lock(); f.down = d; f.mu.Unlock() }
@@ -116,7 +121,7 @@ func (f *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "heartbeat":
 		f.got = append(f.got, Received{Path: suffix, Body: body})
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"benchmark_requested":%t}`, f.benchReq)
+		fmt.Fprintf(w, `{"benchmark_requested":%t,"heartbeat_interval_seconds":%d}`, f.benchReq, f.interval)
 	case "notices", "drains", "benchmarks":
 		if key == "" {
 			http.Error(w, `{"error":"Idempotency-Key required"}`, http.StatusBadRequest)

@@ -5,6 +5,11 @@
 package fakecloud
 
 import (
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,6 +26,9 @@ type AWS struct {
 	Now func() time.Time
 	// MaxTTL caps the token TTL granted (default 6h, as IMDS does).
 	MaxTTL time.Duration
+	// Signer, when set, signs the instance identity document (RSA-SHA256,
+	// as AWS does) and the signature path answers; otherwise it is 404.
+	Signer *rsa.PrivateKey
 
 	mu             sync.Mutex
 	tokens         map[string]time.Time
@@ -147,10 +155,17 @@ func (f *AWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/latest/meta-data/instance-life-cycle":
 		body = "spot"
 	case "/latest/dynamic/instance-identity/document":
-		// The shape of the real document (trimmed of fields nobody reads).
-		body = `{"accountId":"123456789012","architecture":"x86_64","availabilityZone":"us-east-1b","imageId":"ami-0abcdef1234567890",` +
-			`"instanceId":"i-0123456789abcdef0","instanceType":"g5.xlarge","pendingTime":"2026-12-02T09:00:00Z",` +
-			`"privateIp":"10.0.0.12","region":"us-east-1","version":"2017-09-30"}`
+		body = AWSIdentityDocument
+	case "/latest/dynamic/instance-identity/signature":
+		if f.Signer != nil {
+			sum := sha256.Sum256([]byte(AWSIdentityDocument))
+			sig, err := rsa.SignPKCS1v15(rand.Reader, f.Signer, crypto.SHA256, sum[:])
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			body = base64.StdEncoding.EncodeToString(sig)
+		}
 	}
 	if body == "" {
 		http.NotFound(w, r)
@@ -159,6 +174,21 @@ func (f *AWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
 	fmt.Fprint(w, body)
 }
+
+// AWSIdentityDocument is the fake's instance identity document, in the
+// real one's shape: pretty-printed, as IMDS serves it.
+const AWSIdentityDocument = `{
+  "accountId" : "123456789012",
+  "architecture" : "x86_64",
+  "availabilityZone" : "us-east-1b",
+  "imageId" : "ami-0abcdef1234567890",
+  "instanceId" : "i-0123456789abcdef0",
+  "instanceType" : "g5.xlarge",
+  "pendingTime" : "2026-12-02T09:00:00Z",
+  "privateIp" : "10.0.0.12",
+  "region" : "us-east-1",
+  "version" : "2017-09-30"
+}`
 
 // GCP is a fake Compute Engine metadata server with ETags and hanging GETs.
 type GCP struct {
@@ -173,7 +203,7 @@ type GCP struct {
 // NewGCP returns a fake with preempted=FALSE and maintenance-event=NONE.
 func NewGCP() *GCP {
 	return &GCP{
-		values: map[string]string{"instance/preempted": "FALSE", "instance/maintenance-event": "NONE", "instance/id": "1234567890",
+		values: map[string]string{"instance/preempted": "FALSE", "instance/maintenance-event": "NONE", "instance/id": "1234567890", "instance/name": "gpu-worker-1",
 			"instance/zone": "projects/123456789012/zones/us-central1-a", "instance/machine-type": "projects/123456789012/machineTypes/g2-standard-8",
 			"instance/scheduling/provisioning-model": "SPOT", "instance/scheduling/preemptible": "TRUE"},
 		etags:  map[string]int{},
