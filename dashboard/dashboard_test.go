@@ -365,6 +365,11 @@ func TestPricesFiltersSortAndPages(t *testing.T) {
 			if n := len(rowRE.FindAllString(body, -1)); n != pageSize {
 				t.Errorf("%d rows on page 1, want %d", n, pageSize)
 			}
+			// The embedded snapshot states no pricing date: every row is
+			// marked undated, none stale.
+			if n := strings.Count(body, ">undated</span>"); n != pageSize || strings.Contains(body, ">stale</span>") {
+				t.Errorf("%d undated marks, want %d, and no stale one", n, pageSize)
+			}
 		}},
 		{"page=999", http.StatusOK, "← previous", nil},
 	} {

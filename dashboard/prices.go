@@ -31,7 +31,9 @@ type priceRow struct {
 	Key                string
 	PerGPU, PerTFLOP   float64
 	Capacity           pricing.CapacityType
-	Stale, SpotDefault bool
+	// Undated: the source states no pricing date (the embedded snapshot);
+	// Stale: observed longer ago than StaleAfter.
+	Undated, Stale, SpotDefault bool
 	ObservedAgo        string
 }
 
@@ -117,7 +119,7 @@ func (s *Server) prices(w http.ResponseWriter, r *http.Request, rq request) {
 		g, _ := o.PricePerGPUHour(ct)
 		t, _ := o.PricePerTFLOPHour(ct)
 		rows = append(rows, priceRow{Offer: o, Key: o.Key(), PerGPU: g, PerTFLOP: t, Capacity: ct,
-			Stale: pricing.Stale(o, now, s.cfg.StaleAfter), SpotDefault: o.SpotPrice > 0 && o.Spot.Default,
+			Undated: pricing.DateUnknown(o), Stale: pricing.Stale(o, now, s.cfg.StaleAfter) && !pricing.DateUnknown(o), SpotDefault: o.SpotPrice > 0 && o.Spot.Default,
 			ObservedAgo: ago(now, o.ObservedAt)})
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
