@@ -27,14 +27,14 @@ type priceFilter struct {
 }
 
 type priceRow struct {
-	Offer              pricing.Offer
-	Key                string
-	PerGPU, PerTFLOP   float64
-	Capacity           pricing.CapacityType
+	Offer            pricing.Offer
+	Key              string
+	PerGPU, PerTFLOP float64
+	Capacity         pricing.CapacityType
 	// Undated: the source states no pricing date (the embedded snapshot);
 	// Stale: observed longer ago than StaleAfter.
 	Undated, Stale, SpotDefault bool
-	ObservedAgo        string
+	ObservedAgo                 string
 }
 
 type pricesData struct {
