@@ -106,6 +106,8 @@ type Config struct {
 	// TLSCert and TLSKey are PEM files; when both are set the broker serves
 	// HTTPS (API and dashboard) and the dashboard's cookies are Secure.
 	TLSCert, TLSKey string
+	// Fleet, when set, runs the fleet reconciler (fleet.go).
+	Fleet *FleetSetup
 }
 
 func (c *Config) defaults() error {
@@ -264,6 +266,15 @@ func Run(ctx context.Context, cfg Config) error {
 		checkWorkload = func(w store.WorkloadRecord) error { return checkAPIWorkload(cfg.PolicyPath, policyData, w) }
 	}
 
+	var fp *fleetParts
+	var fleetAPI httpapi.Fleet
+	if cfg.Fleet != nil {
+		if fp, err = newFleet(ctx, &cfg, broker, &cat, policyData, metrics, elector, log); err != nil {
+			return err
+		}
+		fleetAPI = fp.api
+	}
+
 	jobs := append([]Job(nil), cfg.ExtraJobs...)
 	if cfg.Refresh == nil {
 		cfg.Refresh = StoreRefresher
@@ -346,7 +357,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Logger: log,
+	api := httpapi.New(httpapi.Config{Store: broker, Catalog: cat.Load, Planner: dplanner, Fleet: fleetAPI, Logger: log,
 		Identity: cfg.Identity, RequireIdentity: cfg.RequireIdentity,
 		CheckWorkload: checkWorkload,
 		Spend: func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
@@ -457,6 +468,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	})
+	if fp != nil {
+		g.Go(fp.loop.Run)
+	}
 	err = g.Wait()
 	stopElect()
 	<-electDone

@@ -24,9 +24,15 @@ type Blocked struct {
 	// "spread", "replicas", "quota", "budget".
 	Constraint string `json:"constraint"`
 	Reason     string `json:"reason"`
+	// Proof says how the infeasibility is known: the workload has no
+	// option of its own, or an exhaustive search over the workloads it
+	// shares rows with found no full plan, or (not proven) the search hit
+	// its limit.
+	Proof string `json:"proof"`
 }
 
-// InfeasibleError lists every workload that could not be placed.
+// InfeasibleError lists every workload that could not be placed. Solve
+// returns it together with the plan of the workloads it could place.
 type InfeasibleError struct {
 	Blocked []Blocked
 }

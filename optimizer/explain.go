@@ -90,6 +90,7 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 		HorizonHours: s.horizon,
 		Placements:   make([]Placement, 0, len(evals)),
 		Warnings:     []string{},
+		Blocked:      []Blocked{},
 		Catalog: CatalogInfo{
 			Source:      in.Catalog.Source,
 			GeneratedAt: in.Catalog.GeneratedAt.UTC(),
@@ -104,10 +105,18 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 	}
 	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
 	for w, e := range evals {
-		st.apply(e, &e.cands[choice[w]], 1)
+		if choice[w] >= 0 {
+			st.apply(e, &e.cands[choice[w]], 1)
+		}
 	}
 	usedDefault := map[pricing.Cloud]bool{}
+	at := make([]int, len(evals)) // placement index of each workload, -1 if blocked
 	for w, e := range evals {
+		at[w] = -1
+		if choice[w] < 0 {
+			continue
+		}
+		at[w] = len(p.Placements)
 		pl := s.placement(st, e, choice[w])
 		p.Placements = append(p.Placements, pl)
 		p.Totals.ExpectedCost += pl.ExpectedCost
@@ -126,8 +135,8 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 		r := len(s.quotas) + i
 		worst := 0.0
 		for w, e := range evals {
-			if b.matches(e.w) {
-				pl := &p.Placements[w]
+			if b.matches(e.w) && at[w] >= 0 {
+				pl := &p.Placements[at[w]]
 				if pl.WorstCaseCost > 0 {
 					worst += pl.WorstCaseCost * monthHours / s.horizon
 				} else {
@@ -150,10 +159,17 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 	if len(s.caps) == 0 {
 		p.Bound.Method = "sum of each workload's cheapest feasible option (no quotas or budgets)"
 	}
+	if s.boundNote != "" {
+		p.Bound.Method = s.boundNote
+	}
+	p.Solver = s.solverName
+	p.Warnings = append(p.Warnings, s.warnings...)
 	if lb > 0 {
 		sum := 0.0
 		for w, e := range evals {
-			sum += e.cands[choice[w]].cost
+			if choice[w] >= 0 {
+				sum += e.cands[choice[w]].cost
+			}
 		}
 		p.Bound.GapPercent = round(max(0, 100*(sum-lb)/lb), 3)
 	}
@@ -164,7 +180,7 @@ func (s *solver) defaultRate(c pricing.Cloud) float64 {
 	if v, ok := s.pol.SpotDefaults[c]; ok {
 		return v
 	}
-	return pricing.DefaultSpotDefaults()[c].InterruptionsPerHour
+	return DefaultInterruptionRate(c, "")
 }
 
 func round(x float64, digits int) float64 {
@@ -196,13 +212,15 @@ func (s *solver) placement(st *state, e *eval, j int) Placement {
 	}
 	if o.groups == nil {
 		pl.RelativeSpeed = round(o.rel, 3)
+		pl.ScalingEfficiency = round(o.eff, 4)
 		pl.Breakdown = CostBreakdown{
 			Compute:        round(o.price*o.est.Compute, 2),
 			PreemptionLoss: round(o.price*o.est.PreemptionLoss, 2),
 			Restart:        round(o.price*o.est.Restart, 2),
 		}
 		pl.Groups = []Group{{Cloud: f.Cloud, Region: f.Region, Zone: f.Zone, InstanceType: f.InstanceType, GPU: f.GPU,
-			GPUsPerInstance: f.GPUCount, Instances: o.inst, Capacity: o.cap, PricePerHour: round(o.price/float64(o.inst), 4)}}
+			GPUsPerInstance: f.GPUCount, Instances: o.inst, Capacity: o.cap, PricePerHour: round(o.price/float64(o.inst), 4),
+			Interconnect: Interconnect(f.Cloud, f.InstanceType)}}
 	} else {
 		pl.MinReplicas, pl.MaxReplicas = max(1, w.Replicas.Min), max(w.Replicas.Max, w.Replicas.Min, 1)
 		pl.Breakdown = CostBreakdown{
@@ -396,6 +414,9 @@ func (s *solver) explain(e *eval, o *option, pl *Placement) []string {
 		lines = append(lines, fmt.Sprintf("%s: %d replicas (min %d, %d hedge) at $%.2f/h over %.0fh; %s vs on-demand baseline %s; worst case at max %d replicas %s",
 			s.describe(o), o.replicas, pl.MinReplicas, o.replicas-pl.MinReplicas, o.price, s.horizon, usd(o.cost), usd(pl.OnDemandBaseline), pl.MaxReplicas, usd(pl.WorstCaseCost)))
 	}
+	if o.groups == nil {
+		lines = append(lines, s.sizing(e, o))
+	}
 	unit := "per reference GPU-hour of work"
 	if o.groups != nil {
 		unit = "per replica-hour"
@@ -485,3 +506,26 @@ func (s *solver) ruleOfThumb(e *eval, o *option) string {
 
 // gib formats a memory size with at most one decimal.
 func gib(x float64) string { return strconv.FormatFloat(round(x, 1), 'f', -1, 64) }
+
+// sizing explains the compute hours: the work, the GPUs, their speed and
+// the scaling efficiency against the reference shape, with the policy
+// figures it comes from.
+func (s *solver) sizing(e *eval, o *option) string {
+	f := &s.offers[o.offer]
+	sc := workloadScaling(s.pol, e.w)
+	rg, ri := ReferenceShape(o.gpus)
+	ref := e.w.ReferenceGPU
+	if ref == "" {
+		ref = DefaultReferenceGPU
+	}
+	shape := fmt.Sprintf("%d×%d GPUs", o.inst, f.GPUCount)
+	refShape := fmt.Sprintf("%d×%d", ri, rg)
+	text := fmt.Sprintf("sizing: %s reference GPU-hours (%s) ÷ (%d GPUs × %.2f relative speed × %.3f scaling) = %.1fh compute; scaling is %s against the reference shape %s (%.2f per doubling of GPUs in an instance, %.2f per doubling of instances: %.3f vs %.3f)",
+		gib(e.work), ref, o.gpus, o.rel, o.eff, o.est.Compute, shape, refShape, sc.Intra, sc.Inter, sc.Efficiency(f.GPUCount, o.inst), sc.Efficiency(rg, ri))
+	if ic := Interconnect(f.Cloud, f.InstanceType); o.inst > 1 && ic != "" {
+		text += "; instances in one zone over " + ic
+	} else if o.inst > 1 {
+		text += "; instances in one zone, no GPU network (gpu.interconnect: required would exclude it)"
+	}
+	return text
+}

@@ -68,6 +68,7 @@ type option struct {
 	model  pricing.GPUModel
 	why    reason
 	rel    float64 // relative speed per GPU (jobs)
+	eff    float64 // scaling efficiency against the reference shape (jobs)
 	rate   float64 // interruptions per hour of the whole placement
 	price  float64 // USD per hour of the whole placement
 	est    runEstimate
@@ -115,8 +116,11 @@ type unit struct {
 // constraint blocks a workload that has no option.
 type funnel struct {
 	model, place, memory, count, capacity int
-	maxMemory                             float64
-	counts                                map[int]bool
+	// noInterconnect counts offers dropped only for lacking the GPU
+	// network a multi-instance job asked for.
+	noInterconnect int
+	maxMemory      float64
+	counts         map[int]bool
 }
 
 // class is the static-check result shared by workloads with the same GPU
@@ -141,6 +145,8 @@ func classKey(p *policy.Policy, w *policy.Workload) string {
 	b = strconv.AppendInt(b, int64(gpuCount(w)), 10)
 	b = append(b, '#')
 	b = strconv.AppendFloat(b, w.GPU.MinMemoryGiB, 'g', -1, 64)
+	b = append(b, '#')
+	b = append(b, w.GPU.Interconnect...)
 	b = append(b, '#')
 	b = append(b, w.Spot...)
 	for _, l := range [][]string{w.Limits.Regions, w.Limits.Zones, w.Limits.Residency} {
@@ -199,13 +205,20 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 				continue
 			}
 			inst = count / o.GPUCount
+			if inst > 1 && w.GPU.Interconnect == policy.InterconnectRequired && Interconnect(o.Cloud, o.InstanceType) == "" {
+				c.f.noInterconnect++
+				continue
+			}
 		}
 		if soft == ok {
 			c.f.count++
 		}
 		for _, ct := range []pricing.CapacityType{pricing.OnDemand, pricing.Spot} {
-			if _, sold := o.Price(ct); !sold {
+			if _, sold := o.Price(ct); !sold || (s.unavail != nil && s.unavail(o, ct)) {
 				continue
+			}
+			if ct == pricing.Spot && inst*o.GPUCount > s.spotPool {
+				continue // more spot GPUs than one pool gives
 			}
 			why := soft
 			if why == ok && !spotAllows(w.Spot, ct) {
@@ -281,6 +294,11 @@ type eval struct {
 	baseline    float64
 	budgetRows  []int32
 	blocked     *Blocked
+	// svcBound is a service's zones per GPU model and capacity type, for
+	// the exact Lagrangian subproblem (svcPriced); shape identifies
+	// services with the same subproblem.
+	svcBound []svcBoundGroup
+	shape    int
 }
 
 // ref is a compact reference to an option, with what orders it.
@@ -368,6 +386,7 @@ type jobUnit struct {
 	price        float64 // USD per hour, all instances
 	rate         float64 // interruptions per hour, all instances
 	rel          float64
+	eff          float64 // scaling efficiency relative to the reference shape
 	model        uint8
 	qclass       int32
 	idx          int32 // position in the class's unit list
@@ -377,10 +396,30 @@ type jobUnit struct {
 type jobKey struct {
 	c   *class
 	ref pricing.GPUModel
+	sc  Scaling
 }
 
-func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, count int) []jobUnit {
-	k := jobKey{c, ref}
+// workloadScaling is the workload's scaling efficiency, defaults filled in
+// for policies built in code.
+func workloadScaling(p *policy.Policy, w *policy.Workload) Scaling {
+	sc := Scaling{w.Scaling.IntraNode, w.Scaling.InterNode}
+	if sc.Intra <= 0 || sc.Intra > 1 {
+		sc.Intra = p.Scaling.IntraNode
+	}
+	if sc.Inter <= 0 || sc.Inter > 1 {
+		sc.Inter = p.Scaling.InterNode
+	}
+	if sc.Intra <= 0 || sc.Intra > 1 {
+		sc.Intra = policy.DefaultIntraNodeScaling
+	}
+	if sc.Inter <= 0 || sc.Inter > 1 {
+		sc.Inter = policy.DefaultInterNodeScaling
+	}
+	return sc
+}
+
+func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, count int, sc Scaling) []jobUnit {
+	k := jobKey{c, ref, sc}
 	if us, ok := s.jobClasses[k]; ok {
 		return us
 	}
@@ -391,7 +430,8 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 		rel := s.score[u.offer] / refScore
 		p, _ := o.Price(u.cap)
 		ju := jobUnit{unit: u, idx: int32(i), spot: u.cap == pricing.Spot, rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
-		ju.hoursPerWork = 1 / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
+		ju.eff = sc.RelativeEfficiency(o.GPUCount, inst)
+		ju.hoursPerWork = 1 / (float64(count) * rel * ju.eff)
 		if u.cap == pricing.Spot {
 			ju.rate = s.rate[u.offer] * float64(inst)
 		}
@@ -404,7 +444,7 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 // jobOption builds the full option of one unit for a work size.
 func (s *solver) jobOption(u *jobUnit, count int, work, ckpt, restart float64) option {
 	o := &s.offers[u.offer]
-	opt := option{unit: u.idx, offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, price: u.price, rate: u.rate}
+	opt := option{unit: u.idx, offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, eff: u.eff, price: u.price, rate: u.rate}
 	compute := work * u.hoursPerWork
 	if u.cap == pricing.Spot {
 		opt.est = estimateRun(compute, u.rate, ckpt, restart)
@@ -449,7 +489,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 	if w.Spot != policy.SpotOnly {
 		spotLimit = deadline / (1 + SpotDeadlineMargin)
 	}
-	units := s.jobUnits(c, refGPU, refScore, count)
+	units := s.jobUnits(c, refGPU, refScore, count, workloadScaling(s.pol, w))
 	e.units, e.count, e.work, e.ckpt, e.restart = units, count, work, ckpt, restart
 	baseline := math.Inf(1)
 	var fastest option
@@ -579,6 +619,8 @@ func (s *solver) jobBlocked(w *policy.Workload, c *class, fastest *option, deadl
 		b.Constraint, b.Reason = "placement", "no offer of an allowed GPU in the allowed clouds, regions, zones and residency"
 	case c.f.memory == 0:
 		b.Constraint, b.Reason = "memory", fmt.Sprintf("needs %s GiB per GPU; the largest allowed GPU has %s GiB", gib(w.GPU.MinMemoryGiB), gib(c.f.maxMemory))
+	case c.f.count == 0 && c.f.noInterconnect > 0:
+		b.Constraint, b.Reason = "interconnect", fmt.Sprintf("%d GPUs span several instances, and no allowed instance type with a divisor of %d GPUs has the GPU network asked for (AWS EFA, GCP GPUDirect, Azure InfiniBand)", gpuCount(w), gpuCount(w))
 	case c.f.count == 0:
 		b.Constraint, b.Reason = "gpu_count", fmt.Sprintf("no instance type with %d GPUs (or a divisor of %d) meets the GPU need; instances have %s GPUs", gpuCount(w), gpuCount(w), countList(c.f.counts))
 	case c.f.capacity == 0:
@@ -737,6 +779,11 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 			scratch = withRestart(scratch[:0], units, restart)
 			units = scratch
 		}
+		if g.why == ok {
+			if shapes := replicaShapes(w, len(units), g.cap, s.spotPool); len(shapes) > 0 {
+				e.svcBound = append(e.svcBound, svcBoundGroup{model: g.model, cap: g.cap, units: append([]zoneUnit(nil), units...), shapes: shapes})
+			}
+		}
 		opt, why := s.spread(w, units, g.cap)
 		if !opt.valid() {
 			if g.why == ok && spreadWhy == "" {
@@ -756,9 +803,20 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 		}
 		e.keepByModel(s, &opt)
 		e.cands = append(e.cands, opt)
+		if len(s.quotas) > 0 {
+			s.enumerateLayouts(w, units, g, e, &opt)
+		}
 	}
 	sortOptions(e.cands)
 	e.baseline = baseline
+	if len(e.svcBound) > 0 {
+		k := fmt.Sprintf("%p|%g|%d|%d|%d|%d|%v", c, restart, w.Replicas.Min, w.Replicas.Max, w.Spread.MinZones, w.Spread.MinClouds, e.budgetRows)
+		if e.shape = s.shapes[k]; e.shape == 0 {
+			s.nShapes++
+			e.shape = s.nShapes
+			s.shapes[k] = e.shape
+		}
+	}
 	if len(e.cands) == 0 {
 		b := s.jobBlocked(w, c, &option{}, 0)
 		if b.Constraint == "no_finish" {
@@ -799,6 +857,10 @@ func (s *solver) spread(w *policy.Workload, units []zoneUnit, ct pricing.Capacit
 			why = fmt.Sprintf("spot needs %d replicas over %d zones to survive a zone's spot loss but max replicas is %d", total, z, maxR)
 			continue
 		}
+		if ceilDiv(total, z)*gpuCount(w) > s.spotPool {
+			why = fmt.Sprintf("spot needs %d replicas in one zone, more than the %d spot GPUs a pool gives (spot_pool_gpus)", ceilDiv(total, z), s.spotPool)
+			continue
+		}
 		opt, w2 := s.layout(w, units, z, total, minR, ct)
 		if !opt.valid() {
 			why = w2
@@ -813,14 +875,9 @@ func (s *solver) spread(w *policy.Workload, units []zoneUnit, ct pricing.Capacit
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// layout places total replicas evenly over z zones (counts differ by at most
-// one, the larger counts in the cheaper zones), choosing the zones so that
-// at least MinClouds clouds are covered at the least cost.
-func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int, ct pricing.CapacityType) (option, string) {
-	minClouds := max(1, w.Spread.MinClouds)
-	if len(units) < z {
-		return option{}, fmt.Sprintf("needs %d zones, only %d offer it", z, len(units))
-	}
+// replicaCounts splits total replicas over z zones as evenly as possible,
+// larger counts first.
+func replicaCounts(total, z int) []int {
 	counts := make([]int, z)
 	for i := range counts {
 		counts[i] = total / z
@@ -828,17 +885,33 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 			counts[i]++
 		}
 	}
-	clouds := pricing.Clouds()
-	var bestSel []int
-	bestCost := math.Inf(1)
-	if minClouds <= 1 {
-		// Any zones will do: the z cheapest (units are sorted by price).
-		bestSel = make([]int, z)
-		for i := range bestSel {
-			bestSel[i] = i
-		}
+	return counts
+}
+
+// pickZones chooses z of the units so that at least minClouds clouds are
+// covered and Σ counts[i]·val[sel[i]] is least, with the larger counts on
+// the cheaper units. order lists the units by val, cheapest first. For a
+// fixed set of clouds the best choice is each cloud's cheapest unit and
+// then the cheapest remaining ones (an exchange argument), so trying every
+// set of clouds makes the choice exact: the Lagrangian bound relies on it.
+func pickZones(units []zoneUnit, val []float64, order []int, counts []int, minClouds int, sel []int) ([]int, float64) {
+	z := len(counts)
+	if len(units) < z {
+		return nil, math.Inf(1)
 	}
-	for mask := 1; bestSel == nil && mask < 1<<len(clouds); mask++ {
+	if minClouds <= 1 {
+		sel = append(sel[:0], order[:z]...)
+		cost := 0.0
+		for i, ui := range sel {
+			cost += float64(counts[i]) * val[ui]
+		}
+		return sel, cost
+	}
+	clouds := pricing.Clouds()
+	var best []int
+	bestCost := math.Inf(1)
+	cur := make([]int, 0, z)
+	for mask := 1; mask < 1<<len(clouds); mask++ {
 		if popcount(mask) < minClouds || popcount(mask) > z {
 			continue
 		}
@@ -850,15 +923,15 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 			}
 			return false
 		}
-		sel := make([]int, 0, z)
+		cur = cur[:0]
 		covered := 0
-		for ci, c := range clouds { // the cheapest zone of each chosen cloud
+		for ci, c := range clouds { // the cheapest unit of each chosen cloud
 			if mask&(1<<ci) == 0 {
 				continue
 			}
-			for i, u := range units {
-				if u.cloud == c {
-					sel = append(sel, i)
+			for _, ui := range order {
+				if units[ui].cloud == c {
+					cur = append(cur, ui)
 					covered++
 					break
 				}
@@ -867,33 +940,60 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 		if covered < popcount(mask) {
 			continue
 		}
-		for i, u := range units {
-			if len(sel) == z {
+		for _, ui := range order {
+			if len(cur) == z {
 				break
 			}
-			if in(u.cloud) && !containsInt(sel, i) {
-				sel = append(sel, i)
+			if in(units[ui].cloud) && !containsInt(cur, ui) {
+				cur = append(cur, ui)
 			}
 		}
-		if len(sel) < z {
+		if len(cur) < z {
 			continue
 		}
-		sort.Ints(sel) // units are sorted by price: cheapest zone first
+		sort.Slice(cur, func(a, b int) bool { return val[cur[a]] < val[cur[b]] || val[cur[a]] == val[cur[b]] && cur[a] < cur[b] })
 		cost := 0.0
-		for i, ui := range sel {
-			cost += float64(counts[i]) * units[ui].perHour
+		for i, ui := range cur {
+			cost += float64(counts[i]) * val[ui]
 		}
 		if cost < bestCost {
-			bestCost, bestSel = cost, sel
+			bestCost, best = cost, append(best[:0], cur...)
 		}
 	}
+	if best == nil {
+		return nil, math.Inf(1)
+	}
+	return append(sel[:0], best...), bestCost
+}
+
+// layout places total replicas evenly over z zones (counts differ by at most
+// one, the larger counts in the cheaper zones), choosing the zones so that
+// at least MinClouds clouds are covered at the least cost.
+func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int, ct pricing.CapacityType) (option, string) {
+	minClouds := max(1, w.Spread.MinClouds)
+	if len(units) < z {
+		return option{}, fmt.Sprintf("needs %d zones, only %d offer it", z, len(units))
+	}
+	counts := replicaCounts(total, z)
+	val := make([]float64, len(units))
+	order := make([]int, len(units))
+	for i := range units {
+		val[i], order[i] = units[i].perHour, i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return val[order[a]] < val[order[b]] })
+	bestSel, _ := pickZones(units, val, order, counts, minClouds, nil)
 	if bestSel == nil {
 		return option{}, fmt.Sprintf("cannot cover %d clouds with %d zones", minClouds, z)
 	}
+	return s.layoutOption(units, bestSel, counts, total, minR, ct), ""
+}
+
+// layoutOption is the option of replicas counts[i] in units[sel[i]].
+func (s *solver) layoutOption(units []zoneUnit, sel, counts []int, total, minR int, ct pricing.CapacityType) option {
 	h := s.horizon
 	opt := option{cap: ct, replicas: total}
 	base, restart := 0.0, 0.0
-	for i, ui := range bestSel {
+	for i, ui := range sel {
 		u := units[ui]
 		o := &s.offers[u.offer]
 		n := counts[i]
@@ -914,7 +1014,7 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 	opt.cost = base + restart
 	opt.restartCost = restart
 	opt.budgetUse = opt.cost * monthHours / h
-	return opt, ""
+	return opt
 }
 
 func addUse(us []use, row int32, amt float64) []use {

@@ -16,10 +16,17 @@ type Plan struct {
 	Policy       string      `json:"policy"`
 	Catalog      CatalogInfo `json:"catalog"`
 	HorizonHours float64     `json:"horizon_hours"`
-	Placements   []Placement `json:"placements"`
-	Totals       Totals      `json:"totals"`
-	Bound        Bound       `json:"bound"`
-	Warnings     []string    `json:"warnings"`
+	// Solver says what made the plan: "heuristic", or "exact (cbc 2.10.8:
+	// optimal)" when the exact solver ran.
+	Solver     string      `json:"solver"`
+	Placements []Placement `json:"placements"`
+	Totals     Totals      `json:"totals"`
+	Bound      Bound       `json:"bound"`
+	Warnings   []string    `json:"warnings"`
+	// Blocked lists the workloads that could not be placed, each with the
+	// constraint that blocks it and how that is known; empty when every
+	// workload is placed.
+	Blocked []Blocked `json:"blocked"`
 }
 
 // CatalogInfo says which prices the plan used and how old they are.
@@ -56,6 +63,9 @@ type Placement struct {
 	PricePerHour float64 `json:"price_per_hour"`
 	// RelativeSpeed is per GPU against the reference GPU (jobs only).
 	RelativeSpeed float64 `json:"relative_speed,omitempty"`
+	// ScalingEfficiency is the job's scaling efficiency against its
+	// reference shape (1 = the shape the work was measured on; jobs only).
+	ScalingEfficiency float64 `json:"scaling_efficiency,omitempty"`
 	// ExpectedHours is the expected finish (jobs) or the horizon (inference).
 	ExpectedHours float64 `json:"expected_hours"`
 	// DeadlineHours is the workload's deadline, 0 when none.
@@ -106,6 +116,10 @@ type Group struct {
 	Instances       int                  `json:"instances"`
 	Capacity        pricing.CapacityType `json:"capacity"`
 	PricePerHour    float64              `json:"price_per_hour"`
+	// Interconnect is the instance type's GPU network ("efa",
+	// "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma",
+	// "infiniband"), empty when it has none.
+	Interconnect string `json:"interconnect,omitempty"`
 }
 
 // RunnerUp is the alternative that came closest, and why it lost.

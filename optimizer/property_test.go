@@ -290,7 +290,9 @@ func bruteOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []
 		}
 		inst := count / o.GPUCount
 		rel, _ := sp.RelativeSpeed(&o, w.ReferenceGPU)
-		h := w.WorkGPUHours / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst))
+		// Work is measured on the reference shape (docs/plan.md).
+		rg, ri := ReferenceShape(count)
+		h := w.WorkGPUHours / (float64(count) * rel * ScalingEfficiency(o.GPUCount, inst) / ScalingEfficiency(rg, ri))
 		for _, ct := range []pricing.CapacityType{pricing.OnDemand, pricing.Spot} {
 			price, sold := o.Price(ct)
 			if !sold || !spotAllows(w.Spot, ct) {
@@ -300,7 +302,7 @@ func bruteOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []
 			if ct == pricing.Spot {
 				rate := o.Spot.InterruptionsPerHour
 				if rate == 0 {
-					rate = pricing.DefaultSpotDefaults()[o.Cloud].InterruptionsPerHour
+					rate = DefaultInterruptionRate(o.Cloud, o.GPU)
 				}
 				e := estimateRun(h, rate*float64(inst), w.CheckpointInterval.Hours(), w.RestartOverhead.Hours())
 				if !e.Finishes {

@@ -63,10 +63,20 @@ func (p *Plan) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "    - replicas: %s\n", strings.Join(gs, ", "))
 		}
 	}
+	if len(p.Blocked) > 0 {
+		b.WriteString("\nBlocked (not placed):\n")
+		for _, x := range p.Blocked {
+			pos := ""
+			if x.Pos != "" {
+				pos = x.Pos + ": "
+			}
+			fmt.Fprintf(&b, "  %s%s: %s (%s)\n    proof: %s\n", pos, x.Workload, x.Reason, x.Constraint, x.Proof)
+		}
+	}
 	t := p.Totals
 	fmt.Fprintf(&b, "\nTotal: expected %s vs all-on-demand %s: saves %s (%.1f%%), %d GPUs\n",
 		usd(t.ExpectedCost), usd(t.OnDemandBaseline), usd(t.Savings), t.SavingsPercent, t.GPUs)
-	fmt.Fprintf(&b, "Lower bound %s, gap %.3f%% (%s)\n", usd(p.Bound.LowerBound), p.Bound.GapPercent, p.Bound.Method)
+	fmt.Fprintf(&b, "Lower bound %s, gap %.3f%% (%s); solver: %s\n", usd(p.Bound.LowerBound), p.Bound.GapPercent, p.Bound.Method, p.Solver)
 	if len(p.Warnings) > 0 {
 		b.WriteString("\nWarnings:\n")
 		for _, x := range p.Warnings {

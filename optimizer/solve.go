@@ -1,8 +1,10 @@
 package optimizer
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +22,15 @@ type Input struct {
 	Speeds SpeedTable
 	// Now is when the plan is made: catalog age is measured against it.
 	Now time.Time
+	// Unavailable, when set, rules out an offer sold one way (the fleet's
+	// unavailable-offerings cache: pools that just failed for capacity or
+	// were preempted, during their back-off).
+	Unavailable func(o *pricing.Offer, ct pricing.CapacityType) bool
+	// Solver is SolverHeuristic (""), SolverExact or SolverAuto.
+	Solver string
+	// Exact is the exact MILP solver for SolverExact and SolverAuto
+	// (package optimizer/cbc runs CBC); nil means none is installed.
+	Exact ExactSolver
 }
 
 // budgetRow is a policy budget and the workloads it covers.
@@ -38,6 +49,7 @@ func (b budgetRow) matches(w *policy.Workload) bool {
 // solver holds the precomputed, per-offer data of one Solve call.
 type solver struct {
 	pol     *policy.Policy
+	unavail func(o *pricing.Offer, ct pricing.CapacityType) bool
 	offers  []pricing.Offer
 	speeds  SpeedTable
 	horizon float64
@@ -65,25 +77,60 @@ type solver struct {
 	where      []string
 	refScores  map[pricing.GPUModel]float64
 	jobClasses map[jobKey][]jobUnit
+	// spotPool is the most spot GPUs one pool gives one workload.
+	spotPool int
+	// shapes numbers the services' distinct Lagrangian subproblems (from 1).
+	shapes  map[string]int
+	nShapes int
+	ctx     context.Context
+	in      Input
+	// solverName, boundNote and warnings describe how the plan was made.
+	solverName string
+	boundNote  string
+	warnings   []string
 	// qcSlot maps a quota class to its index in the eval being built (-1:
 	// none yet); scratch space reset after each workload.
 	qcSlot []int32
 }
 
 // Solve places every workload of the policy on the catalog's offers at the
-// least expected cost that meets all constraints. It returns an error
-// wrapping ErrInfeasible (an *InfeasibleError) when some workload cannot be
-// placed, and one wrapping ErrInput when the input is unusable.
+// least expected cost that meets all constraints.
+//
+// When some workload cannot be placed it still returns the plan of every
+// workload it could place (Plan.Blocked names the others, each with its
+// constraint) together with an error wrapping ErrInfeasible (an
+// *InfeasibleError). Infeasibility is claimed only when proven: a
+// workload with no option that meets its own constraints, or an exhaustive
+// search over the workloads that share quota and budget rows with it; when
+// the search is cut short the Blocked entry says so. An error wrapping
+// ErrInput (and a nil plan) means the input is unusable.
 func Solve(in Input) (*Plan, error) {
+	return SolveContext(context.Background(), in)
+}
+
+// SolveContext is Solve with a context, which bounds the exact solver's run.
+func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
 	}
 	// Prices the catalog's sanity check cannot vouch for as discounts (spot
 	// at or above on-demand, spot without on-demand) are not planned on.
 	in.Catalog = in.Catalog.ForPlanning()
+	switch in.Solver {
+	case "", SolverHeuristic, SolverAuto:
+	case SolverExact:
+		if in.Exact == nil {
+			return nil, fmt.Errorf("%w: solver %q needs an exact solver (is cbc installed?)", ErrInput, in.Solver)
+		}
+	default:
+		return nil, fmt.Errorf("%w: solver %q: want heuristic, exact or auto", ErrInput, in.Solver)
+	}
 	s := newSolver(in)
+	s.ctx, s.in = ctx, in
 	evals := make([]*eval, len(s.pol.Workloads))
 	var blocked []Blocked
+	var active []*eval
+	var activeIdx []int
 	for i := range s.pol.Workloads {
 		w := &s.pol.Workloads[i]
 		if w.Kind == policy.Inference {
@@ -92,12 +139,94 @@ func Solve(in Input) (*Plan, error) {
 			evals[i] = s.evalJob(w)
 		}
 		s.dropOversized(evals[i])
-		if evals[i].blocked != nil {
-			blocked = append(blocked, *evals[i].blocked)
+		if b := evals[i].blocked; b != nil {
+			b.Proof = proofOwn
+			blocked = append(blocked, *b)
+			continue
+		}
+		active = append(active, evals[i])
+		activeIdx = append(activeIdx, i)
+	}
+	res := s.solveFleet(active)
+	blocked = append(blocked, res.blocked...)
+	choice := make([]int, len(evals))
+	for i := range choice {
+		choice[i] = -1
+	}
+	for k, i := range activeIdx {
+		choice[i] = res.choice[k]
+	}
+	lb := res.lb
+	if len(blocked) > 0 {
+		// The problem has no full plan; bound the part that was placed.
+		var placed []*eval
+		ub := 0.0
+		for i, e := range evals {
+			if choice[i] >= 0 {
+				placed = append(placed, e)
+				ub += e.cands[choice[i]].cost
+			}
+		}
+		s.lb = nil
+		lb = 0
+		if len(placed) > 0 {
+			iters := 400
+			if len(placed) > smallSearch {
+				iters = 40
+			}
+			lb, _ = s.lowerBound(placed, ub, nil, iters)
 		}
 	}
+	plan := s.plan(in, evals, choice, lb)
 	if len(blocked) > 0 {
-		return nil, s.infeasible(blocked)
+		err := s.infeasible(blocked)
+		plan.Blocked = err.Blocked
+		sort.SliceStable(plan.Blocked, func(i, j int) bool {
+			return workloadIndex(s.pol, plan.Blocked[i].Workload) < workloadIndex(s.pol, plan.Blocked[j].Workload)
+		})
+		return plan, err
+	}
+	return plan, nil
+}
+
+func workloadIndex(p *policy.Policy, name string) int {
+	for i := range p.Workloads {
+		if p.Workloads[i].Name == name {
+			return i
+		}
+	}
+	return len(p.Workloads)
+}
+
+// Proofs of infeasibility, in Blocked.Proof.
+const (
+	proofOwn    = "no option meets the workload's own constraints"
+	proofSearch = "exhaustive search: no combination of options places every workload sharing its quota and budget rows"
+	proofLimit  = "not proven: the exhaustive search stopped at its node limit; the constraint shown is the one the heuristic could not satisfy"
+)
+
+// lnsWork is the large-neighbourhood search's budget of candidate scans
+// per workload.
+const lnsWork = 500_000
+
+// lnsMaxWork caps it for large fleets (≈ 1 s of CPU).
+const lnsMaxWork = 150_000_000
+
+// polishSize is the largest constrained fleet whose heuristic plan is
+// polished by branch and bound (bounded by searchNodes).
+const polishSize = 40
+
+type fleetResult struct {
+	choice  []int
+	lb      float64
+	blocked []Blocked
+}
+
+// solveFleet places workloads that all have candidates.
+func (s *solver) solveFleet(evals []*eval) fleetResult {
+	if len(evals) == 0 {
+		s.solverName = SolverHeuristic
+		return fleetResult{}
 	}
 	var (
 		choice       []int
@@ -125,6 +254,11 @@ func Solve(in Input) (*Plan, error) {
 		iters = 400
 	}
 	lb, mu := s.lowerBound(evals, ub, nil, iters)
+	// Column generation: the services' layouts the multipliers price best
+	// join their candidates.
+	if s.addPricedColumns(evals, mu) {
+		s.resort(evals, choice)
+	}
 	// Alternate the Lagrangian heuristic with more bound iterations, warm
 	// started, while the gap is above target: a better plan makes the
 	// subgradient steps better, and better multipliers a better plan.
@@ -143,18 +277,180 @@ func Solve(in Input) (*Plan, error) {
 	}
 	if len(fleetBlocked) > 0 && choice == nil {
 		choice, fleetBlocked = s.assign(evals)
-		if len(fleetBlocked) == 0 {
-			lb = min(lb, planCost(evals, choice))
-		}
 	}
 	if len(fleetBlocked) > 0 {
-		return nil, s.infeasible(fleetBlocked)
+		// The heuristic left workloads out: search exhaustively over the
+		// workloads that share rows with them, for a plan or a proof.
+		choice, fleetBlocked = s.repair(evals, choice, mu)
 	}
-	return s.plan(in, evals, choice, lb), nil
+	if len(fleetBlocked) == 0 && len(s.caps) > 0 && ub-lb > eps*lb {
+		budget := min(lnsWork*len(evals), lnsMaxWork)
+		choice = s.lns(evals, choice, mu, budget)
+		ub = planCost(evals, choice)
+		// Diversify: the Lagrangian heuristic on multipliers scaled up and
+		// down lands in other basins; each start gets its own search.
+		// Scales of all multipliers, then per-row perturbations from a
+		// fixed-seed generator (deterministic).
+		scales := []float64{0.5, 0.8, 1.25, 1.6, 2.5, 4}
+		rng := rand.New(rand.NewPCG(uint64(len(evals)), uint64(len(s.caps))))
+		restarts := 14
+		if len(evals) > 2000 {
+			restarts = 4
+		}
+		for i := 0; i < restarts; i++ {
+			if ub-lb <= targetGap*lb/2 {
+				break
+			}
+			scaled := make([]float64, len(mu))
+			for k := range mu {
+				if i < len(scales) {
+					scaled[k] = mu[k] * scales[i]
+				} else {
+					scaled[k] = mu[k] * math.Exp(2*rng.Float64()-1) * 1.5
+				}
+			}
+			alt := s.lagrangeAssign(evals, scaled)
+			if alt == nil {
+				continue
+			}
+			alt = s.lns(evals, alt, mu, budget/restarts)
+			if c := planCost(evals, alt); c < ub-eps*ub {
+				choice, ub = alt, c
+			}
+		}
+		if len(evals) <= polishSize && ub-lb > eps*lb {
+			st := newState(s, evals, choice)
+			if r := s.search(st, allIdx(len(evals)), ub, searchWork, false, mu); r.pick != nil && r.cost < ub {
+				copy(choice, r.pick)
+			}
+		}
+	}
+	s.solverName = SolverHeuristic
+	if s.useExact(evals) {
+		choice, fleetBlocked, lb = s.runExact(evals, choice, fleetBlocked, lb)
+	}
+	if len(fleetBlocked) == 0 {
+		lb = min(lb, planCost(evals, choice))
+	}
+	return fleetResult{choice: choice, lb: lb, blocked: fleetBlocked}
+}
+
+func allIdx(n int) []int {
+	xs := make([]int, n)
+	for i := range xs {
+		xs[i] = i
+	}
+	return xs
+}
+
+// repair runs the exhaustive search on each group of workloads sharing
+// rows with an unplaced one. A group where it finds a full assignment
+// takes it (then local improvement); a group it exhausts is proven
+// infeasible and keeps the heuristic's partial assignment, which places
+// as many of its workloads as it could.
+func (s *solver) repair(evals []*eval, choice []int, mu []float64) ([]int, []Blocked) {
+	st := newState(s, evals, choice)
+	// Local repair first: each unplaced workload with the holders of the
+	// rows its cheapest options need, re-solved at least cost; a larger
+	// set if that fails.
+	users := st.rowUsers()
+	inSet := make([]bool, len(evals))
+	for w := range evals {
+		if st.choice[w] >= 0 {
+			continue
+		}
+		for _, size := range []int{12, 24} {
+			set := []int{w}
+			inSet[w] = true
+			for j := 0; j < min(4, len(evals[w].cands)) && len(set) < size; j++ {
+				o := &evals[w].cands[j]
+				var hold []int
+				for _, u := range o.uses {
+					if st.rem[u.row] < u.amt-eps {
+						hold = append(hold, users[u.row]...)
+					}
+				}
+				for _, r := range evals[w].budgetRows {
+					if st.rem[r] < o.budgetUse*(1-eps) {
+						hold = append(hold, users[r]...)
+					}
+				}
+				sort.SliceStable(hold, func(a, b int) bool {
+					ca, cb := st.choice[hold[a]], st.choice[hold[b]]
+					return ca >= 0 && (cb < 0 || evals[hold[a]].cands[ca].cost < evals[hold[b]].cands[cb].cost)
+				})
+				for _, v := range hold {
+					if len(set) < size && !inSet[v] {
+						inSet[v] = true
+						set = append(set, v)
+					}
+				}
+			}
+			for _, v := range set {
+				inSet[v] = false
+			}
+			work := 0
+			for _, v := range set {
+				work += len(evals[v].cands)
+			}
+			r := s.search(st, set, math.Inf(1), 2000*work, false, mu)
+			if r.pick != nil {
+				for _, v := range set {
+					st.set(v, -1)
+				}
+				for i, v := range set {
+					st.set(v, r.pick[i])
+				}
+				users = st.rowUsers()
+				break
+			}
+		}
+	}
+	proof := map[int]string{}
+	for _, comp := range s.components(evals, allIdx(len(evals))) {
+		hit := false
+		for _, w := range comp {
+			hit = hit || st.choice[w] < 0
+		}
+		if !hit {
+			continue
+		}
+		r := s.search(st, comp, math.Inf(1), searchWork, true, nil)
+		switch {
+		case r.pick != nil:
+			for _, w := range comp {
+				st.set(w, -1)
+			}
+			for i, w := range comp {
+				st.set(w, r.pick[i])
+			}
+		case r.complete:
+			for _, w := range comp {
+				proof[w] = proofSearch
+			}
+		default:
+			for _, w := range comp {
+				proof[w] = proofLimit
+			}
+		}
+	}
+	st.improve(allIdx(len(evals)))
+	var blocked []Blocked
+	for w, c := range st.choice {
+		if c < 0 {
+			b := s.fleetBlocked(st, w)
+			b.Proof = proof[w]
+			if b.Proof == "" {
+				b.Proof = proofLimit
+			}
+			blocked = append(blocked, b)
+		}
+	}
+	return st.choice, blocked
 }
 
 // infeasible adds each blocked workload's position in the policy file.
-func (s *solver) infeasible(bs []Blocked) error {
+func (s *solver) infeasible(bs []Blocked) *InfeasibleError {
 	pos := map[string]string{}
 	for _, w := range s.pol.Workloads {
 		if w.Pos.Line > 0 {
@@ -243,7 +539,13 @@ func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
 	st.improve(order)
 	for _, c := range st.choice {
 		if c < 0 {
-			return nil
+			// Nearly complete: repair the few left out locally rather
+			// than throw the assignment away.
+			ch, blocked := s.repair(evals, st.choice, mu)
+			if len(blocked) > 0 {
+				return nil
+			}
+			return ch
 		}
 	}
 	return st.choice
@@ -253,6 +555,7 @@ func newSolver(in Input) *solver {
 	p := in.Policy
 	s := &solver{
 		pol:        p,
+		unavail:    in.Unavailable,
 		offers:     in.Catalog.Offers(),
 		speeds:     in.Speeds,
 		horizon:    p.Horizon.Hours(),
@@ -263,12 +566,17 @@ func newSolver(in Input) *solver {
 		allowed:    map[string][]bool{},
 		refScores:  map[pricing.GPUModel]float64{},
 		jobClasses: map[jobKey][]jobUnit{},
+		shapes:     map[string]int{},
 	}
 	if s.speeds.ByGPU == nil && s.speeds.ByInstance == nil {
 		s.speeds = DefaultSpeeds()
 	}
 	if s.horizon <= 0 {
 		s.horizon = monthHours
+	}
+	s.spotPool = p.SpotPoolGPUs
+	if s.spotPool <= 0 {
+		s.spotPool = policy.DefaultSpotPoolGPUs
 	}
 	for _, b := range p.Budgets {
 		s.budgets = append(s.budgets, budgetRow{b})
@@ -283,7 +591,6 @@ func newSolver(in Input) *solver {
 		s.modelIdx[spec.Model] = len(s.models)
 		s.models = append(s.models, spec.Model)
 	}
-	defaults := pricing.DefaultSpotDefaults()
 	n := len(s.offers)
 	s.score, s.rate, s.rateDefault = make([]float64, n), make([]float64, n), make([]bool, n)
 	s.offerQuota, s.offerQClass = make([][]int32, n), make([]int32, n)
@@ -294,12 +601,17 @@ func newSolver(in Input) *solver {
 			s.score[i] = s.speeds.blend(th)
 		}
 		if o.SpotPrice > 0 {
+			// An observed bucket is scaled to the traces; a default is the
+			// policy's spot_defaults for the cloud, else the trace rate.
 			r, def := o.Spot.InterruptionsPerHour, o.Spot.Default || o.Spot.InterruptionsPerHour <= 0
+			if b, ok := BucketInterruptionRate(o.Spot.Bucket); ok && !o.Spot.Default {
+				r, def = b, false
+			}
 			if def {
 				if v, ok := p.SpotDefaults[o.Cloud]; ok {
 					r = v
-				} else if r <= 0 {
-					r = defaults[o.Cloud].InterruptionsPerHour
+				} else {
+					r = DefaultInterruptionRate(o.Cloud, o.GPU)
 				}
 			}
 			s.rate[i], s.rateDefault[i] = r, def
@@ -811,6 +1123,11 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 				break
 			}
 		}
+		for _, g := range e.svcBound {
+			for _, u := range g.units {
+				touches = touches || len(s.offerQuota[u.offer]) > 0
+			}
+		}
 		if touches {
 			free = append(free, w)
 		} else {
@@ -832,6 +1149,17 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 	best := math.Inf(-1)
 	theta := 1.0
 	stall := 0
+	// Services with the same subproblem share one solution per iteration.
+	var sc svcScratch
+	type svcMemo struct {
+		it          int
+		val, budget float64
+		uses        []use
+	}
+	memo := make([]svcMemo, s.nShapes+1)
+	for i := range memo {
+		memo[i].it = -1
+	}
 	for it := 0; it < iters; it++ {
 		val := fixed
 		for k := range g {
@@ -843,6 +1171,21 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 			bmu := 0.0
 			for _, r := range e.budgetRows {
 				bmu += mu[r]
+			}
+			if len(e.svcBound) > 0 {
+				m := &memo[e.shape]
+				if m.it != it {
+					v, us, bu := s.svcPriced(e, mu, bmu, &sc)
+					m.it, m.val, m.budget, m.uses = it, v, bu, append(m.uses[:0], us...)
+				}
+				val += m.val
+				for _, u := range m.uses {
+					g[u.row] += u.amt
+				}
+				for _, r := range e.budgetRows {
+					g[r] += m.budget
+				}
+				continue
 			}
 			bj, bv := int32(-1), math.Inf(1)
 			for j := start[i]; j < start[i+1]; j++ {
@@ -888,4 +1231,110 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 		}
 	}
 	return min(best, ub), bestMu
+}
+
+// useExact says whether the exact solver runs on this fleet.
+func (s *solver) useExact(evals []*eval) bool {
+	if s.in.Exact == nil || len(s.caps) == 0 {
+		return false
+	}
+	switch s.in.Solver {
+	case SolverExact:
+		return true
+	case SolverAuto:
+		n := 0
+		for _, e := range evals {
+			n += len(e.cands)
+		}
+		return n <= AutoExactVariables
+	}
+	return false
+}
+
+// jobsOnly: every workload is a job, so the candidates hold every option
+// that is not dominated and the model's optimum is the problem's.
+func jobsOnly(evals []*eval) bool {
+	for _, e := range evals {
+		if e.svc != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// runExact hands the fleet problem to the exact solver, warm started from
+// the heuristic's plan, and keeps whichever plan is cheaper.
+func (s *solver) runExact(evals []*eval, choice []int, blocked []Blocked, lb float64) ([]int, []Blocked, float64) {
+	var start []int
+	if len(blocked) == 0 {
+		start = choice
+	}
+	res, err := s.exact(s.ctx, s.in.Exact, evals, start)
+	if err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("exact solver failed, the plan is the heuristic's: %v", err))
+		return choice, blocked, lb
+	}
+	s.solverName = fmt.Sprintf("%s (%s: %s)", SolverExact, res.Solver, res.Status)
+	complete := jobsOnly(evals)
+	switch {
+	case res.Choice != nil:
+		choice, blocked = res.Choice, nil
+	case res.Status == ExactInfeasible && len(blocked) > 0 && complete:
+		for i := range blocked {
+			if blocked[i].Proof == proofLimit {
+				blocked[i].Proof = "exact solver (" + res.Solver + ") proved that no combination of options places every workload"
+			}
+		}
+	}
+	if complete && len(blocked) == 0 {
+		switch res.Status {
+		case ExactOptimal:
+			if res.Objective > lb {
+				lb = res.Objective
+				s.boundNote = res.Solver + ": proven optimal"
+			}
+		case ExactFeasible:
+			if res.BestBound > lb {
+				lb = res.BestBound
+				s.boundNote = res.Solver + ": best bound when stopped"
+			}
+		}
+	}
+	return choice, blocked, lb
+}
+
+// resort restores the cheapest-first order of every candidate list after
+// columns were added, keeping each chosen option chosen, and drops the
+// bound's stale flat copy.
+func (s *solver) resort(evals []*eval, choice []int) {
+	for w, e := range evals {
+		if len(e.svcBound) == 0 {
+			continue
+		}
+		sig := ""
+		if choice != nil && choice[w] >= 0 {
+			sig = layoutSig(&e.cands[choice[w]])
+		}
+		sortOptions(e.cands)
+		if sig != "" {
+			for j := range e.cands {
+				if layoutSig(&e.cands[j]) == sig {
+					choice[w] = j
+					break
+				}
+			}
+		}
+	}
+	s.lb = nil
+}
+
+// newState is the state of an assignment (-1: unplaced).
+func newState(s *solver, evals []*eval, choice []int) *state {
+	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
+	for w, c := range choice {
+		if c >= 0 {
+			st.apply(evals[w], &evals[w].cands[c], 1)
+		}
+	}
+	return st
 }

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -56,8 +57,9 @@ func TestSolveDecisions(t *testing.T) {
 			w: job("a", 800, 0, policy.SpotPrefer), wantIT: "a2-highgpu-8g", wantCap: pricing.Spot,
 			wantRunner: "memory", wantReason: "needs 8×T4 with 16 GiB < min 40 GiB"},
 		{name: "deadline leaves no spot margin: on-demand wins, spot is the runner-up",
-			// 800 A100-h on 8 A100 at 0.857 scaling = 116.7h; spot adds ~2%: 119h > 125/1.1 = 113.6h
-			w: a100Only(job("a", 800, 125*time.Hour, policy.SpotPrefer)), wantIT: "a2-highgpu-8g", wantCap: pricing.OnDemand,
+			// 800 A100-h on one 8×A100 instance (the reference shape) = 100h;
+			// spot adds ~2%: 102.3h > 110/1.1 = 100h
+			w: a100Only(job("a", 800, 110*time.Hour, policy.SpotPrefer)), wantIT: "a2-highgpu-8g", wantCap: pricing.OnDemand,
 			wantRunner: "deadline", wantReason: "spot margin"},
 		{name: "tight deadline: only H100 is fast enough",
 			w: job("a", 800, 60*time.Hour, policy.SpotPrefer), wantIT: "p5.48xlarge", wantCap: pricing.Spot,
@@ -272,7 +274,7 @@ func TestPolicySpotDefaults(t *testing.T) {
 		defaults map[pricing.Cloud]float64
 		want     float64
 	}{
-		{nil, 0.03}, // built-in gcp default
+		{nil, TraceGPUInterruptionsPerHour}, // the trace-derived default
 		{map[pricing.Cloud]float64{pricing.GCP: 0.1}, 0.1},
 	} {
 		p := &policy.Policy{File: "t.yaml", Horizon: 720 * time.Hour, SpotDefaults: tt.defaults, Workloads: []policy.Workload{w}}
@@ -283,6 +285,23 @@ func TestPolicySpotDefaults(t *testing.T) {
 		pl := plan.Placements[0]
 		if pl.InterruptionsPerHour != tt.want || !pl.SpotSignalDefault {
 			t.Errorf("defaults %v: rate %v (default %v), want %v", tt.defaults, pl.InterruptionsPerHour, pl.SpotSignalDefault, tt.want)
+		}
+	}
+}
+
+func TestBucketInterruptionRate(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"<5%", 0.229 * 2.5 / 25, true}, {"5-10%", 0.229 * 7.5 / 25, true}, {">20%", 0.229, true},
+		{"0-5", 0.229 * 2.5 / 25, true}, {"20+", 0.229, true}, {"15-20", 0.229 * 17.5 / 25, true},
+		{"", 0, false}, {"high", 0, false}, {"10-5", 0, false}, {"<0%", 0, false},
+	} {
+		got, ok := BucketInterruptionRate(tt.in)
+		if ok != tt.ok || math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("BucketInterruptionRate(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package optimizer
 import (
 	"math"
 
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -114,23 +115,49 @@ func (t SpeedTable) RelativeSpeed(o *pricing.Offer, ref pricing.GPUModel) (float
 
 // Scaling efficiency: synchronous data-parallel training loses a little to
 // gradient all-reduce each time the GPU count doubles, more when the GPUs sit
-// in different instances (network instead of NVLink/PCIe). The figures are
-// the rule of thumb from published scaling studies (≈90-95% per doubling
-// inside a node, ≈85-90% across nodes).
-const (
-	intraNodeEfficiency = 0.95 // per doubling of GPUs inside one instance
-	interNodeEfficiency = 0.90 // per doubling of instances
-)
+// in different instances (network instead of NVLink/PCIe). The default
+// figures (policy.DefaultIntraNodeScaling, policy.DefaultInterNodeScaling)
+// are the rule of thumb from published scaling studies; a policy's
+// scaling: field overrides them.
 
 // ScalingEfficiency is the share of linear speed-up kept by gpusPerInstance
-// GPUs in each of instances instances.
+// GPUs in each of instances instances, at the default figures.
 func ScalingEfficiency(gpusPerInstance, instances int) float64 {
+	return Scaling{policy.DefaultIntraNodeScaling, policy.DefaultInterNodeScaling}.Efficiency(gpusPerInstance, instances)
+}
+
+// Scaling is the share of linear speed-up kept per doubling of GPUs inside
+// an instance (Intra) and per doubling of instances (Inter).
+type Scaling struct{ Intra, Inter float64 }
+
+// Efficiency is the share of linear speed-up kept by gpusPerInstance GPUs
+// in each of instances instances.
+func (sc Scaling) Efficiency(gpusPerInstance, instances int) float64 {
 	e := 1.0
 	if gpusPerInstance > 1 {
-		e *= math.Pow(intraNodeEfficiency, math.Log2(float64(gpusPerInstance)))
+		e *= math.Pow(sc.Intra, math.Log2(float64(gpusPerInstance)))
 	}
 	if instances > 1 {
-		e *= math.Pow(interNodeEfficiency, math.Log2(float64(instances)))
+		e *= math.Pow(sc.Inter, math.Log2(float64(instances)))
 	}
 	return e
+}
+
+// ReferenceShape is the layout a job's work size is measured on: its GPUs
+// in one instance up to 8, else in 8-GPU instances. "8 GPUs × 48 h = 384
+// GPU-hours" means 48 h on one 8-GPU reference instance, so that shape
+// runs the job in exactly work ÷ GPUs hours; other shapes are scaled by
+// their efficiency relative to it (docs/plan.md "Multi-GPU jobs").
+func ReferenceShape(gpus int) (gpusPerInstance, instances int) {
+	if gpus <= 8 {
+		return gpus, 1
+	}
+	return 8, (gpus + 7) / 8
+}
+
+// RelativeEfficiency is a shape's efficiency over the reference shape's
+// for the same total GPUs.
+func (sc Scaling) RelativeEfficiency(gpusPerInstance, instances int) float64 {
+	rg, ri := ReferenceShape(gpusPerInstance * instances)
+	return sc.Efficiency(gpusPerInstance, instances) / sc.Efficiency(rg, ri)
 }

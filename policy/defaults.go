@@ -33,8 +33,20 @@ const (
 	DefaultMinZones  = 1
 	DefaultMinClouds = 1
 	// MaxGPUsPerInstance is the most GPUs any cloud puts in one instance
-	// (GCP a2-megagpu-16g).
+	// (GCP a2-megagpu-16g): the limit of an inference replica.
 	MaxGPUsPerInstance = 16
+	// MaxJobGPUs is the most GPUs one training or batch job may ask for
+	// (spread over identical instances).
+	MaxJobGPUs = 16384
+	// DefaultIntraNodeScaling and DefaultInterNodeScaling: the share of
+	// linear speed-up kept per doubling of GPUs inside an instance and
+	// per doubling of instances, the rule of thumb from published
+	// data-parallel scaling studies (≈90-95% inside, ≈85-90% across).
+	DefaultIntraNodeScaling = 0.95
+	DefaultInterNodeScaling = 0.90
+	// DefaultSpotPoolGPUs is the spot GPUs assumed available per pool when
+	// no placement score says otherwise: four 8-GPU instances.
+	DefaultSpotPoolGPUs = 32
 )
 
 // SetDefaults fills in every field left at its zero value with its default,
@@ -66,6 +78,15 @@ func (p *Policy) applyDefaults(isSet func(s scope, i int, field string) bool) {
 	if p.Horizon == 0 && !isSet(scopeTop, 0, "horizon") {
 		p.Horizon = DefaultHorizon
 	}
+	if p.SpotPoolGPUs == 0 && !isSet(scopeTop, 0, "spot_pool_gpus") {
+		p.SpotPoolGPUs = DefaultSpotPoolGPUs
+	}
+	if p.Scaling.IntraNode == 0 && !isSet(scopeTop, 0, "scaling.intra_node") {
+		p.Scaling.IntraNode = DefaultIntraNodeScaling
+	}
+	if p.Scaling.InterNode == 0 && !isSet(scopeTop, 0, "scaling.inter_node") {
+		p.Scaling.InterNode = DefaultInterNodeScaling
+	}
 	for i := range p.Workloads {
 		w := &p.Workloads[i]
 		set := func(f string) bool { return isSet(scopeWorkload, i, f) }
@@ -74,6 +95,15 @@ func (p *Policy) applyDefaults(isSet func(s scope, i int, field string) bool) {
 		}
 		if w.Spot == "" && !set("spot") {
 			w.Spot = DefaultSpot
+		}
+		if w.GPU.Interconnect == "" && !set("gpu.interconnect") {
+			w.GPU.Interconnect = InterconnectAny
+		}
+		if w.Scaling.IntraNode == 0 && !set("scaling.intra_node") {
+			w.Scaling.IntraNode = p.Scaling.IntraNode
+		}
+		if w.Scaling.InterNode == 0 && !set("scaling.inter_node") {
+			w.Scaling.InterNode = p.Scaling.InterNode
 		}
 		switch w.Kind {
 		case Training, Batch:

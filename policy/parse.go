@@ -488,6 +488,8 @@ func (d *decoder) policy(n *yaml.Node, p *Policy) {
 		{"residency", func(v *yaml.Node) { d.strings(v, "residency", "residency", &p.Residency) }},
 		{"horizon", func(v *yaml.Node) { d.duration(v, "horizon", &p.Horizon) }},
 		{"spot_defaults", func(v *yaml.Node) { d.spotDefaults(v, p) }},
+		{"scaling", func(v *yaml.Node) { d.scaling(v, "scaling", &p.Scaling) }},
+		{"spot_pool_gpus", func(v *yaml.Node) { d.integer(v, "spot_pool_gpus", &p.SpotPoolGPUs) }},
 		{"workloads", func(v *yaml.Node) { wl = v }},
 		{"quotas", func(v *yaml.Node) { qs = v }},
 		{"budgets", func(v *yaml.Node) { bs = v }},
@@ -570,6 +572,9 @@ func (d *decoder) workload(n *yaml.Node, w *Workload) {
 				{"models", func(v *yaml.Node) { d.models(v, w) }},
 				{"count", func(v *yaml.Node) { d.integer(v, "gpu.count", &w.GPU.Count) }},
 				{"min_memory_gib", func(v *yaml.Node) { d.number(v, "gpu.min_memory_gib", &w.GPU.MinMemoryGiB) }},
+				{"interconnect", func(v *yaml.Node) {
+					d.enum(v, "gpu.interconnect", "any or required", &w.GPU.Interconnect)
+				}},
 			})
 		}},
 		{"work", func(v *yaml.Node) {
@@ -583,6 +588,7 @@ func (d *decoder) workload(n *yaml.Node, w *Workload) {
 			})
 		}},
 		{"deadline", func(v *yaml.Node) { d.duration(v, "deadline", &w.Deadline) }},
+		{"scaling", func(v *yaml.Node) { d.scaling(v, "scaling", &w.Scaling) }},
 		{"checkpoint_interval", func(v *yaml.Node) { d.durationOrZero(v, "checkpoint_interval", &w.CheckpointInterval) }},
 		{"restart_overhead", func(v *yaml.Node) { d.durationOrZero(v, "restart_overhead", &w.RestartOverhead) }},
 		{"spot", func(v *yaml.Node) {
@@ -696,5 +702,13 @@ func (d *decoder) budget(n *yaml.Node, b *Budget) {
 		{"workload", func(v *yaml.Node) { d.str(v, "workload", &b.Workload) }},
 		{"monthly_usd", func(v *yaml.Node) { d.number(v, "monthly_usd", &b.MonthlyUSD) }},
 		{"action", func(v *yaml.Node) { d.enum(v, "action", "alert, stop-scaling or spot-only", &b.Action) }},
+	})
+}
+
+// scaling decodes {intra_node, inter_node}.
+func (d *decoder) scaling(n *yaml.Node, name string, sc *Scaling) {
+	d.mapping(n, name, name, []field{
+		{"intra_node", func(v *yaml.Node) { d.number(v, name+".intra_node", &sc.IntraNode) }},
+		{"inter_node", func(v *yaml.Node) { d.number(v, name+".inter_node", &sc.InterNode) }},
 	})
 }

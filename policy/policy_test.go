@@ -62,6 +62,10 @@ func TestWorkloadDefaults(t *testing.T) {
 				Replicas: Replicas{Min: 2, Max: 9, TargetUtilization: 1}, Spread: Spread{MinZones: 2, MinClouds: 2},
 				Limits: Limits{Clouds: []pricing.Cloud{pricing.AWS, pricing.GCP}, Zones: []string{"us-*"}}, Pos: w.Pos}
 		}},
+		{"multi-node job with interconnect and its own scaling", "{name: a, kind: training, gpu: {models: [H100], count: 64, interconnect: required}, work: {gpu_hours: 6400}, scaling: {inter_node: 0.8}}", func(w *Workload) Workload {
+			return Workload{Name: "a", Kind: Training, GPU: GPUNeed{Models: []pricing.GPUModel{pricing.H100}, Count: 64, Interconnect: InterconnectRequired}, WorkGPUHours: 6400,
+				ReferenceGPU: pricing.H100, RestartOverhead: 10 * time.Minute, Spot: SpotPrefer, Scaling: Scaling{0.95, 0.8}, Pos: w.Pos}
+		}},
 		{"durations", "{name: a, kind: training, work: {gpu_hours: 1, reference_gpu: H100}, deadline: 1d12h, checkpoint_interval: 90m, restart_overhead: 2m30s}", func(w *Workload) Workload {
 			return Workload{Name: "a", Kind: Training, GPU: GPUNeed{Count: 1}, WorkGPUHours: 1, ReferenceGPU: pricing.H100,
 				Deadline: 36 * time.Hour, CheckpointInterval: 90 * time.Minute, RestartOverhead: 150 * time.Second, Spot: SpotPrefer, Pos: w.Pos}
@@ -71,7 +75,14 @@ func TestWorkloadDefaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustParse(t, "workloads:\n  - "+tt.src+"\n")
 			w := &p.Workloads[0]
-			if want := tt.want(w); !reflect.DeepEqual(*w, want) {
+			want := tt.want(w)
+			if want.GPU.Interconnect == "" {
+				want.GPU.Interconnect = InterconnectAny
+			}
+			if want.Scaling == (Scaling{}) {
+				want.Scaling = Scaling{DefaultIntraNodeScaling, DefaultInterNodeScaling}
+			}
+			if !reflect.DeepEqual(*w, want) {
 				t.Errorf("got  %+v\nwant %+v", *w, want)
 			}
 			if w.Pos != (Pos{"p.yaml", 2, 5}) {

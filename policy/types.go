@@ -55,17 +55,30 @@ type Policy struct {
 	// SpotDefaults overrides the built-in expected interruptions per hour per
 	// cloud, used where the catalog has no spot signal.
 	SpotDefaults map[pricing.Cloud]float64
-	Workloads    []Workload
-	Quotas       []Quota
-	Budgets      []Budget
+	// SpotPoolGPUs is the most spot GPUs the planner puts in one pool (an
+	// instance type in one zone, or Azure region) for one workload: spot
+	// capacity is finite, and large asks are where preemptions cluster.
+	SpotPoolGPUs int
+	// Scaling is how much of the linear speed-up multi-GPU jobs keep;
+	// workloads may override it.
+	Scaling   Scaling
+	Workloads []Workload
+	Quotas    []Quota
+	Budgets   []Budget
 }
 
 // GPUNeed is what GPUs a workload needs.
 type GPUNeed struct {
 	// Models allowed; empty means "any that fits".
 	Models []pricing.GPUModel
-	// Count is GPUs per instance (per replica for inference).
+	// Count is the job's total GPUs (training and batch: they may span
+	// several identical instances in one zone), or GPUs per replica
+	// (inference).
 	Count int
+	// Interconnect, when InterconnectRequired, limits a job spanning
+	// several instances to instance types with a high-speed GPU network
+	// (AWS EFA, GCP GPUDirect-TCPX/TCPXO/RDMA, Azure InfiniBand).
+	Interconnect string
 	// MinMemoryGiB is the least memory per GPU.
 	MinMemoryGiB float64
 }
@@ -101,6 +114,21 @@ type PrometheusMetric struct {
 	Query string
 	// TargetPerReplica is the load one replica should carry.
 	TargetPerReplica float64
+}
+
+// Interconnect needs (GPUNeed.Interconnect).
+const (
+	InterconnectAny      = "any"
+	InterconnectRequired = "required"
+)
+
+// Scaling is the share of linear speed-up synchronous data-parallel
+// training keeps: IntraNode per doubling of GPUs inside one instance
+// (NVLink/PCIe), InterNode per doubling of instances (network). Zero
+// fields mean "inherit" (workload from policy, policy from the defaults).
+type Scaling struct {
+	IntraNode float64
+	InterNode float64
 }
 
 // Spread says how widely inference replicas must be spread.
@@ -144,6 +172,8 @@ type Workload struct {
 	Autoscale Autoscale
 	Spread    Spread
 	Limits    Limits
+	// Scaling overrides the policy's scaling efficiency for this job.
+	Scaling Scaling
 	// Pos is where the workload is defined in the file.
 	Pos Pos
 }

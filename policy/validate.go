@@ -79,6 +79,10 @@ func (r *reporter) check() {
 	if p.Horizon <= 0 {
 		r.errf(scopeTop, 0, "horizon", "horizon must be positive, e.g. 720h")
 	}
+	r.checkScaling(scopeTop, 0, "scaling", p.Scaling)
+	if p.SpotPoolGPUs < 1 {
+		r.errf(scopeTop, 0, "spot_pool_gpus", "spot_pool_gpus %d: want the spot GPUs one pool can give a workload, at least 1 (default %d)", p.SpotPoolGPUs, DefaultSpotPoolGPUs)
+	}
 	for _, c := range sortedClouds(p.SpotDefaults) {
 		v := p.SpotDefaults[c]
 		if !knownCloud(c) {
@@ -181,8 +185,28 @@ func (r *reporter) checkWorkload(i int) {
 	}
 
 	// GPU need.
-	if w.GPU.Count < 1 || w.GPU.Count > MaxGPUsPerInstance {
-		e("gpu.count", "gpu.count %d: want 1 to %d GPUs per instance", w.GPU.Count, MaxGPUsPerInstance)
+	if w.Kind == Inference {
+		if w.GPU.Count < 1 || w.GPU.Count > MaxGPUsPerInstance {
+			e("gpu.count", "gpu.count %d: want 1 to %d GPUs per replica (one instance)", w.GPU.Count, MaxGPUsPerInstance)
+		}
+	} else if w.GPU.Count < 1 || w.GPU.Count > MaxJobGPUs {
+		e("gpu.count", "gpu.count %d: want 1 to %d GPUs for the whole job (it may span several identical instances)", w.GPU.Count, MaxJobGPUs)
+	}
+	switch w.GPU.Interconnect {
+	case InterconnectAny, InterconnectRequired:
+	default:
+		e("gpu.interconnect", "gpu.interconnect %q: want any or required%s", w.GPU.Interconnect, didYouMean(w.GPU.Interconnect, []string{InterconnectAny, InterconnectRequired}))
+	}
+	// Inherited figures were checked at the top level.
+	if w.Scaling != r.p.Scaling {
+		sc := w.Scaling
+		if sc.IntraNode == r.p.Scaling.IntraNode {
+			sc.IntraNode = DefaultIntraNodeScaling
+		}
+		if sc.InterNode == r.p.Scaling.InterNode {
+			sc.InterNode = DefaultInterNodeScaling
+		}
+		r.checkScaling(scopeWorkload, i, "scaling", sc)
 	}
 	seen := map[pricing.GPUModel]bool{}
 	for j, m := range w.GPU.Models {
@@ -560,5 +584,18 @@ func validateAutoscale(a Autoscale, e func(field, format string, args ...any)) {
 	}
 	if !finite(m.TargetPerReplica) || m.TargetPerReplica <= 0 {
 		e("autoscale.prometheus.target_per_replica", "autoscale.prometheus.target_per_replica %v: want the load one replica should carry, above 0", m.TargetPerReplica)
+	}
+}
+
+// checkScaling: each efficiency is a share of linear speed-up per doubling,
+// in (0, 1].
+func (r *reporter) checkScaling(s scope, i int, prefix string, sc Scaling) {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"intra_node", sc.IntraNode}, {"inter_node", sc.InterNode}} {
+		if !finite(f.v) || f.v <= 0 || f.v > 1 {
+			r.errf(s, i, prefix+"."+f.name, "%s.%s %v: want the share of linear speed-up kept per doubling, in (0, 1], e.g. 0.9", prefix, f.name, f.v)
+		}
 	}
 }

@@ -20,7 +20,8 @@ import (
 //	4: report_alerts (the Slack reports' alert state)
 //	5: the token revocation log (broker_token_revocations)
 //	6: the spend ledger (spend_ledger)
-const SchemaVersion = 6
+//	7: the fleet's slots, launch intents, instances and settings
+const SchemaVersion = 7
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.
@@ -31,7 +32,8 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this gpubroker")
 // recorded by the one schema version: no table is created elsewhere.
 var models = []any{&offerRow{}, &pricePointRow{},
 	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
-	&planRow{}, &alertRow{}, &tokenRevocationRow{}, &spendRow{}}
+	&planRow{}, &alertRow{}, &tokenRevocationRow{}, &spendRow{},
+	&slotRow{}, &intentRow{}, &fleetInstanceRow{}, &fleetSettingRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {

@@ -44,6 +44,8 @@ type Config struct {
 	CatalogReload time.Duration
 	// Retention bounds how long price history and events are kept.
 	Retention RetentionConfig
+	// Fleet configures the fleet reconciler (fleet.go).
+	Fleet FleetConfig
 	// Reports configures Slack reports and alerts (reports.go).
 	Reports ReportsConfig
 	// Endpoints overrides the clouds' public endpoints ("endpoints:"); the
@@ -139,7 +141,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return cfg, nil // empty file: all defaults
 	}
-	p := &parser{name: name}
+	p := &parser{name: name, src: data}
 	root := doc.Content[0]
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return cfg, nil
@@ -161,6 +163,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 				"events":        func(n *yaml.Node) error { return p.retention(n, "retention.events", &r.Events) },
 			})
 		},
+		"fleet":   func(n *yaml.Node) error { return p.fleet(n, &cfg.Fleet) },
 		"reports": func(n *yaml.Node) error { return p.reports(n, &cfg.Reports) },
 		"refresh": func(n *yaml.Node) error {
 			r := &cfg.Refresh
@@ -204,7 +207,10 @@ func yamlError(name string, err error) error {
 	return fmt.Errorf("%w: %s:1:1: %s", ErrConfig, name, strings.TrimPrefix(msg, "yaml: "))
 }
 
-type parser struct{ name string }
+type parser struct {
+	name string
+	src  []byte // the file, for positions inside block scalars
+}
 
 func (p *parser) errorf(n *yaml.Node, format string, args ...any) error {
 	return fmt.Errorf("%w: %s:%d:%d: %s", ErrConfig, p.name, n.Line, n.Column, fmt.Sprintf(format, args...))

@@ -45,7 +45,7 @@ func TestParseConfigErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: catalog_reload, db, db_password_file, endpoints, lease_ttl, refresh, reports, retention, shutdown_grace`},
+		{"dbb: x\n", `c.yaml:1:1: unknown key "dbb" in the top level; known keys: catalog_reload, db, db_password_file, endpoints, fleet, lease_ttl, refresh, reports, retention, shutdown_grace`},
 		{"lease_ttl: 0s\n", `c.yaml:1:12: lease_ttl "0s": want a positive duration`},
 		{"lease_ttl: 200ms\n", `c.yaml:1:12: lease_ttl 200ms: want a duration from 1s to 10m0s`},
 		{"lease_ttl: -5s\n", `c.yaml:1:12: lease_ttl "-5s": want a positive duration`},
@@ -92,6 +92,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add("refresh: {schedule: \"0 */6 * * *\", clouds: [aws]}\n")
 	f.Add("db: &a x\nrefresh: *a\n")
 	f.Add("refresh:\n  schedule: \"TZ=Europe/Berlin 0 3 * * *\"\n")
+	fleet, _ := os.ReadFile("testdata/fleet.good.yaml")
+	f.Add(string(fleet))
+	f.Add("fleet:\n  clouds:\n    aws:\n      image: a\n      subnet: s\n      user_data: |\n        {{.Tokn}\n")
 	reports, _ := os.ReadFile("testdata/reports.good.yaml")
 	f.Add(string(reports))
 	f.Add("reports:\n  time_zone: \"Europe/Berlin 0\"\n  schedules: [{period: day, cron: \"0 9 * * *\"}]\n")

@@ -89,7 +89,7 @@ func newEnv(t *testing.T, dsn string) *env {
 		t.Fatal(err)
 	}
 	fp := &fakePlanner{}
-	api := httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat }, Planner: fp,
+	api := httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat }, Planner: fp, Fleet: &fakeFleet{},
 		Spend: func(_ context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
 			return apiv1.Spend{By: q.By, Lines: []apiv1.SpendLine{}}, nil
 		},
@@ -217,6 +217,10 @@ func TestAuthEveryRoute(t *testing.T) {
 		"POST /api/v1/agents/{id}/benchmarks": {"POST", "/api/v1/agents/%s/benchmarks", map[string]any{"method": "command", "gpus": []map[string]any{{"index": 0, "name": "NVIDIA A10G", "dtype": "bf16", "tflops": 60, "bandwidth_gbs": 550}}}, true},
 		"POST /api/v1/agents/{id}/notices":    {"POST", "/api/v1/agents/%s/notices", map[string]any{"kind": "preempt", "id": "n1", "cloud": "aws", "deadline": "2026-12-02T12:00:00Z"}, true},
 		"POST /api/v1/agents/{id}/drains":     {"POST", "/api/v1/agents/%s/drains", map[string]any{"ok": true, "steps": []any{}}, true},
+		"GET /api/v1/fleet":                   {"GET", "/api/v1/fleet", nil, false},
+		"GET /api/v1/fleet/diff":              {"GET", "/api/v1/fleet/diff", nil, false},
+		"POST /api/v1/fleet/pause":            {"POST", "/api/v1/fleet/pause", nil, false},
+		"POST /api/v1/fleet/resume":           {"POST", "/api/v1/fleet/resume", nil, false},
 	}
 	public := map[string]bool{"GET /healthz": true, "GET /readyz": true}
 	forEachBackend(t, func(t *testing.T, e *env) {

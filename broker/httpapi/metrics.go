@@ -151,3 +151,7 @@ func (m *Metrics) instrument(route string, h http.Handler) http.Handler {
 		m.latency.WithLabelValues(route, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
 	})
 }
+
+// Registerer is the registry the broker's metrics live on, for other
+// parts of the broker (the fleet) to add theirs.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }

@@ -82,6 +82,8 @@ type Config struct {
 	// RequireIdentity refuses bootstrap registrations without a verified
 	// identity (for clouds Identity has keys for).
 	RequireIdentity bool
+	// Fleet serves the fleet routes; nil answers them with 503.
+	Fleet Fleet
 	// TokenCacheTTL is how long a verified token is trusted without
 	// asking the store (default DefaultTokenCacheTTL); it bounds a revoked
 	// token's life here should the revocation log be unreadable.
@@ -107,6 +109,7 @@ type Server struct {
 	store           Store
 	catalog         func() *pricing.Catalog
 	planner         Planner
+	fleet           Fleet
 	log             *slog.Logger
 	now             func() time.Time
 	metrics         *Metrics
@@ -127,7 +130,7 @@ const agentBodyLimit = 64 << 10
 
 // New builds a Server.
 func New(cfg Config) *Server {
-	s := &Server{store: cfg.Store, catalog: cfg.Catalog, planner: cfg.Planner, log: cfg.Logger, now: cfg.Now,
+	s := &Server{store: cfg.Store, catalog: cfg.Catalog, planner: cfg.Planner, fleet: cfg.Fleet, log: cfg.Logger, now: cfg.Now,
 		metrics: cfg.Metrics, ready: cfg.Ready, maxBody: cfg.MaxBodyBytes, mux: http.NewServeMux(), checkWL: cfg.CheckWorkload,
 		spendFn: cfg.Spend}
 	if s.log == nil {
@@ -194,6 +197,7 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/agents/{id}/benchmarks", agentOwner, s.benchmark)
 	s.handle("POST /api/v1/agents/{id}/notices", agentOwner, s.notice)
 	s.handle("POST /api/v1/agents/{id}/drains", agentOwner, s.drain)
+	s.fleetRoutes()
 }
 
 // handle registers h for pattern behind the input checks, auth and the

@@ -217,9 +217,11 @@ func (o *agentOptions) config(fs *pflag.FlagSet) (config.Config, error) {
 	return c, nil
 }
 
-// buildVersion is the module version stamped by the Go toolchain.
+// buildVersion is the module version stamped by the Go toolchain. A build
+// without VCS information says "(devel)", which the broker rejects as a
+// label (parentheses), so it is reported as "devel".
 func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "devel"

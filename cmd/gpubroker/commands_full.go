@@ -17,6 +17,7 @@ func addCommands(root *cobra.Command) {
 		newAgentCmd(),
 		newPlanCmd(),
 		newTokenCmd(),
+		newFleetCmd(),
 		newReportCmd(),
 	)
 }

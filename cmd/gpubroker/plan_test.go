@@ -38,6 +38,14 @@ func TestPlanCommand(t *testing.T) {
 			wantStdout: []string{"of unknown date (embedded snapshot", "catalog refresh"}},
 		{name: "infeasible", args: []string{"plan", "-f", "testdata/infeasible.yaml"}, wantCode: 1,
 			wantStderr: []string{"no feasible placement", "infeasible.yaml:3:5: too-big", "(deadline)"}},
+		{name: "partly infeasible: the rest is planned", args: []string{"plan", "-f", "testdata/partly.yaml"}, wantCode: 1,
+			wantStdout: []string{"fits", "Blocked (not placed):", "partly.yaml:8:5: too-big", "(deadline)", "proof: no option meets"},
+			wantStderr: []string{"no feasible placement for 1 workload(s)", "too-big"}},
+		{name: "exact solver", args: []string{"plan", "-f", "../../examples/fleet.yaml", "--solver", "auto"}, wantCode: 0,
+			wantStdout: []string{"Total: expected"}},
+		{name: "bad solver", args: []string{"plan", "-f", "../../examples/fleet.yaml", "--solver", "magic"}, wantCode: 2, wantStderr: []string{"want heuristic, exact or auto"}},
+		{name: "partly infeasible json", args: []string{"plan", "-f", "testdata/partly.yaml", "-o", "json"}, wantCode: 1,
+			wantStdout: []string{`"blocked": [`, `"workload": "too-big"`, `"constraint": "deadline"`, `"workload": "fits"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -131,12 +131,22 @@ const (
 	// EventSlowHost: a host benchmarked far below its instance type's
 	// median (broker/speeds.go); a candidate for replacement.
 	EventSlowHost EventKind = "slow_host"
+	// The fleet reconciler's (docs/fleet.md): slot transitions, orphans,
+	// terminations, failed launches, dry-run actions and the kill switch.
+	EventFleetSlot         EventKind = "fleet.slot"
+	EventFleetOrphan       EventKind = "fleet.orphan"
+	EventFleetTerminate    EventKind = "fleet.terminate"
+	EventFleetLaunchFailed EventKind = "fleet.launch_failed"
+	EventFleetDryRun       EventKind = "fleet.dry_run"
+	EventFleetPaused       EventKind = "fleet.paused"
+	EventFleetResumed      EventKind = "fleet.resumed"
 )
 
 // EventKinds lists every event kind.
 func EventKinds() []EventKind {
 	return []EventKind{EventRegistered, EventLaunched, EventPreemptionNotice, EventNotice, EventDrained, EventDrainFailed,
-		EventTerminated, EventPriceChange, EventBudgetAlert, EventBenchmark, EventSlowHost}
+		EventTerminated, EventPriceChange, EventBudgetAlert, EventBenchmark, EventSlowHost,
+		EventFleetSlot, EventFleetOrphan, EventFleetTerminate, EventFleetLaunchFailed, EventFleetDryRun, EventFleetPaused, EventFleetResumed}
 }
 
 // ParseEventKind checks s.

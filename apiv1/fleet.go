@@ -1,0 +1,157 @@
+package apiv1
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Fleet routes (docs/fleet.md).
+const (
+	PathFleet       = Prefix + "/fleet"
+	PathFleetDiff   = Prefix + "/fleet/diff"
+	PathFleetPause  = Prefix + "/fleet/pause"
+	PathFleetResume = Prefix + "/fleet/resume"
+)
+
+// Fleet modes.
+const (
+	FleetDryRun = "dry-run"
+	FleetApply  = "apply"
+)
+
+// FleetStatus is GET /api/v1/fleet: every slot with its instance and
+// agent health, the orphans, the blocked pools and the kill switch.
+type FleetStatus struct {
+	At       time.Time      `json:"at"`
+	Mode     string         `json:"mode"`
+	Paused   bool           `json:"paused"`
+	PausedBy string         `json:"paused_by,omitempty"`
+	ByState  map[string]int `json:"by_state"`
+	Slots    []FleetSlot    `json:"slots"`
+	// Orphans are broker-tagged instances no slot owns; they are
+	// terminated after the grace period.
+	Orphans []FleetInstance `json:"orphans"`
+	// Blocked are the pools in the unavailable-offerings cache, as the
+	// answering replica knows them (the leader's view is the one that acts).
+	Blocked []BlockedPool `json:"blocked"`
+	// LastPass is the answering replica's latest pass; absent on followers.
+	LastPass *FleetReport `json:"last_pass,omitempty"`
+}
+
+// FleetSlot is one slot: where one instance of a workload must run.
+type FleetSlot struct {
+	// ID is "<workload>/<index>", stable across re-plans.
+	ID           string  `json:"id"`
+	Workload     string  `json:"workload"`
+	Kind         string  `json:"kind"`
+	Index        int     `json:"index"`
+	Cloud        string  `json:"cloud"`
+	Region       string  `json:"region"`
+	Zone         string  `json:"zone"`
+	InstanceType string  `json:"instance_type"`
+	GPU          string  `json:"gpu"`
+	Capacity     string  `json:"capacity"`
+	PricePerHour float64 `json:"price_per_hour"`
+	// State is pending, launching, booting, running, draining or gone.
+	State string `json:"state"`
+	// Generation counts the slot's launches.
+	Generation    int       `json:"generation"`
+	InstanceID    string    `json:"instance_id,omitempty"`
+	InstanceState string    `json:"instance_state,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	StateSince    time.Time `json:"state_since"`
+	AgeSeconds    float64   `json:"age_seconds"`
+	LaunchedAt    time.Time `json:"launched_at,omitzero"`
+	RunningAt     time.Time `json:"running_at,omitzero"`
+	// Agent is healthy, silent, preempting, draining, drained or none.
+	Agent         string    `json:"agent"`
+	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+}
+
+// FleetInstance is a broker-tagged instance as the fleet last listed it.
+type FleetInstance struct {
+	ID           string    `json:"id"`
+	Cloud        string    `json:"cloud"`
+	Region       string    `json:"region"`
+	Zone         string    `json:"zone"`
+	InstanceType string    `json:"instance_type"`
+	Capacity     string    `json:"capacity"`
+	State        string    `json:"state"`
+	OrphanSince  time.Time `json:"orphan_since,omitzero"`
+}
+
+// BlockedPool is one pool in the unavailable-offerings cache.
+type BlockedPool struct {
+	Cloud        string    `json:"cloud"`
+	Zone         string    `json:"zone"`
+	InstanceType string    `json:"instance_type"`
+	Capacity     string    `json:"capacity"`
+	Until        time.Time `json:"until"`
+	Reason       string    `json:"reason"`
+}
+
+// FleetReport is one reconcile pass (GET /api/v1/fleet/diff computes one
+// that writes and launches nothing).
+type FleetReport struct {
+	At        time.Time      `json:"at"`
+	Mode      string         `json:"mode"`
+	Paused    bool           `json:"paused"`
+	Epoch     int64          `json:"epoch,omitempty"`
+	TookNS    int64          `json:"took_ns"`
+	Slots     int            `json:"slots"`
+	ByState   map[string]int `json:"by_state"`
+	Instances int            `json:"instances"`
+	Actions   []FleetAction  `json:"actions"`
+	Errors    []string       `json:"errors,omitempty"`
+}
+
+// FleetAction is one thing a pass does or would do.
+type FleetAction struct {
+	// Kind is launch, retry, adopt, terminate, block, wait or orphan.
+	Kind         string `json:"kind"`
+	Slot         string `json:"slot,omitempty"`
+	Workload     string `json:"workload,omitempty"`
+	Instance     string `json:"instance,omitempty"`
+	Cloud        string `json:"cloud,omitempty"`
+	Zone         string `json:"zone,omitempty"`
+	InstanceType string `json:"instance_type,omitempty"`
+	Capacity     string `json:"capacity,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	// Done is false in dry-run, while paused, when a cap held it back or
+	// when it failed (Error).
+	Done  bool   `json:"done"`
+	Error string `json:"error,omitempty"`
+}
+
+// FleetPause is the kill switch as stored.
+type FleetPause struct {
+	Paused bool      `json:"paused"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+}
+
+// FleetStatus reads the fleet.
+func (c *Client) FleetStatus(ctx context.Context) (FleetStatus, error) {
+	var out FleetStatus
+	err := c.get(ctx, PathFleet, nil, &out)
+	return out, err
+}
+
+// FleetDiff is what the next reconcile pass would do.
+func (c *Client) FleetDiff(ctx context.Context) (FleetReport, error) {
+	var out FleetReport
+	err := c.get(ctx, PathFleetDiff, nil, &out)
+	return out, err
+}
+
+// SetFleetPaused turns the kill switch on (pause) or off (resume).
+func (c *Client) SetFleetPaused(ctx context.Context, paused bool) (FleetPause, error) {
+	path := PathFleetResume
+	if paused {
+		path = PathFleetPause
+	}
+	var out FleetPause
+	err := c.send(ctx, http.MethodPost, path, nil, &out)
+	return out, err
+}

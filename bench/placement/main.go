@@ -1,0 +1,92 @@
+// Command placement compares gpubroker's placement heuristic with CBC on
+// hard generated fleets (optimizer/hardgen) and prints, per size and seed,
+// the heuristic's time, CBC's time, both costs, CBC's status and best
+// bound, and the gap. docs/BENCHMARKS.md records its output.
+//
+//	go run ./bench/placement -n 2000,10000 -seeds 1 -cbc-time 600s
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/optimizer/cbc"
+	"github.com/gpubroker/gpubroker/optimizer/hardgen"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+func main() {
+	sizes := flag.String("n", "200,2000", "fleet sizes, comma separated")
+	seeds := flag.Int("seeds", 1, "seeds per size")
+	tight := flag.Float64("tightness", 0.6, "quota and budget tightness (hardgen)")
+	limit := flag.Duration("cbc-time", 5*time.Minute, "CBC time limit")
+	threads := flag.Int("threads", 1, "CBC threads")
+	flag.Parse()
+	if err := run(*sizes, *seeds, *tight, *limit, *threads); err != nil {
+		fmt.Fprintln(os.Stderr, "placement:", err)
+		os.Exit(1)
+	}
+}
+
+func run(sizes string, seeds int, tight float64, limit time.Duration, threads int) error {
+	cat, err := pricing.EmbeddedCatalog()
+	if err != nil {
+		return err
+	}
+	ex, err := cbc.Find()
+	if err != nil {
+		return err
+	}
+	ex.TimeLimit, ex.Threads = limit, threads
+	fmt.Println("n\tseed\theur_s\theur_cost\theur_bound\tcbc_s\tcbc_status\tcbc_cost\tcbc_bound\tgap_vs_cbc_%\theur_gap_vs_best_bound_%")
+	for _, f := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("-n %q: %w", f, err)
+		}
+		for seed := 1; seed <= seeds; seed++ {
+			p, err := hardgen.Generate(cat, n, uint64(seed), hardgen.Options{Tightness: tight})
+			if err != nil {
+				return err
+			}
+			now := cat.GeneratedAt.Add(time.Hour)
+			t0 := time.Now()
+			h, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now})
+			ht := time.Since(t0)
+			if err != nil {
+				return fmt.Errorf("heuristic n=%d seed=%d: %w", n, seed, err)
+			}
+			// CBC alone: the model built by the solver, no warm start, so
+			// its time is CBC's own.
+			m, err := optimizer.BuildModel(optimizer.Input{Catalog: cat, Policy: p, Now: now})
+			if err != nil {
+				return err
+			}
+			t1 := time.Now()
+			res, err := ex.SolveModel(context.Background(), m, nil)
+			ct := time.Since(t1)
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("cbc n=%d seed=%d: %w", n, seed, err)
+			}
+			cbcCost, gap := 0.0, 0.0
+			if res.Choice != nil {
+				cbcCost = m.Cost(res.Choice)
+				gap = 100 * (h.Totals.ExpectedCost - cbcCost) / cbcCost
+			}
+			best := max(h.Bound.LowerBound, res.BestBound)
+			if res.Status == optimizer.ExactOptimal {
+				best = cbcCost
+			}
+			fmt.Printf("%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%.3f\t%.3f\n", len(p.Workloads), seed, ht.Seconds(), h.Totals.ExpectedCost,
+				h.Bound.LowerBound, ct.Seconds(), res.Status, cbcCost, res.BestBound, gap, 100*(h.Totals.ExpectedCost-best)/best)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFleetGood(t *testing.T) {
+	data, err := os.ReadFile("testdata/fleet.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig("fleet.good.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := cfg.Fleet
+	if !f.Enabled || f.Mode != "apply" || f.Name != "ml-platform" || f.Interval != 15*time.Second || f.MaxInstances != 40 ||
+		f.LaunchesPerMinute != 10 || f.Commands["llm-finetune"] == "" || len(f.Clouds) != 3 {
+		t.Fatalf("%+v", f)
+	}
+	aws := f.Clouds["aws"]
+	if aws.Image != "ami-0abcdef1234567890" || aws.UserData == nil || aws.MaxInstances != 20 || len(aws.SecurityGroups) != 1 {
+		t.Fatalf("aws %+v", aws)
+	}
+	var b strings.Builder
+	if err := aws.UserData.Execute(&b, map[string]string{"Token": "T", "BrokerURL": "U", "Command": "C"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "echo 'T'") || !strings.Contains(b.String(), "exec C") {
+		t.Fatalf("rendered:\n%s", b.String())
+	}
+	// No fleet section: disabled. A bare one: dry-run.
+	if cfg, _ := ParseConfig("c.yaml", []byte("db: x\n")); cfg.Fleet.Enabled {
+		t.Fatal("fleet enabled without a section")
+	}
+	if cfg, err := ParseConfig("c.yaml", []byte("fleet: {}\n")); err != nil || cfg.Fleet.Mode != "dry-run" {
+		t.Fatalf("default mode %q %v", cfg.Fleet.Mode, err)
+	}
+}
+
+func TestParseFleetErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.sh")
+	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho ok\necho {{.Tokn}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ yaml, want string }{
+		{"fleet:\n  mode: yolo\n", `c.yaml:2:9: fleet.mode "yolo": want dry-run (record what would be done) or apply`},
+		{"fleet:\n  mod: apply\n", `c.yaml:2:3: unknown key "mod" in fleet; known keys: boot_timeout, broker_url, clouds`},
+		{"fleet:\n  name: My_Fleet\n", `c.yaml:2:9: fleet.name "My_Fleet": want 1-63 lower-case letters`},
+		{"fleet:\n  max_instances: -1\n", `c.yaml:2:18: fleet.max_instances "-1": want a whole number from 1 to 1000000`},
+		{"fleet:\n  broker_url: broker:8080\n", `c.yaml:2:15: fleet.broker_url "broker:8080": want an http:// or https:// URL`},
+		{"fleet:\n  clouds:\n    ibm: {}\n", `c.yaml:3:5: fleet.clouds: unknown cloud "ibm"; want aws, gcp or azure`},
+		{"fleet:\n  clouds:\n    aws:\n      image: ami-1\n", `c.yaml:4:7: fleet.clouds.aws: subnet is required`},
+		{"fleet:\n  clouds:\n    gcp:\n      project: p\n      image: \"\"\n", `c.yaml:5:14: fleet.clouds.gcp.image is empty`},
+		{"fleet:\n  clouds:\n    aws:\n      image: a\n      subnet: s\n      user_data: |\n        #!/bin/sh\n        echo {{.Token}\n",
+			`c.yaml:8:9: fleet.clouds.aws.user_data: template error:`},
+		{"fleet:\n  clouds:\n    aws:\n      image: a\n      subnet: s\n      user_data: |\n        #!/bin/sh\n        echo {{.Tokn}}\n",
+			`c.yaml:8:14: fleet.clouds.aws.user_data: unknown field .Tokn; a user data template may use BrokerURL, Token`},
+		{"fleet:\n  clouds:\n    aws:\n      image: a\n      subnet: s\n      user_data_file: " + bad + "\n",
+			bad + `:3:6: user data: unknown field .Tokn`},
+		{"fleet:\n  clouds:\n    aws:\n      image: a\n      subnet: s\n      user_data_file: /nonexistent/x.sh\n",
+			`c.yaml:6:23: fleet.clouds.aws.user_data_file: open /nonexistent/x.sh: no such file or directory`},
+		{"fleet:\n  commands: [a]\n", `c.yaml:2:13: fleet.commands must map workload names to commands`},
+		{"fleet:\n  clouds:\n    fake:\n      pretend: ibm\n", `c.yaml:4:7: fleet.clouds.fake.pretend "ibm": want aws, gcp or azure`},
+	}
+	for _, c := range cases {
+		_, err := ParseConfig("c.yaml", []byte(c.yaml))
+		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseConfig(%q)\n got %v\nwant %q", c.yaml, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/fleet"
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// FleetSetup turns the fleet reconciler on in `gpubroker serve`: the leader
+// runs a pass every Interval (and at once after a pause or resume); every
+// replica answers the fleet routes.
+type FleetSetup struct {
+	Options fleet.Options
+	// Interval between passes (default 10s).
+	Interval time.Duration
+	// Computes are the clouds to manage.
+	Computes map[pricing.Cloud]providers.Compute
+	// Tokens mints the registration tokens that go into user data; nil
+	// uses StoreMinter (bootstrap tokens in the store).
+	Tokens fleet.TokenMinter
+}
+
+// fleetParts is the wired fleet of one broker process.
+type fleetParts struct {
+	loop *fleet.Loop
+	api  httpapi.Fleet
+}
+
+func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHolder, policyData []byte,
+	metrics *httpapi.Metrics, elector *Elector, log *slog.Logger) (*fleetParts, error) {
+	fs := cfg.Fleet
+	fst, err := b.Fleet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var pol *policy.Policy
+	if policyData != nil {
+		if pol, err = policy.Parse(cfg.PolicyPath, policyData); err != nil {
+			return nil, fmt.Errorf("fleet: %w", err)
+		}
+	}
+	fm, err := fleet.NewMetrics(metrics.Registerer())
+	if err != nil {
+		return nil, fmt.Errorf("fleet metrics: %w", err)
+	}
+	tokens := fs.Tokens
+	if tokens == nil {
+		tokens = &StoreMinter{Broker: b, Fleet: fst}
+	}
+	rec := &fleet.Reconciler{Store: fst, Computes: fs.Computes, Agents: b,
+		Plans:  &fleet.SolverSource{Catalog: cat.Load, Policy: func() *policy.Policy { return pol }, Now: cfg.Now},
+		Tokens: tokens, Metrics: fm, Log: log.With("part", "fleet"), Now: cfg.Now, Options: fs.Options}
+	loop := &fleet.Loop{Reconciler: rec, Leading: elector.Leading, Lease: LeaseName, Holder: cfg.ReplicaID, Interval: fs.Interval}
+	loop.Init()
+	svc := &fleet.Service{Store: fst, Agents: b, Reconciler: rec, Now: cfg.Now, Kick: loop.Kick}
+	return &fleetParts{loop: loop, api: fleetAPI{svc}}, nil
+}
+
+// fleetAPI adapts fleet.Service to the API: domain values in, apiv1 out.
+type fleetAPI struct{ s *fleet.Service }
+
+func (f fleetAPI) Status(ctx context.Context) (apiv1.FleetStatus, error) {
+	st, err := f.s.Status(ctx)
+	if err != nil {
+		return apiv1.FleetStatus{}, err
+	}
+	out := apiv1.FleetStatus{At: st.At, Mode: string(st.Mode), Paused: st.Paused, PausedBy: st.PausedBy, ByState: byState(st.ByState),
+		Slots: make([]apiv1.FleetSlot, 0, len(st.Slots)), Orphans: make([]apiv1.FleetInstance, 0, len(st.Orphans)),
+		Blocked: make([]apiv1.BlockedPool, 0, len(st.Blocked))}
+	for _, s := range st.Slots {
+		out.Slots = append(out.Slots, apiv1.FleetSlot{ID: s.ID, Workload: s.Workload, Kind: s.Kind, Index: s.Index, Cloud: s.Cloud,
+			Region: s.Region, Zone: s.Zone, InstanceType: s.InstanceType, GPU: s.GPU, Capacity: s.Capacity, PricePerHour: s.PricePerHour,
+			State: s.State, Generation: s.Generation, InstanceID: s.InstanceID, InstanceState: s.InstanceState, Reason: s.Reason,
+			StateSince: s.StateSince, AgeSeconds: s.AgeSeconds, LaunchedAt: s.LaunchedAt, RunningAt: s.RunningAt, Agent: s.Agent,
+			LastHeartbeat: s.LastHeartbeat})
+	}
+	for _, o := range st.Orphans {
+		out.Orphans = append(out.Orphans, apiv1.FleetInstance{ID: o.ID, Cloud: o.Cloud, Region: o.Region, Zone: o.Zone,
+			InstanceType: o.InstanceType, Capacity: o.Capacity, State: o.State, OrphanSince: o.OrphanSince})
+	}
+	for _, b := range st.Blocked {
+		out.Blocked = append(out.Blocked, apiv1.BlockedPool{Cloud: string(b.Pool.Cloud), Zone: b.Pool.Zone, InstanceType: b.Pool.InstanceType,
+			Capacity: string(b.Pool.Capacity), Until: b.Until, Reason: b.Reason})
+	}
+	if st.LastPass != nil {
+		r := reportAPI(*st.LastPass)
+		out.LastPass = &r
+	}
+	return out, nil
+}
+
+func byState(m map[fleet.State]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[string(k)] = v
+	}
+	return out
+}
+
+func reportAPI(r fleet.Report) apiv1.FleetReport {
+	out := apiv1.FleetReport{At: r.At, Mode: string(r.Mode), Paused: r.Paused, Epoch: r.Epoch, TookNS: int64(r.Took), Slots: r.Slots,
+		ByState: byState(r.ByState), Instances: r.Instances, Actions: make([]apiv1.FleetAction, 0, len(r.Actions)), Errors: r.Errors}
+	for _, a := range r.Actions {
+		out.Actions = append(out.Actions, apiv1.FleetAction(a))
+	}
+	return out
+}
+
+func (f fleetAPI) Diff(ctx context.Context) (apiv1.FleetReport, error) {
+	r, err := f.s.Diff(ctx)
+	if errors.Is(err, fleet.ErrNoPlan) {
+		return apiv1.FleetReport{}, fmt.Errorf("%w: %v", policy.ErrNoPolicy, err)
+	}
+	if err != nil {
+		return apiv1.FleetReport{}, err
+	}
+	return reportAPI(r), nil
+}
+
+func (f fleetAPI) SetPaused(ctx context.Context, paused bool, by string) (apiv1.FleetPause, error) {
+	p, err := f.s.SetPaused(ctx, paused, by)
+	return apiv1.FleetPause{Paused: p.Paused, By: p.By, At: p.At}, err
+}
+
+// StoreMinter mints registration tokens as bootstrap tokens in the store.
+// The token of a launch is HMAC-SHA256(key, client token) under a random
+// key kept in the fleet settings, so a retried launch renders the same user
+// data, and only its hash is stored, as a bootstrap token named after the
+// slot that expires with the launch's boot timeout. (A registration token
+// bound to one instance id needs the id before the launch, which EC2 does
+// not give; see docs/fleet.md.)
+type StoreMinter struct {
+	Broker *store.Broker
+	Fleet  *store.Fleet
+}
+
+// Mint implements fleet.TokenMinter.
+func (m *StoreMinter) Mint(ctx context.Context, r fleet.MintRequest) (string, error) {
+	key, err := m.Fleet.FleetSecret(ctx, "registration-token-key", func() (string, error) {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(b[:]), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	k, err := hex.DecodeString(key)
+	if err != nil {
+		return "", fmt.Errorf("fleet registration key is damaged: %w", err)
+	}
+	h := hmac.New(sha256.New, k)
+	h.Write([]byte(r.ClientToken))
+	tok := "gpb_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+	err = m.Broker.AddToken(ctx, store.TokenRecord{Hash: httpapi.HashToken(tok), Kind: store.TokenBootstrap, Subject: r.Slot, CreatedAt: time.Now().UTC(), ExpiresAt: r.Expires.UTC()})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return "", err
+	}
+	return tok, nil
+}

@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gpubroker/gpubroker/apiv1"
+)
+
+// Fleet is what the fleet routes need; the broker adapts the fleet
+// package's Service to it.
+type Fleet interface {
+	// Status is the fleet as stored: slots, instances, agent health,
+	// blocked pools, the kill switch.
+	Status(ctx context.Context) (apiv1.FleetStatus, error)
+	// Diff is what the next reconcile pass would do; it writes nothing.
+	Diff(ctx context.Context) (apiv1.FleetReport, error)
+	// SetPaused turns the kill switch on or off; by names who did.
+	SetPaused(ctx context.Context, paused bool, by string) (apiv1.FleetPause, error)
+}
+
+func (s *Server) fleetRoutes() {
+	s.handle("GET "+apiv1.PathFleet, adminOnly, s.fleetStatus)
+	s.handle("GET "+apiv1.PathFleetDiff, adminOnly, s.fleetDiff)
+	s.handle("POST "+apiv1.PathFleetPause, adminOnly, s.fleetPause(true))
+	s.handle("POST "+apiv1.PathFleetResume, adminOnly, s.fleetPause(false))
+}
+
+func (s *Server) noFleet(w http.ResponseWriter) bool {
+	if s.fleet != nil {
+		return false
+	}
+	writeError(w, http.StatusServiceUnavailable, codeUnavailable,
+		"the fleet is not configured on this broker; add a fleet section to the broker configuration (docs/fleet.md)")
+	return true
+}
+
+func (s *Server) fleetStatus(w http.ResponseWriter, r *http.Request) {
+	if s.noFleet(w) {
+		return
+	}
+	v, err := s.fleet.Status(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) fleetDiff(w http.ResponseWriter, r *http.Request) {
+	if s.noFleet(w) {
+		return
+	}
+	v, err := s.fleet.Diff(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) fleetPause(paused bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.noFleet(w) {
+			return
+		}
+		by := principalFrom(r.Context()).subject
+		if by == "" {
+			by = "admin"
+		}
+		v, err := s.fleet.SetPaused(r.Context(), paused, "api:"+by)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		kind := "fleet.resumed"
+		if paused {
+			kind = "fleet.paused"
+		}
+		s.metrics.EventRecorded(kind)
+		s.log.InfoContext(r.Context(), kind, "by", by)
+		writeJSON(w, http.StatusOK, v)
+	}
+}

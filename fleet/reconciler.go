@@ -1,0 +1,665 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// Reconciler compares the plan's slots with the clouds' instances and
+// acts. One pass is Reconcile; the leader runs passes in a loop (Loop).
+// Fields are set before the first pass and not changed after.
+type Reconciler struct {
+	Store       Store
+	Computes    map[pricing.Cloud]providers.Compute
+	Agents      Agents
+	Plans       PlanSource
+	Tokens      TokenMinter
+	Unavailable *Unavailable
+	Metrics     *Metrics
+	Log         *slog.Logger
+	Now         func() time.Time
+	Options     Options
+
+	once     sync.Once
+	mu       sync.Mutex
+	launches []launchMark // recent launch calls, for the per-minute caps
+	last     Report
+	seen     map[string]bool // dry-run actions already recorded this term
+}
+
+type launchMark struct {
+	at    time.Time
+	cloud pricing.Cloud
+}
+
+// Action is one thing a pass does or, in dry-run, would do.
+type Action struct {
+	// Kind is launch, retry (an open intent, same token), adopt,
+	// terminate, block or wait.
+	Kind         string `json:"kind"`
+	Slot         string `json:"slot,omitempty"`
+	Workload     string `json:"workload,omitempty"`
+	Instance     string `json:"instance,omitempty"`
+	Cloud        string `json:"cloud,omitempty"`
+	Zone         string `json:"zone,omitempty"`
+	InstanceType string `json:"instance_type,omitempty"`
+	Capacity     string `json:"capacity,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	// Done is true when the action was carried out (false in dry-run, while
+	// paused, when a cap held it back, or when it failed: see Error).
+	Done  bool   `json:"done"`
+	Error string `json:"error,omitempty"`
+}
+
+// Report is the outcome of one pass.
+type Report struct {
+	At      time.Time     `json:"at"`
+	Mode    Mode          `json:"mode"`
+	Paused  bool          `json:"paused"`
+	Epoch   int64         `json:"epoch,omitempty"`
+	Took    time.Duration `json:"took_ns"`
+	Slots   int           `json:"slots"`
+	ByState map[State]int `json:"by_state"`
+	// Instances counts the broker-tagged instances listed, alive.
+	Instances int      `json:"instances"`
+	Actions   []Action `json:"actions"`
+	// Errors are problems that did not stop the pass (a cloud whose
+	// listing failed is left alone this pass).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// ErrNoPlan is returned when there is no plan to reconcile against.
+var ErrNoPlan = errors.New("no plan to reconcile")
+
+func (r *Reconciler) init() {
+	r.once.Do(func() {
+		r.Options.defaults()
+		if r.Log == nil {
+			r.Log = slog.New(slog.DiscardHandler)
+		}
+		if r.Now == nil {
+			r.Now = time.Now
+		}
+		if r.Unavailable == nil {
+			r.Unavailable = &Unavailable{Backoff: r.Options.UnavailableBackoff}
+		}
+		r.seen = map[string]bool{}
+	})
+}
+
+// Last returns the report of the latest pass.
+func (r *Reconciler) Last() Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// NewTerm forgets what belongs to one leader term (the dry-run actions
+// already recorded); the loop calls it when leadership changes.
+func (r *Reconciler) NewTerm() {
+	r.init()
+	r.mu.Lock()
+	r.seen = map[string]bool{}
+	r.mu.Unlock()
+}
+
+// Reconcile runs one pass under the lease term f: observe, decide, and
+// (in Apply mode, not paused) act. Every write is fenced by f, so a pass of
+// a deposed leader stops at its first write with store.ErrFenced.
+func (r *Reconciler) Reconcile(ctx context.Context, f store.Fence) (Report, error) {
+	return r.pass(ctx, f, true)
+}
+
+// Diff computes what the next pass would do and writes nothing (like
+// terraform plan).
+func (r *Reconciler) Diff(ctx context.Context) (Report, error) {
+	return r.pass(ctx, store.Fence{}, false)
+}
+
+// pass is one reconcile pass; write=false is Diff.
+func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Report, error) {
+	r.init()
+	start := time.Now()
+	p, err := r.observe(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	p.write, p.fence = write, f
+	p.rep.Epoch = f.Epoch
+	p.decide()
+	if write {
+		if err := p.flush(ctx); err != nil {
+			return p.rep, err
+		}
+		if err := p.execute(ctx); err != nil {
+			return p.rep, err
+		}
+		if r.Metrics != nil {
+			r.Metrics.observe(p)
+		}
+	} else {
+		p.describe()
+	}
+	p.rep.Took = time.Since(start)
+	sort.SliceStable(p.rep.Actions, func(i, j int) bool { return p.rep.Actions[i].Slot < p.rep.Actions[j].Slot })
+	if write {
+		r.mu.Lock()
+		r.last = p.rep
+		r.mu.Unlock()
+	}
+	return p.rep, nil
+}
+
+// passState is one pass's view and its pending writes.
+type passState struct {
+	r     *Reconciler
+	now   time.Time
+	write bool
+	fence store.Fence
+	acts  bool // Apply mode and not paused
+
+	specs    map[string]*Spec
+	order    []string // slot ids: desired first (plan order), then the rest
+	slots    map[string]*store.SlotRecord
+	intents  map[string]*store.IntentRecord // by token
+	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
+	records  map[string]*store.FleetInstanceRecord
+	cloud    map[string]providers.Instance // listed, by id
+	listed   map[pricing.Cloud]bool        // clouds whose listing succeeded
+	agents   map[string]store.InstanceRecord
+	alive    map[pricing.Cloud]int
+	launches []*launchPlan
+	terms    []terminatePlan
+
+	planVersion int
+
+	changes store.FleetChanges
+	dirtyS  map[string]bool
+	dirtyI  map[string]bool
+	dirtyN  map[string]bool
+	rep     Report
+}
+
+type launchPlan struct {
+	slot   *store.SlotRecord
+	spec   *Spec
+	intent *store.IntentRecord // non-nil: retry this open intent
+	reason string
+}
+
+type terminatePlan struct {
+	rec    *store.FleetInstanceRecord
+	reason string
+}
+
+func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
+	now := r.Now().UTC()
+	p := &passState{r: r, now: now, specs: map[string]*Spec{}, slots: map[string]*store.SlotRecord{},
+		intents: map[string]*store.IntentRecord{}, bySlot: map[string]*store.IntentRecord{},
+		records: map[string]*store.FleetInstanceRecord{}, cloud: map[string]providers.Instance{},
+		listed: map[pricing.Cloud]bool{}, agents: map[string]store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
+		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
+		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
+	pause, err := r.Store.Paused(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.rep.Paused = pause.Paused
+	p.acts = r.Options.Mode == Apply && !pause.Paused
+	st, err := r.Store.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range st.Slots {
+		s := &st.Slots[i]
+		p.slots[s.ID] = s
+	}
+	for i := range st.Intents {
+		in := &st.Intents[i]
+		p.intents[in.Token] = in
+	}
+	for i := range st.Instances {
+		x := &st.Instances[i]
+		p.records[x.ID] = x
+	}
+	for _, s := range p.slots {
+		if in := p.intents[ClientToken(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
+			p.bySlot[s.ID] = in
+		}
+	}
+	// One listing per cloud, all regions: the calls grow with regions
+	// (and pages), never with the number of slots.
+	clouds := make([]pricing.Cloud, 0, len(r.Computes))
+	for c := range r.Computes {
+		clouds = append(clouds, c)
+	}
+	slices.Sort(clouds)
+	for _, c := range clouds {
+		list, err := r.Computes[c].List(ctx, providers.Filter{Tags: map[string]string{TagFleet: r.Options.Name}})
+		if err != nil {
+			p.rep.Errors = append(p.rep.Errors, fmt.Sprintf("listing %s instances: %v (leaving %s alone this pass)", c, err, c))
+			r.Log.Warn("listing instances failed; leaving the cloud alone this pass", "cloud", c, "err", err)
+			continue
+		}
+		p.listed[c] = true
+		for _, in := range list {
+			p.cloud[in.ID] = in
+			if in.State != providers.StateTerminated {
+				p.alive[c]++
+				p.rep.Instances++
+			}
+		}
+	}
+	if r.Agents != nil {
+		recs, err := r.Agents.ListInstances(ctx, "", "")
+		if err != nil {
+			return nil, fmt.Errorf("reading agent registrations: %w", err)
+		}
+		for _, a := range recs {
+			p.agents[a.ID] = a
+		}
+	}
+	p.planVersion = r.Unavailable.Version()
+	plan, err := r.Plans.Plan(ctx, r.Unavailable)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
+	}
+	for _, s := range Desired(plan) {
+		s := s
+		p.specs[s.ID] = &s
+		p.order = append(p.order, s.ID)
+	}
+	var rest []string
+	for id := range p.slots {
+		if p.specs[id] == nil {
+			rest = append(rest, id)
+		}
+	}
+	sort.Strings(rest)
+	p.order = append(p.order, rest...)
+	return p, nil
+}
+
+// --- bookkeeping ---
+
+func (p *passState) event(kind, instance, workload, msg string, data any) {
+	ev := store.EventRecord{At: p.now, Kind: kind, Instance: instance, Workload: workload, Message: msg}
+	if data != nil {
+		ev.Data, _ = json.Marshal(data)
+	}
+	p.changes.Events = append(p.changes.Events, ev)
+}
+
+// move changes a slot's state and records the transition as an event.
+func (p *passState) move(s *store.SlotRecord, to State, reason string) {
+	from := State(s.State)
+	if from == to && s.Reason == reason {
+		return
+	}
+	p.dirtyS[s.ID] = true
+	s.Reason = reason
+	if from == to {
+		return
+	}
+	if from != "" && !CanMove(from, to) {
+		p.rep.Errors = append(p.rep.Errors, fmt.Sprintf("slot %s: refused move %s → %s (%s)", s.ID, from, to, reason))
+		return
+	}
+	s.State = string(to)
+	s.StateSince = p.now
+	if to == Running {
+		s.RunningAt = p.now
+		if p.write && p.r.Metrics != nil && !s.LaunchedAt.IsZero() {
+			p.r.Metrics.timeToRunning.Observe(p.now.Sub(s.LaunchedAt).Seconds())
+		}
+	}
+	p.event("fleet.slot", s.InstanceID, s.Workload, fmt.Sprintf("slot %s: %s → %s: %s", s.ID, orNone(string(from)), to, reason),
+		map[string]any{"slot": s.ID, "from": from, "to": to, "reason": reason, "generation": s.Generation, "cloud": s.Cloud,
+			"zone": s.Zone, "instance_type": s.InstanceType, "capacity": s.Capacity})
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(new)"
+	}
+	return s
+}
+
+func (p *passState) act(a Action) *Action {
+	p.rep.Actions = append(p.rep.Actions, a)
+	return &p.rep.Actions[len(p.rep.Actions)-1]
+}
+
+func (p *passState) retire(rec *store.FleetInstanceRecord, reason string) {
+	if rec == nil || rec.Retired {
+		return
+	}
+	rec.Retired, rec.RetiredAt, rec.RetireReason = true, p.now, reason
+	p.dirtyN[rec.ID] = true
+}
+
+// --- decide ---
+
+func (p *passState) decide() {
+	p.decideInstances()
+	for _, id := range p.order {
+		p.decideSlot(id)
+	}
+	p.forgetIntents()
+}
+
+// decideInstances matches listed instances to intents and slots: adopts
+// launches whose answer was lost, records new and changed instances,
+// reports orphans and plans their termination after the grace period.
+func (p *passState) decideInstances() {
+	ids := make([]string, 0, len(p.cloud))
+	for id := range p.cloud {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		in := p.cloud[id]
+		rec := p.records[id]
+		if rec == nil {
+			rec = &store.FleetInstanceRecord{ID: id, FirstSeen: p.now}
+			p.records[id] = rec
+			p.dirtyN[id] = true
+		}
+		if rec.State != string(in.State) || rec.Zone != in.Zone || rec.Cloud != string(in.Cloud) {
+			p.dirtyN[id] = true
+		}
+		rec.Cloud, rec.Region, rec.Zone, rec.InstanceType = string(in.Cloud), in.Region, in.Zone, in.InstanceType
+		rec.Capacity, rec.State, rec.LaunchedAt = string(in.Capacity), string(in.State), in.LaunchedAt.UTC()
+		token := in.Tags[TagToken]
+		if rec.Token != token {
+			rec.Token = token
+			p.dirtyN[id] = true
+		}
+		intent := p.intents[token]
+		var slot *store.SlotRecord
+		if intent != nil {
+			slot = p.slots[intent.SlotID]
+			if intent.State == store.IntentOpen || (intent.State == store.IntentFailed && intent.InstanceID == "") {
+				// The launch happened but its answer never reached us (crash,
+				// lost response, leader change): adopt the instance.
+				intent.State, intent.InstanceID, intent.Region, intent.Zone, intent.Error = store.IntentLaunched, id, in.Region, in.Zone, ""
+				intent.UpdatedAt = p.now
+				p.dirtyI[token] = true
+				p.act(Action{Kind: "adopt", Slot: intent.SlotID, Instance: id, Cloud: string(in.Cloud), Zone: in.Zone,
+					InstanceType: in.InstanceType, Capacity: string(in.Capacity), Reason: "instance found by its launch token", Done: p.write})
+				if slot != nil && slot.Generation == intent.Generation && State(slot.State) == Launching {
+					slot.InstanceID, slot.LaunchedAt = id, in.LaunchedAt.UTC()
+					slot.Cloud, slot.Region, slot.Zone, slot.InstanceType, slot.Capacity = string(in.Cloud), in.Region, in.Zone, in.InstanceType, string(in.Capacity)
+					p.move(slot, Booting, "adopted "+id+" (launched before the answer was recorded)")
+				}
+			}
+		}
+		if slot == nil && rec.SlotID != "" {
+			slot = p.slots[rec.SlotID]
+		}
+		// Owned: the slot's current instance, launched with the token of the
+		// slot's current generation.
+		owned := slot != nil && slot.InstanceID == id && token == ClientToken(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
+		if owned {
+			if rec.SlotID != slot.ID || !rec.OrphanSince.IsZero() {
+				rec.SlotID, rec.OrphanSince = slot.ID, time.Time{}
+				p.dirtyN[id] = true
+			}
+			continue
+		}
+		if in.State == providers.StateTerminated {
+			continue
+		}
+		if rec.Retired {
+			// Retired: terminate, except that a preempted instance is left to
+			// its agent's drain for DrainGrace (the cloud takes it anyway).
+			if rec.RetireReason != reasonPreempted || p.now.Sub(rec.RetiredAt) >= p.r.Options.DrainGrace {
+				p.terms = append(p.terms, terminatePlan{rec: rec, reason: "retired: " + rec.RetireReason})
+			}
+			continue
+		}
+		// No slot owns it: an orphan (a slot that left the plan, a
+		// superseded generation, an instance of a lost store). Report it
+		// once, terminate it after the grace period.
+		if rec.OrphanSince.IsZero() {
+			rec.OrphanSince = p.now
+			rec.SlotID = ""
+			p.dirtyN[id] = true
+			p.event("fleet.orphan", id, in.Tags[TagWorkload], fmt.Sprintf("instance %s carries the fleet's tags but no slot owns it; terminating it after %s", id, p.r.Options.OrphanGrace),
+				map[string]any{"cloud": in.Cloud, "zone": in.Zone, "instance_type": in.InstanceType, "token": token})
+			p.act(Action{Kind: "orphan", Instance: id, Cloud: string(in.Cloud), Zone: in.Zone, InstanceType: in.InstanceType,
+				Reason: "no slot owns it", Done: p.write})
+		}
+		if p.now.Sub(rec.OrphanSince) >= p.r.Options.OrphanGrace {
+			p.terms = append(p.terms, terminatePlan{rec: rec, reason: "orphan for " + p.now.Sub(rec.OrphanSince).Round(time.Second).String()})
+		}
+	}
+	// Records of instances no longer listed (the listing worked): forget
+	// them; their intents retire.
+	for id, rec := range p.records {
+		if _, ok := p.cloud[id]; ok || !p.listed[pricing.Cloud(rec.Cloud)] {
+			continue
+		}
+		if p.now.Sub(rec.FirstSeen) < p.r.Options.ListGrace && rec.State != string(providers.StateTerminated) {
+			continue
+		}
+		// Its launched intent retires with it (store.Fleet.Apply).
+		p.changes.DeleteInstances = append(p.changes.DeleteInstances, id)
+		delete(p.records, id)
+	}
+	slices.Sort(p.changes.DeleteInstances)
+}
+
+const (
+	reasonPreempted = "preempted"
+	reasonRemoved   = "removed from the plan"
+)
+
+// decideSlot moves one slot along its state machine.
+func (p *passState) decideSlot(id string) {
+	spec := p.specs[id]
+	s := p.slots[id]
+	if s == nil {
+		s = &store.SlotRecord{ID: id, Workload: spec.Workload, Kind: spec.Kind, Index: spec.Index, CreatedAt: p.now}
+		p.slots[id] = s
+		p.applySpec(s, spec)
+		p.move(s, Pending, "new in the plan")
+	}
+	listed := p.listed[pricing.Cloud(s.Cloud)]
+	var inst *providers.Instance
+	if x, ok := p.cloud[s.InstanceID]; ok && s.InstanceID != "" {
+		inst = &x
+	}
+	rec := p.records[s.InstanceID]
+	if spec == nil {
+		p.removeSlot(s, inst, rec, listed)
+		return
+	}
+	p.rep.Slots++
+	switch State(s.State) {
+	case Gone:
+		p.applySpec(s, spec)
+		p.move(s, Pending, "back in the plan")
+		p.launch(s, spec, "back in the plan")
+	case Pending:
+		p.applySpec(s, spec)
+		p.launch(s, spec, "")
+	case Draining:
+		p.applySpec(s, spec)
+		p.launch(s, spec, "replacement")
+	case Launching:
+		in := p.bySlot[s.ID]
+		switch {
+		case in == nil || in.State == store.IntentFailed:
+			p.applySpec(s, spec)
+			p.move(s, Pending, "launch did not happen")
+			p.launch(s, spec, "")
+		case in.State == store.IntentOpen && p.listed[pricing.Cloud(in.Cloud)]:
+			p.launches = append(p.launches, &launchPlan{slot: s, spec: spec, intent: in, reason: "finishing a launch recorded before a crash or leader change"})
+		}
+	case Booting, Running:
+		p.watch(s, spec, inst, rec, listed)
+	}
+	p.rep.ByState[State(s.State)]++
+}
+
+// watch checks a booting or running slot's instance and replaces it when
+// it is preempted, stopped, gone, silent or never came up.
+func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Instance, rec *store.FleetInstanceRecord, listed bool) {
+	o := &p.r.Options
+	agent, registered := p.agents[s.InstanceID]
+	switch {
+	case !listed:
+		return // the cloud did not answer: leave the slot alone
+	case inst == nil:
+		if p.now.Sub(s.LaunchedAt) < o.ListGrace {
+			return // not listed yet (eventual consistency)
+		}
+		p.replace(s, spec, rec, "instance missing from the cloud's listing", false, false)
+	case inst.State == providers.StateTerminated || inst.State == providers.StateStopped || inst.State == providers.StateStopping:
+		p.replace(s, spec, rec, "cloud state "+string(inst.State), inst.Capacity == pricing.Spot, inst.State != providers.StateTerminated)
+	case registered && (agent.State == store.StatePreempting || agent.State == store.StateDraining || agent.State == store.StateDrained || !agent.PreemptAt.IsZero()):
+		p.replace(s, spec, rec, reasonPreempted, inst.Capacity == pricing.Spot, true)
+	case State(s.State) == Booting:
+		if registered || (!*o.RequireAgent && inst.State == providers.StateRunning) {
+			p.move(s, Running, "agent registered")
+			return
+		}
+		if p.now.Sub(s.LaunchedAt) >= o.BootTimeout {
+			p.replace(s, spec, rec, fmt.Sprintf("no agent registration within %s of launch", o.BootTimeout), false, true)
+		}
+	case State(s.State) == Running && *o.RequireAgent:
+		last := agent.LastHeartbeat
+		if last.IsZero() {
+			last = agent.RegisteredAt
+		}
+		if !registered || p.now.Sub(last) >= o.HeartbeatTimeout {
+			p.replace(s, spec, rec, fmt.Sprintf("no heartbeat for %s", p.now.Sub(last).Round(time.Second)), false, true)
+		}
+	}
+}
+
+// replace retires a slot's instance and launches a replacement in the next
+// best pool; block puts the instance's pool in the unavailable cache.
+func (p *passState) replace(s *store.SlotRecord, spec *Spec, rec *store.FleetInstanceRecord, reason string, block, terminate bool) {
+	why := reason
+	if reason == reasonPreempted {
+		why = reasonPreempted
+	} else if !terminate {
+		why = "gone: " + reason
+	}
+	p.retire(rec, why)
+	if rec != nil && terminate && reason != reasonPreempted {
+		p.terms = append(p.terms, terminatePlan{rec: rec, reason: reason})
+	}
+	if block && rec != nil {
+		p.act(Action{Kind: "block", Slot: s.ID, Instance: rec.ID, Cloud: rec.Cloud, Zone: rec.Zone, InstanceType: rec.InstanceType,
+			Capacity: rec.Capacity, Reason: reason, Done: p.write})
+		if p.write {
+			k := providers.PoolKey{Cloud: pricing.Cloud(rec.Cloud), Zone: rec.Zone, InstanceType: rec.InstanceType, Capacity: pricing.CapacityType(rec.Capacity)}
+			p.r.Unavailable.Block(k, reason, p.now)
+		}
+	}
+	p.move(s, Draining, reason)
+	p.applySpec(s, spec)
+	p.launch(s, spec, "replacing: "+reason)
+}
+
+// removeSlot drains a slot that left the plan and forgets it once its
+// instance is gone.
+func (p *passState) removeSlot(s *store.SlotRecord, inst *providers.Instance, rec *store.FleetInstanceRecord, listed bool) {
+	if inst != nil && inst.State != providers.StateTerminated {
+		p.retire(rec, reasonRemoved)
+		if rec != nil {
+			p.terms = append(p.terms, terminatePlan{rec: rec, reason: reasonRemoved})
+		}
+		p.move(s, Draining, reasonRemoved)
+		return
+	}
+	if in := p.bySlot[s.ID]; in != nil && in.State == store.IntentOpen {
+		// A launch may still surface; its instance will be an orphan.
+		in.State, in.Error, in.UpdatedAt = store.IntentFailed, "slot removed from the plan before the launch was confirmed", p.now
+		p.dirtyI[in.Token] = true
+	}
+	if inst == nil && s.InstanceID != "" && !listed {
+		return // cannot tell yet
+	}
+	if State(s.State) != Gone {
+		p.move(s, Gone, reasonRemoved)
+		return
+	}
+	p.changes.DeleteSlots = append(p.changes.DeleteSlots, s.ID)
+	delete(p.dirtyS, s.ID)
+}
+
+func (p *passState) applySpec(s *store.SlotRecord, spec *Spec) {
+	o := spec.Offer
+	if s.Cloud == string(o.Cloud) && s.Region == o.Region && s.Zone == o.Zone && s.InstanceType == o.InstanceType &&
+		s.Capacity == string(spec.Capacity) && s.PricePerHour == spec.PricePerHour && s.GPU == string(o.GPU) && s.Kind == spec.Kind {
+		return
+	}
+	s.Cloud, s.Region, s.Zone, s.InstanceType, s.GPU = string(o.Cloud), o.Region, o.Zone, o.InstanceType, string(o.GPU)
+	s.Capacity, s.PricePerHour, s.Kind = string(spec.Capacity), spec.PricePerHour, spec.Kind
+	p.dirtyS[s.ID] = true
+}
+
+func (p *passState) launch(s *store.SlotRecord, spec *Spec, reason string) {
+	if !p.listed[spec.Offer.Cloud] {
+		if _, ok := p.r.Computes[spec.Offer.Cloud]; !ok {
+			p.move(s, State(s.State), fmt.Sprintf("no compute adapter configured for %s", spec.Offer.Cloud))
+		}
+		return
+	}
+	p.launches = append(p.launches, &launchPlan{slot: s, spec: spec, reason: reason})
+}
+
+// forgetIntents retires intents nothing needs any more: failed ones, and
+// open ones of a generation the slot has moved past with no instance.
+func (p *passState) forgetIntents() {
+	for _, in := range p.intents {
+		s := p.slots[in.SlotID]
+		switch {
+		case in.State == store.IntentFailed && !p.dirtyI[in.Token]:
+			in.State, in.UpdatedAt = store.IntentRetired, p.now
+			p.dirtyI[in.Token] = true
+		case in.State == store.IntentOpen && (s == nil || s.Generation > in.Generation) && p.listed[pricing.Cloud(in.Cloud)] && p.now.Sub(in.CreatedAt) > p.r.Options.ListGrace:
+			in.State, in.Error, in.UpdatedAt = store.IntentRetired, "superseded; no instance carries its token", p.now
+			p.dirtyI[in.Token] = true
+		}
+	}
+}
+
+// flush writes the bookkeeping of decide in one fenced transaction.
+func (p *passState) flush(ctx context.Context) error {
+	for id := range p.dirtyS {
+		p.changes.Slots = append(p.changes.Slots, *p.slots[id])
+	}
+	for t := range p.dirtyI {
+		p.changes.Intents = append(p.changes.Intents, *p.intents[t])
+	}
+	for id := range p.dirtyN {
+		if rec := p.records[id]; rec != nil {
+			p.changes.Instances = append(p.changes.Instances, *rec)
+		}
+	}
+	sort.Slice(p.changes.Slots, func(i, j int) bool { return p.changes.Slots[i].ID < p.changes.Slots[j].ID })
+	sort.Slice(p.changes.Intents, func(i, j int) bool { return p.changes.Intents[i].Token < p.changes.Intents[j].Token })
+	sort.Slice(p.changes.Instances, func(i, j int) bool { return p.changes.Instances[i].ID < p.changes.Instances[j].ID })
+	err := p.r.Store.Apply(ctx, p.fence, p.changes)
+	p.changes = store.FleetChanges{}
+	clear(p.dirtyS)
+	clear(p.dirtyI)
+	clear(p.dirtyN)
+	return err
+}

@@ -1,0 +1,124 @@
+package fleet
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// State is a slot's state. A slot moves
+//
+//	pending → launching → booting → running → draining → (launching …) | gone
+//
+// and every move is recorded as an event of kind "fleet.slot".
+type State string
+
+// Slot states.
+const (
+	// Pending: the slot has no instance and no launch in flight.
+	Pending State = "pending"
+	// Launching: a launch intent is recorded; the cloud call is in flight
+	// or will be retried with the same token.
+	Launching State = "launching"
+	// Booting: the cloud has the instance; its agent has not registered.
+	Booting State = "booting"
+	// Running: the agent registered and sends heartbeats.
+	Running State = "running"
+	// Draining: the instance is going away (preemption notice, drain
+	// report, lost heartbeat, removed from the plan); a replacement follows
+	// unless the slot is gone from the plan.
+	Draining State = "draining"
+	// Gone: the slot left the plan and its instance is terminated.
+	Gone State = "gone"
+)
+
+// States lists the slot states in lifecycle order.
+var States = []State{Pending, Launching, Booting, Running, Draining, Gone}
+
+// transitions are the allowed moves; anything else is a bug.
+var transitions = map[State][]State{
+	Pending:   {Launching, Draining, Gone},
+	Launching: {Pending, Booting, Draining, Gone},
+	Booting:   {Running, Draining, Gone},
+	Running:   {Draining, Gone},
+	Draining:  {Pending, Launching, Gone},
+	Gone:      {Pending},
+}
+
+// CanMove reports whether a slot may move from one state to another.
+func CanMove(from, to State) bool {
+	if from == to {
+		return true
+	}
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Spec is one desired slot: where the plan wants one instance.
+type Spec struct {
+	ID       string
+	Workload string
+	Kind     string
+	Index    int
+	// Offer is the planned pool (cloud, region, zone, instance type, GPU).
+	Offer    pricing.Offer
+	Capacity pricing.CapacityType
+	// PricePerHour is the instance's price, USD.
+	PricePerHour float64
+	// Alternatives are further offers of the same cloud to try in the same
+	// launch, best first (the plan's runner-up where it fits).
+	Alternatives []pricing.Offer
+}
+
+// SlotID is the stable identity of the index-th instance of a workload.
+func SlotID(workload string, index int) string { return workload + "/" + strconv.Itoa(index) }
+
+// Desired turns a plan into slots: one per instance of a training or batch
+// job, one per inference replica (hedge replicas included), numbered in
+// the plan's group order so the same plan gives the same identities.
+func Desired(plan *optimizer.Plan) []Spec {
+	if plan == nil {
+		return nil
+	}
+	var out []Spec
+	for _, p := range plan.Placements {
+		var alt []pricing.Offer
+		if r := p.RunnerUp; r != nil && r.Capacity == p.Capacity && r.Cloud == p.Cloud && r.InstanceType != "" {
+			alt = []pricing.Offer{{Cloud: r.Cloud, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, GPU: r.GPU}}
+		}
+		idx := 0
+		for _, g := range p.Groups {
+			for range g.Instances {
+				var a []pricing.Offer
+				for _, o := range alt {
+					if o.Zone != g.Zone || o.InstanceType != g.InstanceType {
+						a = append(a, o)
+					}
+				}
+				out = append(out, Spec{ID: SlotID(p.Workload, idx), Workload: p.Workload, Kind: p.Kind, Index: idx,
+					Offer: pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType,
+						GPU: g.GPU, GPUCount: g.GPUsPerInstance},
+					Capacity: g.Capacity, PricePerHour: g.PricePerHour, Alternatives: a})
+				idx++
+			}
+		}
+	}
+	return out
+}
+
+func (s Spec) String() string {
+	return fmt.Sprintf("%s %s/%s %s %s", s.ID, s.Offer.Cloud, zoneOf(s.Offer), s.Offer.InstanceType, s.Capacity)
+}
+
+func zoneOf(o pricing.Offer) string {
+	if o.Zone != "" {
+		return o.Zone
+	}
+	return o.Region
+}

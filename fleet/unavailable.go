@@ -1,0 +1,120 @@
+package fleet
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+)
+
+// Unavailable is the unavailable-offerings cache: pools that failed a
+// launch for capacity, or whose spot instance was just preempted, are
+// blocked for a back-off that doubles on each repeat (up to MaxBackoff) and
+// resets once the pool launches again. The optimizer sees blocked pools as
+// not sold (optimizer.Input.Unavailable), so the re-plan moves slots to the
+// next best pool. Safe for concurrent use.
+type Unavailable struct {
+	// Backoff is the first block (default 3 minutes, Karpenter's figure);
+	// MaxBackoff caps the doubling (default 1 hour).
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+
+	mu      sync.Mutex
+	entries map[providers.PoolKey]*block
+	version int
+}
+
+type block struct {
+	until   time.Time
+	backoff time.Duration
+	reason  string
+}
+
+// Block blocks pool k from now for its next back-off.
+func (u *Unavailable) Block(k providers.PoolKey, reason string, now time.Time) time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.entries == nil {
+		u.entries = map[providers.PoolKey]*block{}
+	}
+	first, maxB := u.Backoff, u.MaxBackoff
+	if first <= 0 {
+		first = 3 * time.Minute
+	}
+	if maxB <= 0 {
+		maxB = time.Hour
+	}
+	b := u.entries[k]
+	if b == nil {
+		b = &block{backoff: first}
+		u.entries[k] = b
+	} else if now.Before(b.until.Add(b.backoff)) {
+		// Blocked again soon after the last block ended: back off longer.
+		b.backoff = min(2*b.backoff, maxB)
+	} else {
+		b.backoff = first
+	}
+	b.until = now.Add(b.backoff)
+	b.reason = reason
+	u.version++
+	return b.until
+}
+
+// Clear unblocks pool k (it launched).
+func (u *Unavailable) Clear(k providers.PoolKey) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.entries[k]; ok {
+		delete(u.entries, k)
+		u.version++
+	}
+}
+
+// Blocked reports whether pool k is blocked at now.
+func (u *Unavailable) Blocked(k providers.PoolKey, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	b := u.entries[k]
+	return b != nil && now.Before(b.until)
+}
+
+// Version changes whenever a pool is blocked or cleared; a plan source
+// re-plans when it moves.
+func (u *Unavailable) Version() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.version
+}
+
+// Func is the optimizer's hook: the offer sold as ct is blocked at now.
+func (u *Unavailable) Func(now time.Time) func(o *pricing.Offer, ct pricing.CapacityType) bool {
+	return func(o *pricing.Offer, ct pricing.CapacityType) bool {
+		return u.Blocked(PoolOf(*o, ct), now)
+	}
+}
+
+// Entry is one blocked pool, for status.
+type Entry struct {
+	Pool   providers.PoolKey `json:"pool"`
+	Until  time.Time         `json:"until"`
+	Reason string            `json:"reason"`
+}
+
+// Entries lists the pools blocked at now.
+func (u *Unavailable) Entries(now time.Time) []Entry {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []Entry
+	for k, b := range u.entries {
+		if now.Before(b.until) {
+			out = append(out, Entry{Pool: k, Until: b.until, Reason: b.reason})
+		}
+	}
+	return out
+}
+
+// PoolOf is the pool of an offer sold as ct.
+func PoolOf(o pricing.Offer, ct pricing.CapacityType) providers.PoolKey {
+	return providers.PoolKey{Cloud: o.Cloud, Zone: zoneOf(o), InstanceType: o.InstanceType, Capacity: ct}
+}

@@ -1,0 +1,256 @@
+package optimizer
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// bfOption is one way to place a workload in the brute force: its expected
+// cost, the GPUs it takes from each quota and its monthly spend.
+type bfOption struct {
+	cost   float64
+	quota  []int
+	budget float64
+}
+
+// bruteServiceOptions lists every layout docs/plan.md allows for a
+// service, written independently of the solver: per GPU model and capacity
+// type, the cheapest offer per zone; every set of z zones covering
+// min_clouds clouds; replicas as even as possible, larger counts in the
+// cheaper zones.
+func bruteServiceOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []bfOption {
+	h := p.Horizon.Hours()
+	count := max(1, w.GPU.Count)
+	minR := max(1, w.Replicas.Min)
+	maxR := max(minR, w.Replicas.Max)
+	minZones := max(1, w.Spread.MinZones, w.Spread.MinClouds)
+	minClouds := max(1, w.Spread.MinClouds)
+	type zu struct {
+		o       pricing.Offer
+		perHour float64
+	}
+	var out []bfOption
+	for _, m := range pricing.Specs() {
+		for _, ct := range []pricing.CapacityType{pricing.OnDemand, pricing.Spot} {
+			if !spotAllows(w.Spot, ct) || (len(w.GPU.Models) > 0 && !slices.Contains(w.GPU.Models, m.Model)) {
+				continue
+			}
+			zones := map[string]zu{}
+			for _, o := range cat.Offers() {
+				price, sold := o.Price(ct)
+				if o.GPU != m.Model || !sold || o.GPUCount != count || o.GPUMemoryGiB < w.GPU.MinMemoryGiB || !policy.RegionAllowed(p, w, o.Cloud, o.Region, o.Zone) {
+					continue
+				}
+				ph := price
+				if ct == pricing.Spot {
+					rate := o.Spot.InterruptionsPerHour
+					if rate == 0 {
+						rate = DefaultInterruptionRate(o.Cloud, o.GPU)
+					}
+					ph = price * (1 + rate*w.RestartOverhead.Hours())
+				}
+				k := string(o.Cloud) + "/" + o.Region + "/" + o.Zone
+				if o.Zone != "" {
+					k = string(o.Cloud) + "/" + o.Zone
+				}
+				if old, seen := zones[k]; !seen || ph < old.perHour {
+					zones[k] = zu{o, ph}
+				}
+			}
+			var us []zu
+			for _, u := range zones {
+				us = append(us, u)
+			}
+			sort.Slice(us, func(i, j int) bool { return us[i].perHour < us[j].perHour })
+			type shape struct{ z, total int }
+			var shapes []shape
+			if ct == pricing.OnDemand {
+				if t := max(minR, minZones); t <= maxR {
+					shapes = append(shapes, shape{minZones, t})
+				}
+			} else {
+				for z := max(2, minZones); z <= min(len(us), minR+1, 8); z++ {
+					t := max(minR, z)
+					for t-(t+z-1)/z < minR {
+						t++
+					}
+					if t <= maxR {
+						shapes = append(shapes, shape{z, t})
+					}
+				}
+			}
+			for _, sh := range shapes {
+				// every subset of sh.z zones (us is sorted, so a subset in
+				// index order is cheapest first)
+				var rec func(start int, sel []int)
+				rec = func(start int, sel []int) {
+					if len(sel) == sh.z {
+						clouds := map[pricing.Cloud]bool{}
+						for _, i := range sel {
+							clouds[us[i].o.Cloud] = true
+						}
+						if len(clouds) < minClouds {
+							return
+						}
+						opt := bfOption{quota: make([]int, len(p.Quotas))}
+						for k, i := range sel {
+							n := sh.total / sh.z
+							if k < sh.total%sh.z {
+								n++
+							}
+							opt.cost += float64(n) * us[i].perHour * h
+							for qi, q := range p.Quotas {
+								if quotaMatches(q, &us[i].o) {
+									opt.quota[qi] += n * count
+								}
+							}
+						}
+						opt.budget = opt.cost * 720 / h
+						out = append(out, opt)
+						return
+					}
+					for i := start; i < len(us); i++ {
+						rec(i+1, append(sel, i))
+					}
+				}
+				rec(0, nil)
+			}
+		}
+	}
+	return out
+}
+
+func bruteJobOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []bfOption {
+	var out []bfOption
+	for _, b := range bruteOptions(p, cat, w) {
+		opt := bfOption{cost: b.cost, budget: b.cost, quota: make([]int, len(p.Quotas))}
+		for qi, q := range p.Quotas {
+			if quotaMatches(q, &b.offer) {
+				opt.quota[qi] += max(1, w.GPU.Count)
+			}
+		}
+		out = append(out, opt)
+	}
+	return out
+}
+
+// bruteOptimum is the least cost over every combination, +Inf if none fits.
+func bruteOptimum(p *policy.Policy, opts [][]bfOption) float64 {
+	best := math.Inf(1)
+	q := make([]int, len(p.Quotas))
+	b := make([]float64, len(p.Budgets))
+	var rec func(i int, cost float64)
+	rec = func(i int, cost float64) {
+		if cost >= best {
+			return
+		}
+		if i == len(opts) {
+			best = cost
+			return
+		}
+		w := &p.Workloads[i]
+		for _, o := range opts[i] {
+			okq := true
+			for k := range q {
+				if q[k]+o.quota[k] > p.Quotas[k].MaxGPUs {
+					okq = false
+				}
+			}
+			for k, bu := range p.Budgets {
+				if (budgetRow{bu}).matches(w) && b[k]+o.budget > bu.MonthlyUSD*(1+1e-9) {
+					okq = false
+				}
+			}
+			if !okq {
+				continue
+			}
+			for k := range q {
+				q[k] += o.quota[k]
+			}
+			for k, bu := range p.Budgets {
+				if (budgetRow{bu}).matches(w) {
+					b[k] += o.budget
+				}
+			}
+			rec(i+1, cost+o.cost)
+			for k := range q {
+				q[k] -= o.quota[k]
+			}
+			for k, bu := range p.Budgets {
+				if (budgetRow{bu}).matches(w) {
+					b[k] -= o.budget
+				}
+			}
+		}
+	}
+	rec(0, 0)
+	return best
+}
+
+// TestBoundBelowBruteForceWithInference: on tiny random fleets mixing jobs
+// and inference services under quotas and budgets, the plan's lower bound
+// never exceeds the optimum found by exhaustive search over every layout
+// the rules allow, the solver never calls a fleet infeasible that the
+// search places, and its plan is never cheaper than the optimum (which
+// would mean it broke a rule).
+func TestBoundBelowBruteForceWithInference(t *testing.T) {
+	compared, services, missed := 0, 0, 0
+	for seed := uint64(0); seed < 3000; seed++ {
+		r := rand.New(rand.NewPCG(seed, 77))
+		cat := randCatalog(r, 5+r.IntN(7))
+		p := randPolicy(r, 1+r.IntN(3), false)
+		opts := make([][]bfOption, len(p.Workloads))
+		hasSvc := false
+		for i := range p.Workloads {
+			w := &p.Workloads[i]
+			if w.Kind == policy.Inference {
+				opts[i] = bruteServiceOptions(p, cat, w)
+				hasSvc = true
+			} else {
+				opts[i] = bruteJobOptions(p, cat, w)
+			}
+		}
+		best := bruteOptimum(p, opts)
+		plan, err := Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if math.IsInf(best, 1) {
+			if !errors.Is(err, ErrInfeasible) {
+				t.Errorf("seed %d: exhaustive search finds no plan, solver returned %v", seed, err)
+			}
+			continue
+		}
+		if err != nil {
+			// A service's candidates are a subset of its layouts: count
+			// misses, which must stay rare, but never on jobs alone.
+			if !hasSvc {
+				t.Errorf("seed %d: optimum $%.2f exists, solver: %v", seed, best, err)
+			}
+			missed++
+			continue
+		}
+		compared++
+		if hasSvc {
+			services++
+		}
+		tol := 0.01 * float64(len(p.Workloads))
+		if plan.Bound.LowerBound > best+tol {
+			t.Errorf("seed %d: lower bound %.2f > optimum %.2f (services: %v)", seed, plan.Bound.LowerBound, best, hasSvc)
+		}
+		if plan.Totals.ExpectedCost < best-tol {
+			t.Errorf("seed %d: plan %.2f cheaper than the optimum %.2f", seed, plan.Totals.ExpectedCost, best)
+		}
+	}
+	t.Logf("compared %d feasible fleets (%d with services); solver missed %d", compared, services, missed)
+	if services < 100 {
+		t.Errorf("only %d fleets with services compared", services)
+	}
+	if missed > 0 {
+		t.Errorf("solver claimed infeasible on %d feasible fleets", missed)
+	}
+}

@@ -1,0 +1,201 @@
+package optimizer
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/gpubroker/gpubroker/policy"
+)
+
+// Solver modes (Input.Solver).
+const (
+	// SolverHeuristic is the Lagrangian heuristic with local search and,
+	// on small fleets, branch and bound (the default).
+	SolverHeuristic = "heuristic"
+	// SolverExact also hands the fleet problem to Input.Exact, warm
+	// started from the heuristic's plan, and keeps the better plan.
+	SolverExact = "exact"
+	// SolverAuto is SolverExact when Input.Exact is set and the problem
+	// has at most AutoExactVariables variables, else SolverHeuristic.
+	SolverAuto = "auto"
+)
+
+// AutoExactVariables is the largest model (candidate options over all
+// workloads) SolverAuto gives to the exact solver: beyond it CBC rarely
+// proves optimality within a minute on two cores (docs/BENCHMARKS.md).
+const AutoExactVariables = 20_000
+
+// Model is the fleet problem as a 0-1 program: each workload w takes
+// exactly one of its candidate options j (variable x_wj, cost Costs[w][j]),
+// and every row's Σ coef·x stays within its capacity. The candidates are
+// the solver's: every option of a job that is not dominated (the cheapest
+// per set of quota rows it uses), and for services the layouts it
+// enumerated (docs/plan.md).
+type Model struct {
+	Workloads []string
+	Costs     [][]float64
+	Rows      []ModelRow
+}
+
+// ModelRow is one quota (GPUs) or budget (USD a month) row.
+type ModelRow struct {
+	Name  string
+	Cap   float64
+	Terms []ModelTerm
+}
+
+// ModelTerm is coef·x_wj in a row.
+type ModelTerm struct {
+	W, J int
+	Coef float64
+}
+
+// ExactStatus is how far an exact solver got.
+type ExactStatus string
+
+// Exact solver outcomes.
+const (
+	ExactOptimal    ExactStatus = "optimal"    // proven optimal over the model
+	ExactFeasible   ExactStatus = "feasible"   // a solution, optimality not proven (time limit)
+	ExactInfeasible ExactStatus = "infeasible" // proven: no solution places every workload
+	ExactUnknown    ExactStatus = "unknown"    // stopped with no solution and no proof
+)
+
+// ExactResult is an exact solver's answer.
+type ExactResult struct {
+	Status ExactStatus
+	// Choice is the option per workload (nil without a solution).
+	Choice []int
+	// Objective is the solution's cost; BestBound the solver's proven
+	// lower bound over the model (0 when it reports none).
+	Objective, BestBound float64
+	// Solver names the solver and version ("cbc 2.10.8").
+	Solver string
+}
+
+// ExactSolver solves a Model; start, when not nil, is a feasible solution
+// to warm start from. The cbc package implements it by running CBC.
+type ExactSolver interface {
+	SolveModel(ctx context.Context, m *Model, start []int) (ExactResult, error)
+}
+
+// model builds the 0-1 program of the workloads' candidates.
+func (s *solver) model(evals []*eval) *Model {
+	m := &Model{Workloads: make([]string, len(evals)), Costs: make([][]float64, len(evals)), Rows: make([]ModelRow, len(s.caps))}
+	for r := range s.caps {
+		m.Rows[r].Cap = s.caps[r]
+		if r < len(s.quotas) {
+			m.Rows[r].Name = quotaName(s.quotas[r])
+		} else {
+			m.Rows[r].Name = "budget " + budgetName(s.budgets[r-len(s.quotas)].Budget)
+		}
+	}
+	for w, e := range evals {
+		m.Workloads[w] = e.w.Name
+		m.Costs[w] = make([]float64, len(e.cands))
+		for j := range e.cands {
+			o := &e.cands[j]
+			m.Costs[w][j] = o.cost
+			for _, u := range o.uses {
+				m.Rows[u.row].Terms = append(m.Rows[u.row].Terms, ModelTerm{w, j, u.amt})
+			}
+			for _, r := range e.budgetRows {
+				m.Rows[r].Terms = append(m.Rows[r].Terms, ModelTerm{w, j, o.budgetUse})
+			}
+		}
+	}
+	return m
+}
+
+// Variables is the number of 0-1 variables.
+func (m *Model) Variables() int {
+	n := 0
+	for _, c := range m.Costs {
+		n += len(c)
+	}
+	return n
+}
+
+// Check verifies a choice against the model: one option per workload and
+// every row within capacity (a relative tolerance of 1e-9 for rounding).
+func (m *Model) Check(choice []int) error {
+	if len(choice) != len(m.Costs) {
+		return fmt.Errorf("%d choices for %d workloads", len(choice), len(m.Costs))
+	}
+	for w, j := range choice {
+		if j < 0 || j >= len(m.Costs[w]) {
+			return fmt.Errorf("workload %s: option %d of %d", m.Workloads[w], j, len(m.Costs[w]))
+		}
+	}
+	for _, r := range m.Rows {
+		sum := 0.0
+		for _, t := range r.Terms {
+			if choice[t.W] == t.J {
+				sum += t.Coef
+			}
+		}
+		if sum > r.Cap+1e-9*math.Max(1, r.Cap)+1e-6 {
+			return fmt.Errorf("%s: %g over its cap %g", r.Name, sum, r.Cap)
+		}
+	}
+	return nil
+}
+
+// Cost is the total cost of a choice.
+func (m *Model) Cost(choice []int) float64 {
+	sum := 0.0
+	for w, j := range choice {
+		sum += m.Costs[w][j]
+	}
+	return sum
+}
+
+// exact runs the exact solver on the fleet problem, warm started from
+// choice when it places every workload. It returns the solver's answer,
+// with Choice nil unless it is a checked plan no dearer than choice.
+func (s *solver) exact(ctx context.Context, ex ExactSolver, evals []*eval, choice []int) (ExactResult, error) {
+	m := s.model(evals)
+	var start []int
+	if choice != nil && m.Check(choice) == nil {
+		start = choice
+	}
+	res, err := ex.SolveModel(ctx, m, start)
+	if err != nil {
+		return res, err
+	}
+	if res.Choice != nil {
+		if err := m.Check(res.Choice); err != nil {
+			return res, fmt.Errorf("exact solver's solution breaks the model: %w", err)
+		}
+		if start != nil && m.Cost(res.Choice) > m.Cost(start)+1e-6 {
+			res.Choice = nil
+		}
+	}
+	return res, nil
+}
+
+// BuildModel is the 0-1 program Solve would hand to an exact solver for
+// the input (its candidates after the static checks), for benchmarks and
+// for writing the model out. Workloads with no option are left out.
+func BuildModel(in Input) (*Model, error) {
+	if in.Catalog == nil || in.Policy == nil {
+		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
+	}
+	s := newSolver(in)
+	var evals []*eval
+	for i := range s.pol.Workloads {
+		w := &s.pol.Workloads[i]
+		var e *eval
+		if w.Kind == policy.Inference {
+			e = s.evalService(w)
+		} else {
+			e = s.evalJob(w)
+		}
+		s.dropOversized(e)
+		if e.blocked == nil {
+			evals = append(evals, e)
+		}
+	}
+	return s.model(evals), nil
+}

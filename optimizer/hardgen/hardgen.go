@@ -1,0 +1,186 @@
+// Package hardgen generates hard fleet-placement instances for tests and
+// benchmarks: a mix of multi-GPU training with deadlines, batch jobs,
+// spot-only jobs without checkpoints and spread inference services, under
+// overlapping quotas (cloud × GPU family, region globs, GPU families) and
+// team budgets scaled to the edge of feasibility.
+package hardgen
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// Options tune how tight the instance is.
+type Options struct {
+	// Tightness scales every quota and budget against what the
+	// unconstrained plan uses (default 0.6: 40% of the capacity the
+	// cheapest plan wants is taken away). Caps are loosened by 10% steps
+	// until the instance is feasible, so it ends at the feasibility edge.
+	Tightness float64
+	// Services is the share of inference services (default 0.15).
+	Services float64
+}
+
+// Generate returns a policy of n workloads over cat, deterministic for a
+// seed. It errors when no loosening makes the instance feasible.
+func Generate(cat *pricing.Catalog, n int, seed uint64, opt Options) (*policy.Policy, error) {
+	if opt.Tightness <= 0 {
+		opt.Tightness = 0.6
+	}
+	if opt.Services <= 0 {
+		opt.Services = 0.15
+	}
+	r := rand.New(rand.NewPCG(seed, uint64(n)))
+	p := &policy.Policy{File: fmt.Sprintf("hard-%d-%d.yaml", n, seed), Horizon: 720 * time.Hour}
+	for i := 0; i < n; i++ {
+		p.Workloads = append(p.Workloads, workload(r, i, opt.Services))
+	}
+	now := cat.GeneratedAt.Add(time.Hour)
+	free, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now})
+	if err != nil {
+		// Workloads nothing can place are dropped: the instance is about
+		// the fleet constraints.
+		var ie *optimizer.InfeasibleError
+		if !errors.As(err, &ie) || free == nil {
+			return nil, err
+		}
+		bad := map[string]bool{}
+		for _, b := range ie.Blocked {
+			bad[b.Workload] = true
+		}
+		kept := p.Workloads[:0]
+		for _, w := range p.Workloads {
+			if !bad[w.Name] {
+				kept = append(kept, w)
+			}
+		}
+		p.Workloads = kept
+	}
+	type cf struct {
+		cloud  pricing.Cloud
+		family string
+	}
+	byCF, byFamily, byGlob := map[cf]int{}, map[string]int{}, map[string]int{}
+	globs := []string{"us-*", "europe-*", "*east*", "*west*"}
+	teamCost := map[string]float64{}
+	for _, pl := range free.Placements {
+		for _, g := range pl.Groups {
+			s, _ := pricing.Spec(g.GPU)
+			n := g.Instances * g.GPUsPerInstance
+			byCF[cf{g.Cloud, s.Family}] += n
+			byFamily[s.Family] += n
+			for _, gl := range globs {
+				if pricing.MatchAnyGlob([]string{gl}, g.Region) {
+					byGlob[gl] += n
+				}
+			}
+		}
+		cost := pl.ExpectedCost
+		if pl.Kind == string(policy.Inference) {
+			cost = cost * 720 / p.Horizon.Hours()
+		}
+		teamCost[pl.Team] += cost
+	}
+	base := func(scale float64) ([]policy.Quota, []policy.Budget) {
+		var qs []policy.Quota
+		for _, c := range pricing.Clouds() {
+			for _, s := range pricing.Specs() {
+				if u := byCF[cf{c, s.Family}]; u >= 4 && !hasQuota(qs, c, s.Family) {
+					qs = append(qs, policy.Quota{Cloud: c, Family: s.Family, MaxGPUs: max(1, int(float64(u)*opt.Tightness*scale))})
+				}
+			}
+		}
+		for _, gl := range globs {
+			if u := byGlob[gl]; u >= 8 {
+				qs = append(qs, policy.Quota{Region: gl, MaxGPUs: max(1, int(float64(u)*(opt.Tightness+0.25)*scale))})
+			}
+		}
+		for _, s := range pricing.Specs() {
+			if u := byFamily[s.Family]; u >= 8 && !hasFamily(qs, s.Family) {
+				qs = append(qs, policy.Quota{Family: s.Family, MaxGPUs: max(1, int(float64(u)*(opt.Tightness+0.3)*scale))})
+			}
+		}
+		var bs []policy.Budget
+		for t := 0; t < 10; t++ {
+			team := fmt.Sprintf("team%d", t)
+			if c := teamCost[team]; c > 0 && t%2 == 0 {
+				// Quotas push work onto dearer capacity: a budget a little
+				// above the unconstrained spend binds.
+				bs = append(bs, policy.Budget{Team: team, MonthlyUSD: float64(int(c * (1 + 0.15*opt.Tightness*scale)))})
+			}
+		}
+		return qs, bs
+	}
+	for step, scale := 0, 1.0; step < 30; step, scale = step+1, scale*1.1 {
+		p.Quotas, p.Budgets = base(scale)
+		if _, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now}); err == nil {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("hardgen: no feasible instance for n=%d seed=%d", n, seed)
+}
+
+func workload(r *rand.Rand, i int, services float64) policy.Workload {
+	spots := []policy.SpotPolicy{policy.SpotNever, policy.SpotPrefer, policy.SpotPrefer, policy.SpotOnly}
+	w := policy.Workload{Name: fmt.Sprintf("w%05d", i), Team: fmt.Sprintf("team%d", r.IntN(10)),
+		Spot: spots[r.IntN(len(spots))], RestartOverhead: time.Duration(5+r.IntN(25)) * time.Minute}
+	switch k := r.Float64(); {
+	case k < services:
+		w.Kind = policy.Inference
+		w.GPU = policy.GPUNeed{Count: 1, MinMemoryGiB: []float64{16, 20, 40}[r.IntN(3)]}
+		w.Replicas = policy.Replicas{Min: 1 + r.IntN(4)}
+		w.Replicas.Max = w.Replicas.Min * (2 + r.IntN(2))
+		w.Spread = policy.Spread{MinZones: r.IntN(3), MinClouds: r.IntN(2)}
+	case k < services+(1-services)*0.45:
+		w.Kind = policy.Training
+		w.GPU = policy.GPUNeed{Count: []int{1, 2, 4, 8, 8}[r.IntN(5)], MinMemoryGiB: []float64{24, 40, 80}[r.IntN(3)]}
+		w.WorkGPUHours = float64(20 + r.IntN(2000))
+		w.ReferenceGPU = pricing.A100_80
+		w.CheckpointInterval = time.Duration(15+r.IntN(60)) * time.Minute
+		if r.IntN(2) == 0 {
+			w.Deadline = time.Duration(w.WorkGPUHours/float64(w.GPU.Count)*(1+r.Float64())) * time.Hour
+		}
+	case k < services+(1-services)*0.55:
+		// Spot-only without checkpoints: long ones are pathological on
+		// busy pools, which makes the choice between pools matter.
+		w.Kind = policy.Batch
+		w.Spot = policy.SpotOnly
+		w.GPU = policy.GPUNeed{Count: []int{1, 2}[r.IntN(2)]}
+		w.WorkGPUHours = float64(2 + r.IntN(60))
+		w.ReferenceGPU = pricing.T4
+	default:
+		w.Kind = policy.Batch
+		w.GPU = policy.GPUNeed{Count: []int{1, 1, 2, 4}[r.IntN(4)], MinMemoryGiB: []float64{0, 16, 24}[r.IntN(3)]}
+		w.WorkGPUHours = float64(5 + r.IntN(500))
+		w.ReferenceGPU = pricing.T4
+		w.CheckpointInterval = time.Duration(5+r.IntN(30)) * time.Minute
+	}
+	if r.IntN(5) == 0 && w.Deadline == 0 {
+		w.Limits.Residency = []string{[]string{"us", "eu"}[r.IntN(2)]}
+	}
+	return w
+}
+
+func hasQuota(qs []policy.Quota, c pricing.Cloud, f string) bool {
+	for _, q := range qs {
+		if q.Cloud == c && q.Family == f {
+			return true
+		}
+	}
+	return false
+}
+
+func hasFamily(qs []policy.Quota, f string) bool {
+	for _, q := range qs {
+		if q.Cloud == "" && q.Region == "" && q.Family == f {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,389 @@
+package optimizer
+
+import (
+	"math"
+	"sort"
+)
+
+// searchWork bounds the candidate scans of one search (≈ 0.1 s).
+const searchWork = 20_000_000
+
+// searchResult is the outcome of the complete search over a set of
+// workloads' candidates.
+type searchResult struct {
+	// pick is the best assignment found for the searched workloads, in
+	// the order given (nil when none was found); cost is its cost.
+	pick []int
+	cost float64
+	// complete is true when the search visited every branch it did not
+	// prove useless: then pick is optimal over the candidates, and nil
+	// pick proves that no assignment places every workload.
+	complete bool
+	nodes    int
+}
+
+// search is a depth-first branch and bound over the candidates of the
+// workloads in ws (indexes into evals); every other workload is fixed at
+// fixed[w] (-1: absent). Workloads with the fewest candidates that fit go
+// first, candidates cheapest first; a branch is cut when its cost plus
+// each remaining workload's cheapest fitting candidate reaches the
+// incumbent, or when a remaining workload has no candidate that fits.
+// firstOnly stops at the first full assignment (a feasibility proof).
+// It gives up after about budget candidate scans, reporting complete=false.
+//
+// mu, when not nil, are Lagrangian multipliers of the rows: the bound is
+// then cost + Σ_remaining min_j (c_wj + μ·a_wj) − μ·rem, valid for any
+// μ ≥ 0 and much tighter than the plain sum of cheapest options.
+func (s *solver) search(base *state, ws []int, incumbent float64, budget int, firstOnly bool, mu []float64) searchResult {
+	evals := base.evals
+	// Work on base's choices (restored on return) with a copy of its
+	// remaining capacity: O(rows + |ws|), not O(fleet), per call.
+	st := &state{s: s, evals: evals, choice: base.choice, rem: append([]float64(nil), base.rem...)}
+	orig := make([]int, len(ws))
+	for i, w := range ws {
+		orig[i] = st.choice[w]
+		if c := st.choice[w]; c >= 0 {
+			st.apply(evals[w], &evals[w].cands[c], -1)
+			st.choice[w] = -1
+		}
+	}
+	defer func() {
+		for i, w := range ws {
+			base.choice[w] = orig[i]
+		}
+	}()
+	// The node limit is a work budget: each node scans every remaining
+	// workload's candidates.
+	work := 0
+	for _, w := range ws {
+		work += len(evals[w].cands)
+	}
+	nodeLimit := max(100, budget/max(1, work))
+	res := searchResult{cost: incumbent}
+	var priced map[int][]float64
+	if mu != nil {
+		priced = make(map[int][]float64, len(ws))
+		for _, w := range ws {
+			e := evals[w]
+			bmu := 0.0
+			for _, r := range e.budgetRows {
+				bmu += mu[r]
+			}
+			priced[w] = make([]float64, len(e.cands))
+			for j := range e.cands {
+				o := &e.cands[j]
+				v := o.cost + bmu*o.budgetUse
+				for _, u := range o.uses {
+					v += mu[u.row] * u.amt
+				}
+				priced[w][j] = v
+			}
+		}
+	}
+	free := append([]int(nil), ws...)
+	limitHit := false
+	var rec func(depth int, cost float64) bool
+	rec = func(depth int, cost float64) bool {
+		res.nodes++
+		if res.nodes > nodeLimit {
+			limitHit = true
+			return true
+		}
+		if depth == len(free) {
+			if cost < res.cost-eps*max(1, res.cost) || res.pick == nil && cost <= res.cost {
+				res.cost = cost
+				res.pick = res.pick[:0]
+				for _, w := range ws {
+					res.pick = append(res.pick, st.choice[w])
+				}
+			}
+			return firstOnly
+		}
+		// Forward check and bound: every remaining workload needs a fitting
+		// candidate; pick the one with the fewest to branch on next.
+		bestI, bestN := -1, math.MaxInt
+		lower := cost
+		if priced != nil {
+			for r, m := range mu {
+				lower -= m * max(0, st.rem[r])
+			}
+		}
+		for i := depth; i < len(free); i++ {
+			e := evals[free[i]]
+			n, cheapest := 0, math.Inf(1)
+			for j := range e.cands {
+				if st.fits(e, &e.cands[j]) {
+					if priced != nil {
+						cheapest = min(cheapest, priced[free[i]][j])
+					} else if n == 0 {
+						cheapest = e.cands[j].cost
+					}
+					n++
+				}
+			}
+			if n == 0 {
+				return false
+			}
+			lower += cheapest
+			if n < bestN {
+				bestI, bestN = i, n
+			}
+		}
+		if res.pick != nil && lower >= res.cost-eps*max(1, res.cost) {
+			return false
+		}
+		free[depth], free[bestI] = free[bestI], free[depth]
+		w := free[depth]
+		e := evals[w]
+		for j := range e.cands {
+			if !st.fits(e, &e.cands[j]) {
+				continue
+			}
+			st.set(w, j)
+			stop := rec(depth+1, cost+e.cands[j].cost)
+			st.set(w, -1)
+			if stop {
+				free[depth], free[bestI] = free[bestI], free[depth]
+				return true
+			}
+		}
+		free[depth], free[bestI] = free[bestI], free[depth]
+		return false
+	}
+	rec(0, 0)
+	res.complete = !limitHit
+	return res
+}
+
+// components splits the workloads into groups that share no constraint
+// row: each group can be searched on its own.
+func (s *solver) components(evals []*eval, ws []int) [][]int {
+	parent := make([]int, len(s.caps))
+	for i := range parent {
+		parent[i] = i
+	}
+	find := func(x int) int {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	rowOf := make([]int, len(evals))
+	for _, w := range ws {
+		rowOf[w] = -1
+		e := evals[w]
+		join := func(r int) {
+			if rowOf[w] < 0 {
+				rowOf[w] = r
+				return
+			}
+			parent[find(r)] = find(rowOf[w])
+		}
+		for _, r := range e.budgetRows {
+			join(int(r))
+		}
+		for j := range e.cands {
+			for _, u := range e.cands[j].uses {
+				join(int(u.row))
+			}
+		}
+	}
+	byRoot := map[int][]int{}
+	var roots []int
+	var out [][]int
+	for _, w := range ws {
+		if rowOf[w] < 0 {
+			out = append(out, []int{w})
+			continue
+		}
+		r := find(rowOf[w])
+		if _, seen := byRoot[r]; !seen {
+			roots = append(roots, r)
+		}
+		byRoot[r] = append(byRoot[r], w)
+	}
+	sort.Ints(roots)
+	for _, r := range roots {
+		out = append(out, byRoot[r])
+	}
+	return out
+}
+
+// lnsSize is how many workloads one large-neighbourhood move re-solves.
+const lnsSize = 12
+
+// lns is large-neighbourhood search. Each move frees a small set of
+// workloads and re-solves them exactly (branch and bound with the
+// Lagrangian bound) with everything else fixed, so one move can relocate
+// several workloads at once, which single moves and swaps cannot. The sets
+// are built around the constraint rows: a congested row's holders
+// together with the workloads whose cheaper options need that row, and
+// for each workload off its cheapest option, the holders of the rows its
+// cheaper options need. Passes repeat while they improve and the work
+// budget lasts; the sets are deterministic.
+func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []int {
+	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
+	for w, c := range choice {
+		st.apply(evals[w], &evals[w].cands[c], 1)
+	}
+	// wants[r]: workloads with an option cheaper than their current one
+	// that uses row r.
+	wantsOf := func() [][]int {
+		wants := make([][]int, len(s.caps))
+		seen := make([]int, len(s.caps)) // last workload that added itself, +1
+		for w, c := range st.choice {
+			for j := 0; j < c; j++ {
+				for _, u := range evals[w].cands[j].uses {
+					if seen[u.row] != w+1 {
+						seen[u.row] = w + 1
+						wants[u.row] = append(wants[u.row], w)
+					}
+				}
+			}
+			if c > 0 {
+				for _, r := range evals[w].budgetRows {
+					wants[r] = append(wants[r], w)
+				}
+			}
+		}
+		return wants
+	}
+	spent := 0
+	inSet := make([]bool, len(evals))
+	try := func(set []int) bool {
+		old, work := 0.0, 0
+		for _, v := range set {
+			old += evals[v].cands[st.choice[v]].cost
+			work += len(evals[v].cands)
+		}
+		r := s.search(st, set, old, 2000*work, false, mu)
+		spent += r.nodes * work
+		if r.pick == nil || r.cost >= old-eps*max(1, old) {
+			return false
+		}
+		for _, v := range set {
+			st.set(v, -1)
+		}
+		for i, v := range set {
+			st.set(v, r.pick[i])
+		}
+		return true
+	}
+	for pass := 0; pass < 12 && spent < budget; pass++ {
+		improved := false
+		users, wants := st.rowUsers(), wantsOf()
+		// Row neighbourhoods: interleave holders (dearest first) with
+		// those that want in (largest saving first).
+		for r := range s.caps {
+			if spent >= budget || len(wants[r]) == 0 {
+				continue
+			}
+			hold := append([]int(nil), users[r]...)
+			sort.SliceStable(hold, func(a, b int) bool {
+				return evals[hold[a]].cands[st.choice[hold[a]]].cost > evals[hold[b]].cands[st.choice[hold[b]]].cost
+			})
+			want := append([]int(nil), wants[r]...)
+			gain := func(w int) float64 { return evals[w].cands[st.choice[w]].cost - evals[w].cands[0].cost }
+			sort.SliceStable(want, func(a, b int) bool { return gain(want[a]) > gain(want[b]) })
+			for start := 0; start < max(len(hold), len(want)) && spent < budget; start += lnsSize / 2 {
+				var set []int
+				for k := start; k < start+lnsSize/2; k++ {
+					for _, xs := range [][]int{want, hold} {
+						if k < len(xs) && !inSet[xs[k]] && len(set) < lnsSize {
+							inSet[xs[k]] = true
+							set = append(set, xs[k])
+						}
+					}
+				}
+				for _, v := range set {
+					inSet[v] = false
+				}
+				if len(set) > 1 && try(set) {
+					improved = true
+				}
+			}
+		}
+		// Workload neighbourhoods: w with the holders of the congested
+		// rows its cheaper options need, smallest holders first (they
+		// are the easiest to move).
+		users = st.rowUsers()
+		var todo []int
+		for w, c := range st.choice {
+			if c > 0 {
+				todo = append(todo, w)
+			}
+		}
+		gain := func(w int) float64 { return evals[w].cands[st.choice[w]].cost - evals[w].cands[0].cost }
+		sort.SliceStable(todo, func(a, b int) bool { return gain(todo[a]) > gain(todo[b]) })
+		for _, w := range todo {
+			cur := st.choice[w]
+			if spent >= budget || cur <= 0 {
+				continue
+			}
+			for j := 0; j < min(cur, 3); j++ {
+				o := &evals[w].cands[j]
+				var hold []int
+				for _, u := range o.uses {
+					if st.rem[u.row] < u.amt-eps {
+						hold = append(hold, users[u.row]...)
+					}
+				}
+				for _, r := range evals[w].budgetRows {
+					if st.rem[r] < o.budgetUse*(1-eps) {
+						hold = append(hold, users[r]...)
+					}
+				}
+				sort.SliceStable(hold, func(a, b int) bool {
+					return evals[hold[a]].cands[st.choice[hold[a]]].cost < evals[hold[b]].cands[st.choice[hold[b]]].cost
+				})
+				set := []int{w}
+				inSet[w] = true
+				for _, v := range hold {
+					if len(set) < lnsSize*2/3 && !inSet[v] && st.choice[v] >= 0 {
+						inSet[v] = true
+						set = append(set, v)
+					}
+				}
+				// Depth two: who holds the rows the holders would move to.
+				for k := 1; k < len(set) && len(set) < lnsSize; k++ {
+					v := set[k]
+					for a := range evals[v].cands {
+						if a == st.choice[v] || len(set) >= lnsSize {
+							continue
+						}
+						alt := &evals[v].cands[a]
+						if alt.cost > 2*evals[v].cands[st.choice[v]].cost+1 {
+							break
+						}
+						for _, u := range alt.uses {
+							if st.rem[u.row] >= u.amt-eps {
+								continue
+							}
+							for _, x := range users[u.row] {
+								if len(set) < lnsSize && !inSet[x] {
+									inSet[x] = true
+									set = append(set, x)
+								}
+							}
+						}
+						break
+					}
+				}
+				for _, v := range set {
+					inSet[v] = false
+				}
+				// users goes stale as moves are made; it only proposes
+				// sets, and every search runs on the current state.
+				if len(set) > 1 && try(set) {
+					improved = true
+					break
+				}
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return st.choice
+}

@@ -1,0 +1,802 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+)
+
+// This file is the simulated compute cloud: providers.Compute with spot
+// capacity driven by real availability traces, launch latency, preemption
+// notices, injected errors and a controlled clock. It behaves like a real
+// cloud in the ways the fleet depends on: client-token idempotency,
+// terminated instances staying listed for a while, List paginated per
+// region, capacity errors carrying their pool.
+
+// Trace is one spot pool's availability over time: Avail[i] instances can
+// be had during tick i, which lasts Gap. It is the plain data of
+// fleet/sim.Trace (the spot-traces data set), passed in so this package
+// reads no files.
+type Trace struct {
+	Name  string
+	Gap   time.Duration
+	Avail []int
+}
+
+// APIKind names a compute call, for counters and injected errors.
+type APIKind string
+
+// API kinds. ListPage counts pages: one per region and page of PageSize.
+const (
+	APILaunch    APIKind = "launch"
+	APITerminate APIKind = "terminate"
+	APIListPage  APIKind = "list_page"
+)
+
+// ErrLostResponse is what a launch whose response was lost looks like to
+// the caller: the instance was created, the answer never came back.
+var ErrLostResponse = errors.New("launch response lost (connection reset)")
+
+// ComputeConfig configures a simulated compute cloud.
+type ComputeConfig struct {
+	// Cloud is the cloud the fake pretends to be; default aws.
+	Cloud pricing.Cloud
+	// Offers are the pools the cloud sells: each offer's zone and instance
+	// type, on-demand always, spot when the offer has a spot price.
+	Offers []pricing.Offer
+	// Traces drive spot capacity. Each spot pool gets one trace and a start
+	// offset into it, drawn from Seed (sorted pool order, so the mapping is
+	// the same for the same offers and seed). Without traces spot capacity
+	// is SpotScale per pool, constant.
+	Traces []Trace
+	Seed   uint64
+	// SpotScale multiplies a trace's count (the traces count 1–16
+	// instances; a benchmark needs thousands). Default 1.
+	SpotScale int
+	// OnDemandCapacity caps on-demand instances per pool; 0 is unlimited.
+	OnDemandCapacity int
+	// Start is trace time zero; default the first Now().
+	Start time.Time
+	// Now is the controlled clock; default time.Now.
+	Now func() time.Time
+	// LaunchLatency is how long an instance stays pending; default 30s.
+	LaunchLatency time.Duration
+	// NoticeLead is the time between a preemption notice and the
+	// termination (AWS gives 2 minutes, GCP 30 s); default 2m.
+	NoticeLead time.Duration
+	// TerminatedTTL is how long terminated instances stay listed (EC2: about
+	// an hour); default 1h.
+	TerminatedTTL time.Duration
+	// PageSize is instances per List page; default 1000 (EC2's maximum).
+	PageSize int
+	// Quota caps live instances in the cloud (0: none): a launch beyond it
+	// fails with ErrQuotaExceeded.
+	Quota int
+	// TimeScale speeds the traces up: trace time runs TimeScale times as
+	// fast as the clock (default 1), so an end-to-end test replays hours
+	// of a real trace in seconds.
+	TimeScale float64
+}
+
+// Lifecycle hooks, called without the lock: OnRunning when an instance
+// leaves pending (with the user data it was launched with, e.g. to run it),
+// OnGone when it terminates.
+type Lifecycle struct {
+	OnRunning func(inst providers.Instance, userData string)
+	OnGone    func(inst providers.Instance)
+}
+
+// Notice is a preemption notice the fake delivered.
+type Notice struct {
+	Instance providers.Instance
+	// Action is "terminate" (spot interruption).
+	Action string
+	// At is when the instance goes away.
+	At time.Time
+}
+
+// Compute is a simulated compute cloud. It is safe for concurrent use.
+type Compute struct {
+	cloud    pricing.Cloud
+	now      func() time.Time
+	start    time.Time
+	latency  time.Duration
+	lead     time.Duration
+	ttl      time.Duration
+	pageSize int
+	scale    int
+	odCap    int
+	quota    int
+	tscale   float64
+	base     time.Duration // trace time at start
+	calm     bool
+
+	mu       sync.Mutex
+	life     Lifecycle
+	pools    map[providers.PoolKey]*pool
+	regions  []string
+	zoneReg  map[string]string
+	insts    map[string]*simInstance
+	byToken  map[string]string
+	seq      int
+	calls    map[APIKind]int
+	failNext map[APIKind][]error
+	poolErrs map[providers.PoolKey]error
+	loseNext int
+	notices  []Notice
+	queue    []func()
+	// OnNotice, when set, is called (without the lock) for every notice,
+	// e.g. to feed a fake metadata service or a fake agent.
+	onNotice func(Notice)
+}
+
+type pool struct {
+	key    providers.PoolKey
+	region string
+	trace  *Trace
+	offset int
+}
+
+type simInstance struct {
+	inst     providers.Instance
+	noticeAt time.Time // zero: no notice
+	goneAt   time.Time // when terminated
+	userData string
+	token    string
+}
+
+// NewCompute returns a simulated compute cloud selling cfg.Offers.
+func NewCompute(cfg ComputeConfig) *Compute {
+	if cfg.Cloud == "" {
+		cfg.Cloud = pricing.AWS
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Start.IsZero() {
+		cfg.Start = cfg.Now()
+	}
+	if cfg.LaunchLatency <= 0 {
+		cfg.LaunchLatency = 30 * time.Second
+	}
+	if cfg.NoticeLead <= 0 {
+		cfg.NoticeLead = 2 * time.Minute
+	}
+	if cfg.TerminatedTTL <= 0 {
+		cfg.TerminatedTTL = time.Hour
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 1000
+	}
+	if cfg.SpotScale <= 0 {
+		cfg.SpotScale = 1
+	}
+	if cfg.TimeScale <= 0 {
+		cfg.TimeScale = 1
+	}
+	c := &Compute{cloud: cfg.Cloud, now: cfg.Now, start: cfg.Start, latency: cfg.LaunchLatency, lead: cfg.NoticeLead,
+		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota,
+		pools: map[providers.PoolKey]*pool{}, zoneReg: map[string]string{}, insts: map[string]*simInstance{},
+		byToken: map[string]string{}, calls: map[APIKind]int{}, failNext: map[APIKind][]error{},
+		poolErrs: map[providers.PoolKey]error{}}
+	for _, o := range cfg.Offers {
+		if o.Cloud != "" && o.Cloud != cfg.Cloud {
+			continue
+		}
+		zone := o.Zone
+		if zone == "" {
+			zone = o.Region
+		}
+		c.zoneReg[zone] = o.Region
+		if !slices.Contains(c.regions, o.Region) {
+			c.regions = append(c.regions, o.Region)
+		}
+		caps := []pricing.CapacityType{pricing.OnDemand}
+		if o.SpotPrice > 0 {
+			caps = append(caps, pricing.Spot)
+		}
+		for _, ct := range caps {
+			k := providers.PoolKey{Cloud: cfg.Cloud, Zone: zone, InstanceType: o.InstanceType, Capacity: ct}
+			c.pools[k] = &pool{key: k, region: o.Region}
+		}
+	}
+	sort.Strings(c.regions)
+	c.assignTraces(cfg.Traces, cfg.Seed)
+	return c
+}
+
+// assignTraces gives each spot pool, in sorted order, a trace and a start
+// offset drawn from seed.
+func (c *Compute) assignTraces(traces []Trace, seed uint64) {
+	if len(traces) == 0 {
+		return
+	}
+	keys := make([]providers.PoolKey, 0, len(c.pools))
+	for k := range c.pools {
+		if k.Capacity == pricing.Spot {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return poolString(keys[i]) < poolString(keys[j]) })
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	for _, k := range keys {
+		t := &traces[rng.IntN(len(traces))]
+		p := c.pools[k]
+		p.trace = t
+		if len(t.Avail) > 0 {
+			p.offset = rng.IntN(len(t.Avail))
+		}
+	}
+}
+
+func poolString(k providers.PoolKey) string {
+	return string(k.Cloud) + "/" + k.Zone + "/" + k.InstanceType + "/" + string(k.Capacity)
+}
+
+var _ providers.Compute = (*Compute)(nil)
+
+// Cloud is the cloud the fake pretends to be.
+func (c *Compute) Cloud() pricing.Cloud { return c.cloud }
+
+// Regions are the regions the fake sells in, sorted.
+func (c *Compute) Regions() []string { return slices.Clone(c.regions) }
+
+// SetLifecycle sets the lifecycle hooks.
+func (c *Compute) SetLifecycle(l Lifecycle) {
+	c.mu.Lock()
+	c.life = l
+	c.mu.Unlock()
+}
+
+// OnNotice sets a function called for every preemption notice.
+func (c *Compute) OnNotice(fn func(Notice)) {
+	c.mu.Lock()
+	c.onNotice = fn
+	c.mu.Unlock()
+}
+
+// TraceOf names the trace and offset that drive a spot pool ("" when none).
+func (c *Compute) TraceOf(k providers.PoolKey) (name string, offset int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.pools[k]; p != nil && p.trace != nil {
+		return p.trace.Name, p.offset
+	}
+	return "", 0
+}
+
+// capacity is how many instances pool p can hold now; -1 is unlimited.
+func (c *Compute) capacity(p *pool, now time.Time) int {
+	if p.key.Capacity == pricing.OnDemand {
+		if c.odCap > 0 {
+			return c.odCap
+		}
+		return -1
+	}
+	if c.calm {
+		return -1
+	}
+	if p.trace == nil || len(p.trace.Avail) == 0 || p.trace.Gap <= 0 {
+		return c.scale
+	}
+	tick := int((float64(c.base) + float64(now.Sub(c.start))*c.tscale) / float64(p.trace.Gap))
+	if tick < 0 {
+		tick = 0
+	}
+	return p.trace.Avail[(p.offset+tick)%len(p.trace.Avail)] * c.scale
+}
+
+// Capacity is how many instances the pool can hold now (-1: unlimited).
+func (c *Compute) Capacity(k providers.PoolKey) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pools[k]
+	if p == nil {
+		return 0
+	}
+	return c.capacity(p, c.now())
+}
+
+func alive(s *simInstance) bool { return s.inst.State != providers.StateTerminated }
+
+// Sync applies the clock to the simulation: pending instances whose launch
+// latency passed run, spot pools over their traced capacity get preemption
+// notices (newest instances first), noticed instances whose lead passed
+// terminate, and long-terminated instances leave the listing. Every API call
+// syncs first; tests call it after moving the clock.
+func (c *Compute) Sync() {
+	c.mu.Lock()
+	c.syncLocked()
+	c.fire()
+}
+
+// fire runs the callbacks queued under the lock, after unlocking it (the
+// callbacks may call back into the fake).
+func (c *Compute) fire() {
+	q := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for _, f := range q {
+		f()
+	}
+}
+
+func (c *Compute) syncLocked() {
+	now := c.now()
+	used := map[providers.PoolKey][]*simInstance{}
+	for id, s := range c.insts {
+		switch {
+		case s.inst.State == providers.StateTerminated:
+			if now.Sub(s.goneAt) > c.ttl {
+				delete(c.insts, id)
+			}
+			continue
+		case !s.noticeAt.IsZero() && !now.Before(s.noticeAt.Add(c.lead)):
+			c.terminateLocked(s, now)
+			continue
+		case s.inst.State == providers.StatePending && !now.Before(s.inst.LaunchedAt.Add(c.latency)):
+			s.inst.State = providers.StateRunning
+			if fn := c.life.OnRunning; fn != nil {
+				in, ud := cloneInstance(s.inst), s.userData
+				c.queue = append(c.queue, func() { fn(in, ud) })
+			}
+		}
+		if s.noticeAt.IsZero() && s.inst.Capacity == pricing.Spot {
+			k := poolOf(s.inst)
+			used[k] = append(used[k], s)
+		}
+	}
+	var fired []Notice
+	for k, list := range used {
+		p := c.pools[k]
+		if p == nil {
+			continue
+		}
+		capN := c.capacity(p, now)
+		if capN < 0 || len(list) <= capN {
+			continue
+		}
+		// The newest instances go first, and ties by id, so a replay is
+		// deterministic.
+		sort.Slice(list, func(i, j int) bool {
+			if !list[i].inst.LaunchedAt.Equal(list[j].inst.LaunchedAt) {
+				return list[i].inst.LaunchedAt.After(list[j].inst.LaunchedAt)
+			}
+			return list[i].inst.ID > list[j].inst.ID
+		})
+		for _, s := range list[:len(list)-capN] {
+			s.noticeAt = now
+			n := Notice{Instance: cloneInstance(s.inst), Action: "terminate", At: now.Add(c.lead)}
+			c.notices = append(c.notices, n)
+			fired = append(fired, n)
+		}
+	}
+	sort.Slice(fired, func(i, j int) bool { return fired[i].Instance.ID < fired[j].Instance.ID })
+	if fn := c.onNotice; fn != nil {
+		for _, n := range fired {
+			c.queue = append(c.queue, func() { fn(n) })
+		}
+	}
+}
+
+func (c *Compute) terminateLocked(s *simInstance, now time.Time) {
+	s.inst.State = providers.StateTerminated
+	s.goneAt = now
+	if fn := c.life.OnGone; fn != nil {
+		in := cloneInstance(s.inst)
+		c.queue = append(c.queue, func() { fn(in) })
+	}
+}
+
+func poolOf(i providers.Instance) providers.PoolKey {
+	return providers.PoolKey{Cloud: i.Cloud, Zone: i.Zone, InstanceType: i.InstanceType, Capacity: i.Capacity}
+}
+
+func cloneInstance(i providers.Instance) providers.Instance {
+	i.Tags = maps(i.Tags)
+	return i
+}
+
+func maps(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// call counts one API call and returns an injected error for it, if any.
+func (c *Compute) call(k APIKind) error {
+	c.calls[k]++
+	if q := c.failNext[k]; len(q) > 0 {
+		c.failNext[k] = q[1:]
+		return q[0]
+	}
+	return nil
+}
+
+// Launch starts an instance in the first candidate pool with capacity, or
+// returns the instance an earlier launch with the same client token
+// started. A candidate without capacity is skipped as EC2 CreateFleet skips
+// an override; when none has capacity, the error is a *providers.LaunchError
+// for the first candidate wrapping ErrInsufficientCapacity.
+func (c *Compute) Launch(ctx context.Context, req providers.LaunchRequest) (providers.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return providers.Instance{}, err
+	}
+	c.mu.Lock()
+	c.syncLocked()
+	inst, err := c.launchLocked(req)
+	c.fire()
+	return inst, err
+}
+
+func (c *Compute) launchLocked(req providers.LaunchRequest) (providers.Instance, error) {
+	if err := c.call(APILaunch); err != nil {
+		return providers.Instance{}, fmt.Errorf("fake %s launch: %w", c.cloud, err)
+	}
+	if req.ClientToken == "" {
+		return providers.Instance{}, fmt.Errorf("fake %s launch: %w: a client token is required", c.cloud, providers.ErrBadConfig)
+	}
+	if id, ok := c.byToken[req.ClientToken]; ok {
+		if s := c.insts[id]; s != nil {
+			return cloneInstance(s.inst), nil
+		}
+	}
+	if len(req.Candidates) == 0 {
+		return providers.Instance{}, fmt.Errorf("fake %s launch: %w: no candidate offers", c.cloud, providers.ErrBadConfig)
+	}
+	now := c.now()
+	if c.quota > 0 {
+		n := 0
+		for _, s := range c.insts {
+			if alive(s) {
+				n++
+			}
+		}
+		if n >= c.quota {
+			o := req.Candidates[0]
+			return providers.Instance{}, &providers.LaunchError{Pool: c.keyOf(o, req.Capacity), Code: "VcpuLimitExceeded",
+				Err: fmt.Errorf("%w: %d instances running, quota %d", providers.ErrQuotaExceeded, n, c.quota)}
+		}
+	}
+	var firstErr error
+	for _, o := range req.Candidates {
+		k := c.keyOf(o, req.Capacity)
+		p := c.pools[k]
+		if p == nil {
+			if firstErr == nil {
+				firstErr = &providers.LaunchError{Pool: k, Code: "InvalidParameterValue",
+					Err: fmt.Errorf("%w: %s is not sold in %s", providers.ErrBadConfig, o.InstanceType, k.Zone)}
+			}
+			continue
+		}
+		if err := c.poolErrs[k]; err != nil {
+			if firstErr == nil {
+				firstErr = &providers.LaunchError{Pool: k, Code: codeOf(err), Err: err}
+			}
+			continue
+		}
+		if capN := c.capacity(p, now); capN >= 0 && c.usedLocked(k) >= capN {
+			if firstErr == nil {
+				firstErr = &providers.LaunchError{Pool: k, Code: "InsufficientInstanceCapacity",
+					Err: fmt.Errorf("%w: no %s capacity for %s in %s", providers.ErrInsufficientCapacity, k.Capacity, k.InstanceType, k.Zone)}
+			}
+			continue
+		}
+		c.seq++
+		id := fmt.Sprintf("%s-%08x", idPrefix(c.cloud), c.seq)
+		s := &simInstance{token: req.ClientToken, userData: req.UserData, inst: providers.Instance{
+			InstanceRef:  providers.InstanceRef{Cloud: c.cloud, Region: p.region, Zone: k.Zone, ID: id},
+			InstanceType: k.InstanceType, Capacity: k.Capacity, State: providers.StatePending,
+			Tags: maps(req.Tags), LaunchedAt: now, PrivateIP: fmt.Sprintf("10.%d.%d.%d", (c.seq>>16)&255, (c.seq>>8)&255, c.seq&255)}}
+		c.insts[id] = s
+		c.byToken[req.ClientToken] = id
+		if c.loseNext > 0 {
+			c.loseNext--
+			return providers.Instance{}, fmt.Errorf("fake %s launch: %w", c.cloud, ErrLostResponse)
+		}
+		return cloneInstance(s.inst), nil
+	}
+	return providers.Instance{}, firstErr
+}
+
+func codeOf(err error) string {
+	switch {
+	case errors.Is(err, providers.ErrInsufficientCapacity):
+		return "InsufficientInstanceCapacity"
+	case errors.Is(err, providers.ErrQuotaExceeded):
+		return "MaxSpotInstanceCountExceeded"
+	case errors.Is(err, providers.ErrThrottled):
+		return "RequestLimitExceeded"
+	case errors.Is(err, providers.ErrUnauthorized):
+		return "UnauthorizedOperation"
+	}
+	return "InternalError"
+}
+
+func idPrefix(c pricing.Cloud) string {
+	switch c {
+	case pricing.GCP:
+		return "gpb-vm"
+	case pricing.Azure:
+		return "gpb-azvm"
+	}
+	return "i"
+}
+
+func (c *Compute) keyOf(o pricing.Offer, ct pricing.CapacityType) providers.PoolKey {
+	zone := o.Zone
+	if zone == "" {
+		zone = o.Region
+	}
+	return providers.PoolKey{Cloud: c.cloud, Zone: zone, InstanceType: o.InstanceType, Capacity: ct}
+}
+
+func (c *Compute) usedLocked(k providers.PoolKey) int {
+	n := 0
+	for _, s := range c.insts {
+		if alive(s) && s.noticeAt.IsZero() && poolOf(s.inst) == k {
+			n++
+		}
+	}
+	return n
+}
+
+// Terminate terminates an instance; one already gone is not an error, one
+// never known is ErrNotFound (wrapped), as the clouds answer.
+func (c *Compute) Terminate(ctx context.Context, ref providers.InstanceRef) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.syncLocked()
+	err := c.call(APITerminate)
+	if err == nil {
+		s := c.insts[ref.ID]
+		switch {
+		case s == nil:
+			err = fmt.Errorf("fake %s terminate %s: %w", c.cloud, ref.ID, providers.ErrNotFound)
+		case alive(s):
+			c.terminateLocked(s, c.now())
+		}
+	} else {
+		err = fmt.Errorf("fake %s terminate %s: %w", c.cloud, ref.ID, err)
+	}
+	c.fire()
+	return err
+}
+
+// List returns the instances carrying every tag of f in f.Regions (all
+// regions when empty), terminated ones included while they stay listed. It
+// costs one call per region and page of PageSize instances, as
+// DescribeInstances does; an injected list error fails the whole call.
+func (c *Compute) List(ctx context.Context, f providers.Filter) ([]providers.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.syncLocked()
+	out, err := c.listLocked(f)
+	c.fire()
+	return out, err
+}
+
+func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
+	regions := f.Regions
+	if len(regions) == 0 {
+		regions = c.regions
+	}
+	byRegion := map[string][]*simInstance{}
+	for _, s := range c.insts {
+		byRegion[s.inst.Region] = append(byRegion[s.inst.Region], s)
+	}
+	var out []providers.Instance
+	for _, r := range regions {
+		matched := 0
+		for _, s := range byRegion[r] {
+			if hasTags(s.inst.Tags, f.Tags) {
+				out = append(out, cloneInstance(s.inst))
+				matched++
+			}
+		}
+		pages := max(1, (matched+c.pageSize-1)/c.pageSize)
+		for range pages {
+			if err := c.call(APIListPage); err != nil {
+				return nil, fmt.Errorf("fake %s list %s: %w", c.cloud, r, err)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func hasTags(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// --- knobs ---
+
+// FailNext makes the next calls of kind fail with errs, one each, in order
+// (e.g. providers.ErrThrottled, or a *providers.LaunchError).
+func (c *Compute) FailNext(kind APIKind, errs ...error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failNext[kind] = append(c.failNext[kind], errs...)
+}
+
+// FailPool makes launches into pool k fail with err (ErrInsufficientCapacity,
+// ErrQuotaExceeded, ...) until FailPool(k, nil).
+func (c *Compute) FailPool(k providers.PoolKey, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		delete(c.poolErrs, k)
+		return
+	}
+	c.poolErrs[k] = err
+}
+
+// LoseNextLaunchResponses makes the next n successful launches create their
+// instance but return ErrLostResponse, as a launch does whose answer a
+// connection reset ate.
+func (c *Compute) LoseNextLaunchResponses(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loseNext += n
+}
+
+// SetTimeScale changes how fast trace time runs from now on; 0 freezes
+// the traces at the current tick (capacity stops changing).
+func (c *Compute) SetTimeScale(x float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	c.base += time.Duration(float64(now.Sub(c.start)) * c.tscale)
+	c.start, c.tscale = now, max(x, 0)
+}
+
+// Calm ends a storm: spot capacity becomes unlimited and the traces stop
+// driving it (a test's "the weather cleared").
+func (c *Compute) Calm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calm = true
+}
+
+// SetQuota caps live instances (0: none).
+func (c *Compute) SetQuota(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quota = n
+}
+
+// Preempt delivers a preemption notice to a running instance now, as the
+// traces would; it terminates NoticeLead later. Unknown or terminated ids
+// are ignored.
+func (c *Compute) Preempt(id string) {
+	c.mu.Lock()
+	if s := c.insts[id]; s != nil && alive(s) && s.noticeAt.IsZero() {
+		now := c.now()
+		s.noticeAt = now
+		x := Notice{Instance: cloneInstance(s.inst), Action: "terminate", At: now.Add(c.lead)}
+		c.notices = append(c.notices, x)
+		if fn := c.onNotice; fn != nil {
+			c.queue = append(c.queue, func() { fn(x) })
+		}
+	}
+	c.fire()
+}
+
+// Stop moves an instance to stopped (as a user or the cloud's maintenance
+// would).
+func (c *Compute) Stop(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.insts[id]; s != nil && alive(s) {
+		s.inst.State = providers.StateStopped
+	}
+}
+
+// AddUntagged starts an instance the broker did not launch (no tags, or
+// foreign ones), to check the fleet never touches it.
+func (c *Compute) AddUntagged(region, zone, instanceType string, tags map[string]string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	id := fmt.Sprintf("%s-%08x", idPrefix(c.cloud), c.seq)
+	c.insts[id] = &simInstance{inst: providers.Instance{InstanceRef: providers.InstanceRef{Cloud: c.cloud, Region: region, Zone: zone, ID: id},
+		InstanceType: instanceType, Capacity: pricing.OnDemand, State: providers.StateRunning, Tags: maps(tags), LaunchedAt: c.now()}}
+	return id
+}
+
+// --- inspection ---
+
+// Calls returns the API calls made so far, per kind.
+func (c *Compute) Calls() map[APIKind]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[APIKind]int, len(c.calls))
+	for k, v := range c.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// ResetCalls zeroes the call counters.
+func (c *Compute) ResetCalls() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.calls)
+}
+
+// Instances returns every listed instance (any tags, terminated included
+// while listed), by id.
+func (c *Compute) Instances() []providers.Instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]providers.Instance, 0, len(c.insts))
+	for _, s := range c.insts {
+		out = append(out, cloneInstance(s.inst))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Noticed reports whether the instance has had a preemption notice.
+func (c *Compute) Noticed(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.insts[id]
+	return s != nil && !s.noticeAt.IsZero()
+}
+
+// Notices returns every notice delivered so far, oldest first.
+func (c *Compute) Notices() []Notice {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.notices)
+}
+
+// UserData returns the user data an instance was launched with.
+func (c *Compute) UserData(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.insts[id]; s != nil {
+		return s.userData
+	}
+	return ""
+}
+
+// Token returns the client token an instance was launched with.
+func (c *Compute) Token(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.insts[id]; s != nil {
+		return s.token
+	}
+	return ""
+}
+
+// Describe is a one-line summary for test failures.
+func (c *Compute) Describe() string {
+	var b strings.Builder
+	for _, i := range c.Instances() {
+		fmt.Fprintf(&b, "%s %s %s %s %v\n", i.ID, i.Zone, i.Capacity, i.State, i.Tags)
+	}
+	return b.String()
+}
