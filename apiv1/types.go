@@ -79,10 +79,24 @@ type Plan struct {
 	Policy       string      `json:"policy"`
 	Catalog      CatalogInfo `json:"catalog"`
 	HorizonHours float64     `json:"horizon_hours"`
-	Placements   []Placement `json:"placements"`
-	Totals       Totals      `json:"totals"`
-	Bound        Bound       `json:"bound"`
-	Warnings     []string    `json:"warnings"`
+	// Solver is the solver that produced the plan (heuristic or exact).
+	Solver     string      `json:"solver"`
+	Placements []Placement `json:"placements"`
+	Totals     Totals      `json:"totals"`
+	Bound      Bound       `json:"bound"`
+	Warnings   []string    `json:"warnings"`
+	// Blocked lists the workloads that could not be placed, each with the
+	// constraint that blocks it and how that is known.
+	Blocked []Blocked `json:"blocked"`
+}
+
+// Blocked is a workload the plan could not place.
+type Blocked struct {
+	Pos        string `json:"pos,omitempty"`
+	Workload   string `json:"workload"`
+	Constraint string `json:"constraint"`
+	Reason     string `json:"reason"`
+	Proof      string `json:"proof"`
 }
 
 // CatalogInfo says which prices a plan used.
@@ -95,21 +109,23 @@ type CatalogInfo struct {
 
 // Placement is where one workload runs, what it costs and why.
 type Placement struct {
-	Workload             string        `json:"workload"`
-	Team                 string        `json:"team,omitempty"`
-	Kind                 string        `json:"kind"`
-	Cloud                string        `json:"cloud"`
-	Region               string        `json:"region"`
-	Zone                 string        `json:"zone"`
-	InstanceType         string        `json:"instance_type"`
-	GPU                  string        `json:"gpu"`
-	Capacity             string        `json:"capacity"`
-	GPUs                 int           `json:"gpus"`
-	Instances            int           `json:"instances"`
-	MinReplicas          int           `json:"min_replicas,omitempty"`
-	MaxReplicas          int           `json:"max_replicas,omitempty"`
-	PricePerHour         float64       `json:"price_per_hour"`
-	RelativeSpeed        float64       `json:"relative_speed,omitempty"`
+	Workload      string  `json:"workload"`
+	Team          string  `json:"team,omitempty"`
+	Kind          string  `json:"kind"`
+	Cloud         string  `json:"cloud"`
+	Region        string  `json:"region"`
+	Zone          string  `json:"zone"`
+	InstanceType  string  `json:"instance_type"`
+	GPU           string  `json:"gpu"`
+	Capacity      string  `json:"capacity"`
+	GPUs          int     `json:"gpus"`
+	Instances     int     `json:"instances"`
+	MinReplicas   int     `json:"min_replicas,omitempty"`
+	MaxReplicas   int     `json:"max_replicas,omitempty"`
+	PricePerHour  float64 `json:"price_per_hour"`
+	RelativeSpeed float64 `json:"relative_speed,omitempty"`
+	// ScalingEfficiency is the multi-GPU/multi-node scaling applied.
+	ScalingEfficiency    float64       `json:"scaling_efficiency,omitempty"`
 	ExpectedHours        float64       `json:"expected_hours"`
 	DeadlineHours        float64       `json:"deadline_hours,omitempty"`
 	ExpectedPreemptions  float64       `json:"expected_preemptions"`
@@ -146,6 +162,9 @@ type Group struct {
 	Instances       int     `json:"instances"`
 	Capacity        string  `json:"capacity"`
 	PricePerHour    float64 `json:"price_per_hour"`
+	// Interconnect is the instance type's GPU network (efa, gpudirect-…,
+	// infiniband), when it has one.
+	Interconnect string `json:"interconnect,omitempty"`
 }
 
 // RunnerUp is the best option a placement beat, and why it lost.

@@ -54,10 +54,14 @@ func OptimizerPlan(ctx context.Context, name string, data []byte, extra []policy
 		pol, skipped = pol.WithWorkloads(extra)
 	}
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: now, Speeds: speedsFor(ctx)})
-	if err != nil {
-		// optimizer.ErrInfeasible stays in the chain: the API answers 422.
+	if err != nil && (plan == nil || !errors.Is(err, optimizer.ErrInfeasible)) {
+		// Nothing could be placed: optimizer.ErrInfeasible stays in the
+		// chain and the API answers 422.
 		return PlanResult{}, fmt.Errorf("planning %s: %w", name, err)
 	}
+	// Some workloads blocked: the plan of the rest is served, its blocked
+	// list naming each one and its constraint (one infeasible workload
+	// never hides the feasible rest).
 	view := apiv1.Budgets{Policy: name, HorizonHours: plan.HorizonHours, GeneratedAt: plan.GeneratedAt, Budgets: []apiv1.BudgetStatus{}}
 	team := map[string]string{}
 	for _, w := range pol.Workloads {

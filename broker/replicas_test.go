@@ -142,7 +142,7 @@ func TestFollowerFreshness(t *testing.T) {
 		body string
 		code int
 	}{
-		{`{"name":"bad","kind":"training","spec":{"gpu":{"count":99},"work":{"gpu_hours":1}}}`, http.StatusBadRequest},
+		{`{"name":"bad","kind":"training","spec":{"gpu":{"count":99999},"work":{"gpu_hours":1}}}`, http.StatusBadRequest},
 		{`{"name":"bad","kind":"training","spec":{"wrok":{}}}`, http.StatusBadRequest},
 		{`{"name":"train","kind":"training","spec":{"work":{"gpu_hours":1}}}`, http.StatusConflict},
 	} {

@@ -25,6 +25,11 @@ func (p Pos) String() string {
 type Error struct {
 	Pos Pos
 	Msg string
+	// Path is the field the problem is about, as a path from the top of the
+	// file ("workloads[0].gpu.models[1]", "horizon"); "" when the problem
+	// is about the file as a whole. Tools that build a policy from other
+	// input (the Terraform provider) use it to point at their own fields.
+	Path string
 }
 
 // Error returns "file:line:col: message".
@@ -86,4 +91,25 @@ func didYouMean(s string, candidates []string) string {
 		return fmt.Sprintf("; did you mean %q?", m)
 	}
 	return ""
+}
+
+// fieldPath formats a field of an object in one of the file's lists as a
+// path from the top of the file.
+func fieldPath(s scope, i int, field string) string {
+	var list string
+	switch s {
+	case scopeWorkload:
+		list = "workloads"
+	case scopeQuota:
+		list = "quotas"
+	case scopeBudget:
+		list = "budgets"
+	default:
+		return field
+	}
+	p := fmt.Sprintf("%s[%d]", list, i)
+	if field != "" {
+		p += "." + field
+	}
+	return p
 }

@@ -235,7 +235,7 @@ func (d *decoder) isBad(s scope, i int, field string) bool {
 func (d *decoder) pos(n *yaml.Node) Pos { return Pos{d.file, n.Line, n.Column} }
 
 func (d *decoder) errf(n *yaml.Node, format string, args ...any) {
-	d.errs = append(d.errs, &Error{Pos: d.pos(n), Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{Pos: d.pos(n), Msg: fmt.Sprintf(format, args...), Path: fieldPath(d.s, d.i, d.cur)})
 }
 
 // mark records where field was written in the current object.

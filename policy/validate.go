@@ -47,7 +47,7 @@ type fieldError struct {
 func (r *reporter) errf(s scope, i int, field, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if r.loc != nil {
-		r.errs = append(r.errs, fieldError{&Error{Pos: r.loc.pos(s, i, field), Msg: msg}, s, i, field})
+		r.errs = append(r.errs, fieldError{&Error{Pos: r.loc.pos(s, i, field), Msg: msg, Path: fieldPath(s, i, field)}, s, i, field})
 		return
 	}
 	pos := Pos{File: r.p.File}
@@ -65,7 +65,7 @@ func (r *reporter) errf(s scope, i int, field, format string, args ...any) {
 	if pos.File == "" {
 		pos.File = r.p.File
 	}
-	r.errs = append(r.errs, fieldError{&Error{Pos: pos, Msg: msg}, s, i, field})
+	r.errs = append(r.errs, fieldError{&Error{Pos: pos, Msg: msg, Path: fieldPath(s, i, field)}, s, i, field})
 }
 
 func (r *reporter) check() {

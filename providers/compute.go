@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gpubroker/gpubroker/pricing"
@@ -131,3 +132,71 @@ func (e *LaunchError) Error() string {
 }
 
 func (e *LaunchError) Unwrap() error { return e.Err }
+
+// LaunchErrors returns every *LaunchError in err's tree, best-ranked pool
+// first. A launch that tried several pools in one call (EC2 CreateFleet
+// with ranked overrides) fails with one LaunchError per pool joined by
+// errors.Join; errors.As finds only the first, so the fleet calls this to
+// block each pool that reported a capacity error.
+func LaunchErrors(err error) []*LaunchError {
+	var out []*LaunchError
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if le, ok := e.(*LaunchError); ok {
+			out = append(out, le)
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// CheckLaunchRequest reports what makes req unusable by any adapter of
+// cloud: no token, no candidate, a candidate of another cloud or without an
+// instance type, an unknown capacity type. The error wraps ErrBadConfig.
+func CheckLaunchRequest(cloud pricing.Cloud, req LaunchRequest) error {
+	var errs []error
+	if req.ClientToken == "" {
+		errs = append(errs, errors.New("no client token (every launch needs one so a retry cannot start a second instance)"))
+	}
+	if len(req.Candidates) == 0 {
+		errs = append(errs, errors.New("no candidate offer"))
+	}
+	for i, o := range req.Candidates {
+		if o.Cloud != cloud {
+			errs = append(errs, fmt.Errorf("candidate %d is on %q, want %q", i, o.Cloud, cloud))
+		}
+		if o.InstanceType == "" || o.Region == "" {
+			errs = append(errs, fmt.Errorf("candidate %d has no instance type or region", i))
+		}
+	}
+	if req.Capacity != pricing.Spot && req.Capacity != pricing.OnDemand {
+		errs = append(errs, fmt.Errorf("capacity %q, want %q or %q", req.Capacity, pricing.Spot, pricing.OnDemand))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrBadConfig, errors.Join(errs...))
+}
+
+// HasTags reports whether have carries every tag of want with the same
+// value.
+func HasTags(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -53,10 +53,23 @@ func fleetSetup(fc config.FleetConfig, log *slog.Logger) (setup *broker.FleetSet
 	for _, name := range names {
 		c := fc.Clouds[name]
 		if name != "fake" {
-			// The AWS, GCP and Azure compute adapters are wired here once
-			// they are in the build (issue 12, providers/{aws,gcp,azure}).
-			stop()
-			return nil, func() {}, fmt.Errorf("fleet.clouds.%s: the %s compute adapter is not in this build yet; only the test cloud \"fake\" can be managed", name, name)
+			cloud, comp, err := realCompute(context.Background(), name, c, log)
+			if err != nil {
+				stop()
+				return nil, func() {}, err
+			}
+			if _, dup := setup.Computes[cloud]; dup {
+				stop()
+				return nil, func() {}, fmt.Errorf("fleet.clouds: %s is configured twice (a fake cloud pretends to be %s)", cloud, cloud)
+			}
+			setup.Computes[cloud] = comp
+			if c.UserData != nil {
+				setup.Options.UserData[cloud] = c.UserData
+			}
+			if c.MaxInstances > 0 {
+				setup.Options.MaxPerCloud[cloud] = c.MaxInstances
+			}
+			continue
 		}
 		cloud := pricing.Cloud(c.FakeCloud)
 		if cloud == "" {

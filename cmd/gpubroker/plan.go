@@ -109,7 +109,8 @@ func runPlan(ctx context.Context, w, errw io.Writer, in optimizer.Input, output 
 			plural(undated, "price"), cat.Source))
 	}
 	plan, err := optimizer.SolveContext(ctx, in)
-	if plan == nil {
+	if plan == nil || (err != nil && len(plan.Placements) == 0) {
+		// Nothing placed: there is no plan to print, only why.
 		for _, n := range notes {
 			fmt.Fprintln(errw, "note:", n)
 		}

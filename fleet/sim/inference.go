@@ -81,7 +81,7 @@ func RunInference(c Inference, p *Pools, pol spotpolicy.Inference, record bool) 
 	}
 	delay := c.ReadyDelay.Seconds()
 	var reps []replica
-	st := &spotpolicy.InferenceState{Gap: gap, Target: c.Target, ReadyDelay: delay, Zones: make([]spotpolicy.Zone, k)}
+	st := &spotpolicy.InferenceState{Gap: gap, Target: c.Target, ReadyDelay: delay, Zones: make([]spotpolicy.Zone, k), SpotPrice: c.Prices.Spot, OnDemandPrice: c.Prices.OnDemand}
 	res := InferenceResult{Policy: pol.Name()}
 	atTarget, readySum := 0.0, 0.0
 	shortfall, longest := 0.0, 0.0

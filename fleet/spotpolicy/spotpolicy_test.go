@@ -136,13 +136,13 @@ func TestRiskHedge(t *testing.T) {
 		s.Zones = append(s.Zones, Zone{Pool: stable, Capacity: 1})
 	}
 	sp := []int{1, 1, 1, 1, 1, 1}
-	if got := riskHedge(s, sp, 0.01); got != 0 {
+	if got := riskHedge(s, sp, make([]float64, 6), 0.01, 0); got != 0 {
 		t.Fatalf("six stable zones: hedge %d; want 0", got)
 	}
 	for k := range s.Zones {
 		s.Zones[k].Pool = flaky
 	}
-	if got := riskHedge(s, sp, 0.01); got != 4 {
+	if got := riskHedge(s, sp, []float64{0.9, 0.9, 0.9, 0.9, 0.9, 0.9}, 0.01, 0); got != 4 {
 		t.Fatalf("six flaky zones: hedge %d; want the whole target", got)
 	}
 }
@@ -160,5 +160,55 @@ func TestAdaptiveInferenceHedgesWhenSpotIsShort(t *testing.T) {
 	f := a.Decide(s)
 	if sum(f.Spot) != 2 || f.OnDemand < 3 {
 		t.Fatalf("two zones with spot: %v spot, %d on-demand; want 2 spot and on-demand for the rest", f.Spot, f.OnDemand)
+	}
+}
+
+// A zone's replicas fail together: two zones of three replicas each, each
+// zone lost with chance 0.1 over the ready delay. Independently, one zone
+// is lost with chance 0.18 (three spot left: one on-demand covers it) and
+// both with 0.01; failing together, both go with chance 0.1, so the whole
+// target must be hedged.
+func TestRiskHedgeZonesFailTogether(t *testing.T) {
+	s := &InferenceState{Gap: 300, Target: 4, ReadyDelay: 600}
+	for range 2 {
+		s.Zones = append(s.Zones, Zone{Pool: Pool{Available: true}, Capacity: 16})
+	}
+	sp := []int{3, 3}
+	fail := []float64{0.1, 0.1}
+	if got := riskHedge(s, sp, fail, 0.02, 0); got != 1 {
+		t.Errorf("independent zones: hedge %d; want 1", got)
+	}
+	if got := riskHedge(s, sp, fail, 0.02, 1); got != 4 {
+		t.Errorf("zones failing together: hedge %d; want 4", got)
+	}
+}
+
+// together measures the share of losses that follow another zone's loss
+// within one ready delay, beyond chance: when two zones always go at once,
+// one loss of each pair follows the other, so about one half; near zero
+// when they go at different times.
+func TestAdaptiveInferenceMeasuresJointLosses(t *testing.T) {
+	run := func(offset int) float64 {
+		a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+		s := &InferenceState{Gap: 60, Target: 4, ReadyDelay: 120, SpotPrice: 1, OnDemandPrice: 3}
+		up := func(i, phase int) int {
+			if (i+phase)%100 < 50 {
+				return 1
+			}
+			return 0
+		}
+		for i := range 5000 {
+			s.Tick = i
+			s.Zones = []Zone{{Pool: Pool{Available: up(i, 0) > 0, MeanUp: 50}, Capacity: up(i, 0)},
+				{Pool: Pool{Available: up(i, offset) > 0, MeanUp: 50}, Capacity: up(i, offset)}}
+			a.Decide(s)
+		}
+		return a.together()
+	}
+	if rho := run(0); rho < 0.45 || rho > 0.55 {
+		t.Errorf("zones failing at once: weight %.2f; want about 0.5", rho)
+	}
+	if rho := run(37); rho > 0.1 {
+		t.Errorf("zones failing 37 ticks apart: weight %.2f; want ≤ 0.1", rho)
 	}
 }

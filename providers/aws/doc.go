@@ -14,4 +14,8 @@
 // a log line. Every paginated call follows every page; throttling and 5xx
 // answers are retried by the SDK's standard retryer (exponential backoff with
 // jitter). See docs/providers/aws.md for permissions, cost and refresh rate.
+//
+// Compute (compute.go) launches, lists and terminates instances for the
+// fleet through EC2 CreateFleet of type instant, DescribeInstances and
+// TerminateInstances; see docs/fleet-clouds.md.
 package aws

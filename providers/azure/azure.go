@@ -8,6 +8,10 @@
 // Every SDK client is narrowed to the calls made; throttling (429 with
 // Retry-After) and transient errors (408, 5xx, dropped connections) are
 // retried by azcore's retry policy with exponential backoff and jitter.
+//
+// Compute (compute.go) launches, lists and deletes VMs (with their NICs
+// and OS disks) for the fleet through armcompute and armnetwork; see
+// docs/fleet-clouds.md.
 package azure
 
 import (

@@ -8,6 +8,10 @@
 // Every SDK call goes through a small interface holding only the calls made;
 // retries of throttling and transient errors use gax call options with
 // jittered exponential backoff and a bounded number of attempts.
+//
+// Compute (compute.go) launches, lists and deletes instances for the fleet
+// through instances.insert/aggregatedList/delete and zoneOperations.wait;
+// see docs/fleet-clouds.md.
 package gcp
 
 import (

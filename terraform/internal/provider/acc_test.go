@@ -1,0 +1,457 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/terraform/internal/tofutest"
+)
+
+// These tests run the provider under a real OpenTofu CLI
+// (terraform-plugin-testing drives it) and, online, against a real broker.
+// They skip without OpenTofu, and fail under CI=true.
+
+// factories serves the provider in process; env is its environment (so a
+// developer's GPUBROKER_ENDPOINT does not leak into the offline tests).
+func factories(env map[string]string) map[string]func() (tfprotov6.ProviderServer, error) {
+	getenv := func(k string) string { return env[k] }
+	return map[string]func() (tfprotov6.ProviderServer, error){
+		"gpubroker": providerserver.NewProtocol6WithError(New(Options{Version: "test", Getenv: getenv})()),
+	}
+}
+
+const header = `
+terraform {
+  required_providers {
+    gpubroker = { source = "gpubroker/gpubroker" }
+  }
+}
+`
+
+func online(b tofutest.Broker) string {
+	return header + fmt.Sprintf(`
+provider "gpubroker" {
+  endpoint = %q
+  token    = %q
+}
+`, b.URL, b.Token)
+}
+
+func attrs(s *terraform.State, name string) (map[string]string, error) {
+	r, ok := s.RootModule().Resources[name]
+	if !ok {
+		return nil, fmt.Errorf("%s not in state", name)
+	}
+	return r.Primary.Attributes, nil
+}
+
+// sortedBy checks the offers come cheapest first by key.
+func sortedBy(name, key string) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		a, err := attrs(s, name)
+		if err != nil {
+			return err
+		}
+		n, _ := strconv.Atoi(a["offers.#"])
+		prev := -1.0
+		for i := range n {
+			v, err := strconv.ParseFloat(a[fmt.Sprintf("offers.%d.%s", i, key)], 64)
+			if err != nil {
+				return fmt.Errorf("offers.%d.%s: %v", i, key, err)
+			}
+			if v < prev {
+				return fmt.Errorf("offers.%d.%s = %v after %v: not sorted", i, key, v, prev)
+			}
+			prev = v
+		}
+		return nil
+	}
+}
+
+// expectedSpotH100 is what the embedded catalog holds for the query the
+// offers tests make, computed from the catalog directly.
+func expectedSpotH100(t *testing.T) (count int, cheapest float64) {
+	t.Helper()
+	cat, err := pricing.EmbeddedCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	offers := cat.Query(pricing.Query{GPUs: []pricing.GPUModel{pricing.H100}, Capacity: pricing.Spot, Regions: []string{"us-*"}})
+	cheapest = math.Inf(1)
+	for _, o := range offers {
+		cheapest = math.Min(cheapest, o.SpotPrice/float64(o.GPUCount))
+	}
+	if len(offers) < 2 {
+		t.Fatalf("the snapshot has %d H100 spot offers in us-*; the test needs several", len(offers))
+	}
+	return len(offers), cheapest
+}
+
+const offersConfig = `
+data "gpubroker_offers" "h100" {
+  gpu_models    = ["h100"]
+  capacity_type = "spot"
+  regions       = ["us-*"]
+}
+
+data "gpubroker_offers" "top3" {
+  min_gpu_memory_gib = 40
+  sort_by            = "tflop"
+  limit              = 3
+}
+`
+
+func offersChecks(t *testing.T) resource.TestCheckFunc {
+	n, cheapest := expectedSpotH100(t)
+	return resource.ComposeAggregateTestCheckFunc(
+		resource.TestCheckResourceAttr("data.gpubroker_offers.h100", "offers.#", strconv.Itoa(n)),
+		resource.TestCheckResourceAttr("data.gpubroker_offers.h100", "offers.0.gpu", "H100"),
+		resource.TestCheckResourceAttr("data.gpubroker_offers.h100", "capacity", "spot"),
+		resource.TestCheckResourceAttr("data.gpubroker_offers.h100", "sorted_by", "gpu-hour"),
+		resource.TestCheckResourceAttr("data.gpubroker_offers.h100", "offers.0.usd_per_gpu_hour", strconv.FormatFloat(roundTo(cheapest, 6), 'f', -1, 64)),
+		resource.TestCheckResourceAttrSet("data.gpubroker_offers.h100", "offers.0.spot_signal.interruptions_per_hour"),
+		resource.TestCheckResourceAttrSet("data.gpubroker_offers.h100", "offers.0.observed_at"),
+		resource.TestMatchResourceAttr("data.gpubroker_offers.h100", "catalog_source", regexp.MustCompile(`snapshot`)),
+		sortedBy("data.gpubroker_offers.h100", "usd_per_gpu_hour"),
+		resource.TestCheckResourceAttr("data.gpubroker_offers.top3", "offers.#", "3"),
+		resource.TestCheckResourceAttr("data.gpubroker_offers.top3", "sorted_by", "tflop"),
+		sortedBy("data.gpubroker_offers.top3", "usd_per_tflop_hour"),
+	)
+}
+
+func TestAccOffersOffline(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		// Steps that must fail come first: the framework destroys with the
+		// last step's configuration.
+		Steps: []resource.TestStep{
+			{
+				Config:      header + `data "gpubroker_offers" "bad" { clouds = ["aws", "gpc"] }`,
+				ExpectError: regexp.MustCompile(`(?s)Invalid filter.*clouds\s+=.*unknown\s+cloud\s+"gpc"`),
+			},
+			{Config: header + offersConfig, Check: offersChecks(t)},
+		},
+	})
+}
+
+// minimalPlacement is examples/minimal.yaml's workload as attributes.
+const minimalPlacement = `
+data "gpubroker_placement" "finetune" {
+  name = "finetune"
+  kind = "training"
+  gpu  = { count = 1, min_memory_gib = 24 }
+  work = { gpu_hours = 40 }
+}
+`
+
+// expectedMinimal is the optimizer's placement of examples/minimal.yaml,
+// planned directly.
+func expectedMinimal(t *testing.T) optimizer.Placement {
+	t.Helper()
+	pol, err := policy.Load("../../../examples/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := pricing.EmbeddedCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan.Placements[0]
+}
+
+func placementChecks(t *testing.T) resource.TestCheckFunc {
+	want := expectedMinimal(t)
+	const n = "data.gpubroker_placement.finetune"
+	return resource.ComposeAggregateTestCheckFunc(
+		resource.TestCheckResourceAttr(n, "cloud", string(want.Cloud)),
+		resource.TestCheckResourceAttr(n, "region", want.Region),
+		resource.TestCheckResourceAttr(n, "zone", want.Zone),
+		resource.TestCheckResourceAttr(n, "instance_type", want.InstanceType),
+		resource.TestCheckResourceAttr(n, "gpu_model", string(want.GPU)),
+		resource.TestCheckResourceAttr(n, "capacity_type", string(want.Capacity)),
+		resource.TestCheckResourceAttr(n, "price_per_hour", strconv.FormatFloat(want.PricePerHour, 'f', -1, 64)),
+		resource.TestCheckResourceAttr(n, "expected_hours", strconv.FormatFloat(want.ExpectedHours, 'f', -1, 64)),
+		resource.TestCheckResourceAttr(n, "expected_cost", strconv.FormatFloat(want.ExpectedCost, 'f', -1, 64)),
+		resource.TestCheckResourceAttr(n, "reason", strings.Join(want.Explanation, "; ")),
+		resource.TestCheckResourceAttr(n, "groups.#", strconv.Itoa(len(want.Groups))),
+		resource.TestCheckResourceAttrSet(n, "runner_up.reason"),
+	)
+}
+
+func TestAccPlacementOffline(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{
+			{
+				// A bad attribute: the policy's message, at the attribute.
+				Config: header + `
+data "gpubroker_placement" "bad" {
+  name = "finetune"
+  kind = "training"
+  gpu = {
+    models = ["A100-80GB", "A100-80"]
+  }
+  work = { gpu_hours = 40 }
+}
+`,
+				// OpenTofu shows the block of a nested attribute; the detail
+				// names the attribute.
+				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*in data "gpubroker_placement" "bad".*gpu.models\[1\]:\s+unknown\s+GPU\s+"A100-80";\s+did\s+you\s+mean\s+"A100-80GB"`),
+			},
+			{
+				// Valid, but nothing finishes 10,000 GPU-hours in 2 hours.
+				Config: header + `
+data "gpubroker_placement" "late" {
+  name     = "huge"
+  kind     = "training"
+  work     = { gpu_hours = 10000 }
+  deadline = "2h"
+}
+`,
+				ExpectError: regexp.MustCompile(`(?s)No feasible placement.*"huge"\s+cannot\s+be\s+placed`),
+			},
+			{Config: header + minimalPlacement, Check: placementChecks(t)},
+		},
+	})
+}
+
+func TestAccDataSourcesOnline(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	b := tofutest.StartBroker(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{
+			// The broker (no refresh) serves the same snapshot, so the
+			// answers are the offline ones.
+			{Config: online(b) + offersConfig, Check: offersChecks(t)},
+			{Config: online(b) + minimalPlacement, Check: placementChecks(t)},
+		},
+	})
+}
+
+// api calls the broker as a user of its API (or the dashboard) would.
+func api(t *testing.T, b tofutest.Broker, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, b.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// brokerSpec checks the broker holds the workload with a spec field.
+func brokerSpec(t *testing.T, b tofutest.Broker, name, key, want string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		code, body := api(t, b, "GET", "/api/v1/workloads/"+name, "")
+		if code != 200 {
+			return fmt.Errorf("GET workload %s: %d %s", name, code, body)
+		}
+		var rec struct{ Spec map[string]any }
+		if err := json.Unmarshal([]byte(body), &rec); err != nil {
+			return err
+		}
+		got, _ := json.Marshal(rec.Spec[key])
+		if string(got) != want {
+			return fmt.Errorf("broker's spec.%s = %s, want %s", key, got, want)
+		}
+		return nil
+	}
+}
+
+func workloadConfig(b tofutest.Broker, deadline string) string {
+	return online(b) + fmt.Sprintf(`
+resource "gpubroker_workload" "train" {
+  name     = "llm-finetune"
+  team     = "research"
+  kind     = "training"
+  gpu      = { models = ["A100-80GB", "H100"], count = 8 }
+  work     = { gpu_hours = 1200 }
+  deadline = %q
+  spot     = "prefer"
+  placement = {
+    clouds  = ["aws", "gcp"]
+    regions = ["us-*"]
+  }
+}
+`, deadline)
+}
+
+func TestAccWorkloadResource(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	b := tofutest.StartBroker(t)
+	const n = "gpubroker_workload.train"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		CheckDestroy: func(*terraform.State) error {
+			if code, body := api(t, b, "GET", "/api/v1/workloads/llm-finetune", ""); code != 404 {
+				return fmt.Errorf("after destroy the broker answers %d %s; want 404", code, body)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: workloadConfig(b, "3d"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(n, "id", "llm-finetune"),
+					resource.TestCheckResourceAttr(n, "gpu.count", "8"),
+					resource.TestCheckResourceAttr(n, "deadline", "3d"),
+					resource.TestCheckResourceAttrSet(n, "created_at"),
+					brokerSpec(t, b, "llm-finetune", "deadline", `"3d"`),
+					brokerSpec(t, b, "llm-finetune", "gpu", `{"count":8,"models":["A100-80GB","H100"]}`),
+				),
+			},
+			// Refresh finds no change.
+			{RefreshState: true},
+			// Update in place.
+			{
+				Config: workloadConfig(b, "96h"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(n, "deadline", "96h"),
+					brokerSpec(t, b, "llm-finetune", "deadline", `"96h"`),
+				),
+			},
+			// Import by name gives the same state.
+			{ResourceName: n, ImportState: true, ImportStateId: "llm-finetune", ImportStateVerify: true},
+			// Changed through the API: the plan shows the drift...
+			{
+				PreConfig: func() {
+					code, body := api(t, b, "PUT", "/api/v1/workloads/llm-finetune",
+						`{"name":"llm-finetune","team":"research","kind":"training","spec":{"gpu":{"models":["A100-80GB","H100"],"count":4},"work":{"gpu_hours":1200},"deadline":"96h","spot":"prefer","placement":{"clouds":["aws","gcp"],"regions":["us-*"]}}}`)
+					if code != 200 {
+						t.Fatalf("changing the workload through the API: %d %s", code, body)
+					}
+				},
+				Config:             workloadConfig(b, "96h"),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+			// ...and apply puts it back.
+			{
+				Config: workloadConfig(b, "96h"),
+				Check:  brokerSpec(t, b, "llm-finetune", "gpu", `{"count":8,"models":["A100-80GB","H100"]}`),
+			},
+			// Deleted through the API: the plan creates it again.
+			{
+				PreConfig: func() {
+					if code, body := api(t, b, "DELETE", "/api/v1/workloads/llm-finetune", ""); code != 204 {
+						t.Fatalf("deleting through the API: %d %s", code, body)
+					}
+				},
+				Config:             workloadConfig(b, "96h"),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+			{Config: workloadConfig(b, "96h"), Check: brokerSpec(t, b, "llm-finetune", "deadline", `"96h"`)},
+			// A bad attribute is refused before anything is sent, at its path.
+			{
+				Config:      strings.Replace(workloadConfig(b, "96h"), `count = 8`, `count = 99999`, 1),
+				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*resource "gpubroker_workload" "train".*gpu.count\s+99999:\s+want\s+1\s+to\s+16384`),
+			},
+			// The broker still holds the last good workload.
+			{Config: workloadConfig(b, "96h"), PlanOnly: true},
+		},
+	})
+}
+
+func TestAccWorkloadNeedsBroker(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{{
+			Config: header + `
+resource "gpubroker_workload" "x" {
+  name = "x"
+  kind = "training"
+  work = { gpu_hours = 1 }
+}
+`,
+			ExpectError: regexp.MustCompile(`No broker configured`),
+		}},
+	})
+}
+
+func TestAccBudgetsOnline(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	b := tofutest.StartBrokerWithPolicy(t, "../../../examples/fleet.yaml")
+	code, body := api(t, b, "GET", "/api/v1/budgets", "")
+	if code != 200 {
+		t.Fatalf("budgets: %d %s", code, body)
+	}
+	var want struct {
+		Budgets []struct {
+			Name       string
+			PlannedUSD float64 `json:"planned_usd"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &want); err != nil || len(want.Budgets) == 0 {
+		t.Fatalf("budgets answer %s: %v", body, err)
+	}
+	const n = "data.gpubroker_budgets.all"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{
+			{
+				Config:      header + `data "gpubroker_budgets" "offline" {}`,
+				ExpectError: regexp.MustCompile(`No broker configured`),
+			},
+			{
+				Config: online(b) + `data "gpubroker_budgets" "all" {}`,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(n, "budgets.#", strconv.Itoa(len(want.Budgets))),
+					resource.TestCheckResourceAttr(n, "budgets.0.name", want.Budgets[0].Name),
+					resource.TestCheckResourceAttr(n, "budgets.0.planned_usd", strconv.FormatFloat(want.Budgets[0].PlannedUSD, 'f', -1, 64)),
+					resource.TestCheckResourceAttr(n, "horizon_hours", "720"),
+				),
+			},
+		},
+	})
+}
+
+// TestAccTopLevelAttributeDiagnostic checks OpenTofu shows a top-level
+// attribute's problem on that attribute's own line.
+func TestAccTopLevelAttributeDiagnostic(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{{
+			Config: header + `
+data "gpubroker_placement" "typo" {
+  name = "finetune"
+  kind = "trainin"
+  work = { gpu_hours = 40 }
+}
+`,
+			ExpectError: regexp.MustCompile(`(?s)Invalid workload.*\d+:\s+kind = "trainin".*unknown\s+kind\s+"trainin";\s+want\s+training,\s+inference\s+or\s+batch;\s+did\s+you\s+mean\s+"training"`),
+		}},
+	})
+}

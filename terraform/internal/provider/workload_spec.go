@@ -1,0 +1,384 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// workloadSpec is a workload as the policy file writes it, one attribute per
+// policy field, nested the same way (gpu.models is gpu = { models = [...] }),
+// so that a policy error's field path is also the attribute's path. The
+// gpubroker_placement data source and the gpubroker_workload resource both
+// embed it.
+type workloadSpec struct {
+	Name               types.String   `tfsdk:"name"`
+	Team               types.String   `tfsdk:"team"`
+	Kind               types.String   `tfsdk:"kind"`
+	GPU                *gpuSpec       `tfsdk:"gpu"`
+	Work               *workSpec      `tfsdk:"work"`
+	Deadline           types.String   `tfsdk:"deadline"`
+	CheckpointInterval types.String   `tfsdk:"checkpoint_interval"`
+	RestartOverhead    types.String   `tfsdk:"restart_overhead"`
+	Spot               types.String   `tfsdk:"spot"`
+	Replicas           *replicasSpec  `tfsdk:"replicas"`
+	Spread             *spreadSpec    `tfsdk:"spread"`
+	Placement          *placementSpec `tfsdk:"placement"`
+}
+
+type gpuSpec struct {
+	Models       []types.String `tfsdk:"models"`
+	Count        types.Int64    `tfsdk:"count"`
+	MinMemoryGiB types.Float64  `tfsdk:"min_memory_gib"`
+}
+
+type workSpec struct {
+	GPUHours     types.Float64 `tfsdk:"gpu_hours"`
+	ReferenceGPU types.String  `tfsdk:"reference_gpu"`
+}
+
+type replicasSpec struct {
+	Min               types.Int64   `tfsdk:"min"`
+	Max               types.Int64   `tfsdk:"max"`
+	TargetUtilization types.Float64 `tfsdk:"target_utilization"`
+}
+
+type spreadSpec struct {
+	MinZones  types.Int64 `tfsdk:"min_zones"`
+	MinClouds types.Int64 `tfsdk:"min_clouds"`
+}
+
+type placementSpec struct {
+	Clouds    []types.String `tfsdk:"clouds"`
+	Regions   []types.String `tfsdk:"regions"`
+	Zones     []types.String `tfsdk:"zones"`
+	Residency []types.String `tfsdk:"residency"`
+}
+
+// specJSON is the policy file's workload mapping in JSON: the "spec" the
+// broker stores for a workload registered through /api/v1/workloads, and,
+// with name, team and kind added, one element of a policy's workloads:
+// list. JSON is YAML, so policy.Parse reads it as it reads a policy file.
+// Pointers keep "not written" apart from a written zero, which the policy
+// treats differently (restart_overhead: 0 means restarts are free).
+type specJSON struct {
+	GPU                *gpuJSON       `json:"gpu,omitempty"`
+	Work               *workJSON      `json:"work,omitempty"`
+	Deadline           *string        `json:"deadline,omitempty"`
+	CheckpointInterval *string        `json:"checkpoint_interval,omitempty"`
+	RestartOverhead    *string        `json:"restart_overhead,omitempty"`
+	Spot               *string        `json:"spot,omitempty"`
+	Replicas           *replicasJSON  `json:"replicas,omitempty"`
+	Spread             *spreadJSON    `json:"spread,omitempty"`
+	Placement          *placementJSON `json:"placement,omitempty"`
+}
+
+type gpuJSON struct {
+	Models       *[]string `json:"models,omitempty"`
+	Count        *int64    `json:"count,omitempty"`
+	MinMemoryGiB *float64  `json:"min_memory_gib,omitempty"`
+}
+
+type workJSON struct {
+	GPUHours     *float64 `json:"gpu_hours,omitempty"`
+	ReferenceGPU *string  `json:"reference_gpu,omitempty"`
+}
+
+type replicasJSON struct {
+	Min               *int64   `json:"min,omitempty"`
+	Max               *int64   `json:"max,omitempty"`
+	TargetUtilization *float64 `json:"target_utilization,omitempty"`
+}
+
+type spreadJSON struct {
+	MinZones  *int64 `json:"min_zones,omitempty"`
+	MinClouds *int64 `json:"min_clouds,omitempty"`
+}
+
+type placementJSON struct {
+	Clouds    *[]string `json:"clouds,omitempty"`
+	Regions   *[]string `json:"regions,omitempty"`
+	Zones     *[]string `json:"zones,omitempty"`
+	Residency *[]string `json:"residency,omitempty"`
+}
+
+// policyWorkloadJSON is one element of a policy's workloads: list.
+type policyWorkloadJSON struct {
+	Name string  `json:"name"`
+	Team *string `json:"team,omitempty"`
+	Kind string  `json:"kind"`
+	specJSON
+}
+
+func str(v types.String) *string {
+	if v.IsNull() || v.IsUnknown() {
+		return nil
+	}
+	s := v.ValueString()
+	return &s
+}
+
+func i64(v types.Int64) *int64 {
+	if v.IsNull() || v.IsUnknown() {
+		return nil
+	}
+	n := v.ValueInt64()
+	return &n
+}
+
+func f64(v types.Float64) *float64 {
+	if v.IsNull() || v.IsUnknown() {
+		return nil
+	}
+	f := v.ValueFloat64()
+	return &f
+}
+
+func strs(vs []types.String) *[]string {
+	if vs == nil {
+		return nil
+	}
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, v.ValueString())
+	}
+	return &out
+}
+
+// spec converts the attributes into the policy's JSON form.
+func (w *workloadSpec) spec() specJSON {
+	s := specJSON{Deadline: str(w.Deadline), CheckpointInterval: str(w.CheckpointInterval),
+		RestartOverhead: str(w.RestartOverhead), Spot: str(w.Spot)}
+	if g := w.GPU; g != nil {
+		s.GPU = &gpuJSON{Models: strs(g.Models), Count: i64(g.Count), MinMemoryGiB: f64(g.MinMemoryGiB)}
+	}
+	if k := w.Work; k != nil {
+		s.Work = &workJSON{GPUHours: f64(k.GPUHours), ReferenceGPU: str(k.ReferenceGPU)}
+	}
+	if r := w.Replicas; r != nil {
+		s.Replicas = &replicasJSON{Min: i64(r.Min), Max: i64(r.Max), TargetUtilization: f64(r.TargetUtilization)}
+	}
+	if sp := w.Spread; sp != nil {
+		s.Spread = &spreadJSON{MinZones: i64(sp.MinZones), MinClouds: i64(sp.MinClouds)}
+	}
+	if p := w.Placement; p != nil {
+		s.Placement = &placementJSON{Clouds: strs(p.Clouds), Regions: strs(p.Regions), Zones: strs(p.Zones), Residency: strs(p.Residency)}
+	}
+	return s
+}
+
+// policyWorkload is the workload as one element of a policy's workloads.
+func (w *workloadSpec) policyWorkload() policyWorkloadJSON {
+	return policyWorkloadJSON{Name: w.Name.ValueString(), Team: str(w.Team), Kind: w.Kind.ValueString(), specJSON: w.spec()}
+}
+
+// policyDocument is a whole policy file holding just this workload (and
+// the horizon, when set), in JSON.
+func (w *workloadSpec) policyDocument(horizon types.String) []byte {
+	doc := struct {
+		Horizon   *string              `json:"horizon,omitempty"`
+		Workloads []policyWorkloadJSON `json:"workloads"`
+	}{Horizon: str(horizon), Workloads: []policyWorkloadJSON{w.policyWorkload()}}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		// Only strings, whole numbers and finite floats go in; Terraform
+		// has no NaN or infinity to give.
+		panic(fmt.Sprintf("encoding a policy document: %v", err))
+	}
+	return b
+}
+
+// parsePolicy runs the policy package's own parser and validator over the
+// workload (the same checks `gpubroker policy validate` makes of a file),
+// and returns every problem as a diagnostic at the attribute it is about.
+func (w *workloadSpec) parsePolicy(horizon types.String) (*policy.Policy, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	p, err := policy.Parse("terraform", w.policyDocument(horizon))
+	if err == nil {
+		return p, nil
+	}
+	var list policy.ErrorList
+	if !errors.As(err, &list) {
+		diags.AddError("Invalid workload", err.Error())
+		return nil, diags
+	}
+	for _, e := range list {
+		if ap, ok := attributePath(e.Path); ok {
+			msg := e.Msg
+			if len(ap.Steps()) > 1 && !strings.HasPrefix(msg, ap.String()) {
+				// OpenTofu 1.9 and Terraform point at the block, not
+				// inside a nested attribute's value: name the field.
+				msg = ap.String() + ": " + msg
+			}
+			diags.AddAttributeError(ap, "Invalid workload", msg)
+		} else {
+			diags.AddError("Invalid workload", e.Msg)
+		}
+	}
+	return nil, diags
+}
+
+var segmentRE = regexp.MustCompile(`^([a-z_]+)((?:\[\d+\])*)$`)
+var indexRE = regexp.MustCompile(`\[(\d+)\]`)
+
+// attributePath maps a policy field path ("workloads[0].gpu.models[1]",
+// "horizon") to the attribute path of the same field. The attributes are
+// named and nested like the policy's fields, so this is a change of
+// notation, not a table to keep in step.
+func attributePath(p string) (path.Path, bool) {
+	switch {
+	case p == "" || p == "workloads" || p == "workloads[0]":
+		return path.Empty(), false
+	case strings.HasPrefix(p, "workloads[0]."):
+		p = strings.TrimPrefix(p, "workloads[0].")
+	case p != "horizon":
+		return path.Empty(), false
+	}
+	var out path.Path
+	for i, seg := range strings.Split(p, ".") {
+		m := segmentRE.FindStringSubmatch(seg)
+		if m == nil {
+			return path.Empty(), false
+		}
+		if i == 0 {
+			out = path.Root(m[1])
+		} else {
+			out = out.AtName(m[1])
+		}
+		for _, ix := range indexRE.FindAllStringSubmatch(m[2], -1) {
+			n, err := strconv.Atoi(ix[1])
+			if err != nil {
+				return path.Empty(), false
+			}
+			out = out.AtListIndex(n)
+		}
+	}
+	return out, true
+}
+
+// fromSpec sets the attributes from a stored spec, as read back from the
+// broker. prior is the state before the read: where it and the broker hold
+// the same value written differently (a duration "72h" stored as "3d", a GPU
+// alias), the prior spelling is kept so that only real changes show as
+// drift.
+func (w *workloadSpec) fromSpec(s specJSON, prior *workloadSpec) {
+	if prior == nil {
+		prior = &workloadSpec{}
+	}
+	w.Deadline = sameDuration(s.Deadline, prior.Deadline)
+	w.CheckpointInterval = sameDuration(s.CheckpointInterval, prior.CheckpointInterval)
+	w.RestartOverhead = sameDuration(s.RestartOverhead, prior.RestartOverhead)
+	w.Spot = strVal(s.Spot)
+	w.GPU, w.Work, w.Replicas, w.Spread, w.Placement = nil, nil, nil, nil, nil
+	if g := s.GPU; g != nil {
+		var pm []types.String
+		if prior.GPU != nil {
+			pm = prior.GPU.Models
+		}
+		w.GPU = &gpuSpec{Models: sameGPUs(g.Models, pm), Count: i64Val(g.Count), MinMemoryGiB: f64Val(g.MinMemoryGiB)}
+	}
+	if k := s.Work; k != nil {
+		var pr types.String
+		if prior.Work != nil {
+			pr = prior.Work.ReferenceGPU
+		}
+		w.Work = &workSpec{GPUHours: f64Val(k.GPUHours), ReferenceGPU: sameGPU(k.ReferenceGPU, pr)}
+	}
+	if r := s.Replicas; r != nil {
+		w.Replicas = &replicasSpec{Min: i64Val(r.Min), Max: i64Val(r.Max), TargetUtilization: f64Val(r.TargetUtilization)}
+	}
+	if sp := s.Spread; sp != nil {
+		w.Spread = &spreadSpec{MinZones: i64Val(sp.MinZones), MinClouds: i64Val(sp.MinClouds)}
+	}
+	if p := s.Placement; p != nil {
+		w.Placement = &placementSpec{Clouds: strsVal(p.Clouds), Regions: strsVal(p.Regions), Zones: strsVal(p.Zones), Residency: strsVal(p.Residency)}
+	}
+}
+
+func strVal(s *string) types.String {
+	if s == nil {
+		return types.StringNull()
+	}
+	return types.StringValue(*s)
+}
+
+func i64Val(n *int64) types.Int64 {
+	if n == nil {
+		return types.Int64Null()
+	}
+	return types.Int64Value(*n)
+}
+
+func f64Val(f *float64) types.Float64 {
+	if f == nil {
+		return types.Float64Null()
+	}
+	return types.Float64Value(*f)
+}
+
+func strsVal(ss *[]string) []types.String {
+	if ss == nil {
+		return nil
+	}
+	out := make([]types.String, 0, len(*ss))
+	for _, s := range *ss {
+		out = append(out, types.StringValue(s))
+	}
+	return out
+}
+
+// sameDuration keeps the prior spelling of an equal duration.
+func sameDuration(remote *string, prior types.String) types.String {
+	if remote == nil {
+		return types.StringNull()
+	}
+	if p := str(prior); p != nil && *p != *remote {
+		a, errA := policy.ParseDuration(*p)
+		b, errB := policy.ParseDuration(*remote)
+		if errA == nil && errB == nil && a == b {
+			return prior
+		}
+	}
+	return types.StringValue(*remote)
+}
+
+// sameGPU keeps the prior spelling of the same GPU model ("a100-80gb" for
+// "A100-80GB").
+func sameGPU(remote *string, prior types.String) types.String {
+	if remote == nil {
+		return types.StringNull()
+	}
+	if p := str(prior); p != nil && canonicalGPU(*p) == canonicalGPU(*remote) {
+		return prior
+	}
+	return types.StringValue(*remote)
+}
+
+func sameGPUs(remote *[]string, prior []types.String) []types.String {
+	out := strsVal(remote)
+	if len(out) != len(prior) {
+		return out
+	}
+	for i := range out {
+		r := out[i].ValueString()
+		out[i] = sameGPU(&r, prior[i])
+	}
+	return out
+}
+
+func canonicalGPU(s string) string {
+	if m, ok := pricing.ParseGPUModel(s); ok {
+		return string(m)
+	}
+	return s
+}
