@@ -6,6 +6,7 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/gpubroker/gpubroker/broker/httpapi"
 	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/catalog"
+	"github.com/gpubroker/gpubroker/dashboard"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -101,6 +103,9 @@ type Config struct {
 	RequireIdentity bool
 	// Started, when set, is closed once the daemon listens.
 	Started chan<- net.Addr
+	// TLSCert and TLSKey are PEM files; when both are set the broker serves
+	// HTTPS (API and dashboard) and the dashboard's cookies are Secure.
+	TLSCert, TLSKey string
 	// Fleet, when set, runs the fleet reconciler (fleet.go).
 	Fleet *FleetSetup
 }
@@ -162,6 +167,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 30 * time.Second
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("TLS needs both a certificate (--tls-cert) and its key (--tls-key)")
 	}
 	return nil
 }
@@ -361,16 +369,42 @@ func Run(ctx context.Context, cfg Config) error {
 			return broker.Ping(ctx)
 		}})
 
+	var tlsConfig *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("loading the TLS certificate and key: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	var planView dashboard.CurrentPlan = dashboard.NoPlan{}
+	var budgetView dashboard.Budgets = dashboard.NoPlan{}
+	if planner != nil {
+		planView, budgetView = dashPlan{planner}, dashPlan{planner}
+	}
+	dstore := dashStore{st: st, b: broker}
+	dash, err := dashboard.New(dashboard.Config{Auth: api, Offers: dashboard.OffersFunc(cat.Load), History: dstore,
+		Plan: planView, Budgets: budgetView, Agents: dstore, Benchmarks: dstore, Events: dstore,
+		Fleet: dashboard.NoFleet{}, Spend: dashSpend{broker},
+		Logger: log, Now: cfg.Now, Secure: tlsConfig != nil})
+	if err != nil {
+		return err
+	}
+
 	ln := cfg.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 		}
 	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+	srv := &http.Server{Handler: dashboard.Route(api.Handler(), dash), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	fmt.Fprintf(cfg.Out, "gpubroker serve: listening on http://%s (store: %s %s, replica %s)\n", ln.Addr(), st.Dialect(), st.Where(), cfg.ReplicaID)
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(cfg.Out, "gpubroker serve: listening on %s://%s (store: %s %s, replica %s)\n", scheme, ln.Addr(), st.Dialect(), st.Where(), cfg.ReplicaID)
 	log.Info("broker started", "refresh_schedule", cfg.RefreshSchedule, "addr", ln.Addr().String(), "store", st.Dialect(), "db", st.Where(), "replica", cfg.ReplicaID,
 		"catalog", snap.Source, "offers", snap.Len(), "catalog_reload", cfg.CatalogReload)
 	if cfg.Started != nil {
@@ -389,7 +423,13 @@ func Run(ctx context.Context, cfg Config) error {
 	g := newGroup(ctx)
 	g.Go(func(ctx context.Context) error {
 		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ln) }()
+		go func() {
+			if tlsConfig != nil {
+				errc <- srv.ServeTLS(ln, "", "")
+				return
+			}
+			errc <- srv.Serve(ln)
+		}()
 		select {
 		case err := <-errc:
 			return fmt.Errorf("HTTP server: %w", err)

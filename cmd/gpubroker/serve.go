@@ -40,6 +40,7 @@ type serveOptions struct {
 	dbPasswordFile   string
 	awsIdentityCerts string
 	requireIdentity  bool
+	tlsCert, tlsKey  string
 }
 
 func newServeCmd(sources refresh.Registry) *cobra.Command {
@@ -47,14 +48,16 @@ func newServeCmd(sources refresh.Registry) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the broker daemon: JSON API, agents, metrics, price refresh and re-planning",
-		Long: `Run the long-running broker. It serves the JSON API under /api/v1 (docs/api.md), /metrics,
-/healthz and /readyz; refreshes prices from the clouds and re-plans the policy on cron schedules.
+		Long: `Run the long-running broker. It serves the web dashboard at / (docs/dashboard.md), the JSON
+API under /api/v1 (docs/api.md), /metrics, /healthz and /readyz (HTTPS with --tls-cert and --tls-key);
+refreshes prices from the clouds and re-plans the policy on cron schedules.
 With a PostgreSQL --db several replicas can run; one leads the background jobs at a time.
 On first start it prints an admin token once; only its hash is stored.
 Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`,
 		Example: `  gpubroker serve -f policy.yaml
   gpubroker serve -f policy.yaml --db postgres://broker@db/gpubroker --listen 0.0.0.0:8080 --log-format json
-  gpubroker serve --config /etc/gpubroker/serve.yaml -f policy.yaml`,
+  gpubroker serve --config /etc/gpubroker/serve.yaml -f policy.yaml
+  gpubroker serve -f policy.yaml --listen 0.0.0.0:8443 --tls-cert /etc/gpubroker/tls.crt --tls-key /etc/gpubroker/tls.key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := o.brokerConfig(cmd)
@@ -101,6 +104,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 				Logger:    log, Out: cmd.OutOrStdout(), LeaseTTL: cfg.LeaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
 				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports, Fleet: fleetCfg, Identity: ident, RequireIdentity: o.requireIdentity,
+				TLSCert: o.tlsCert, TLSKey: o.tlsKey,
 				Refresh: broker.CloudRefresher(targets, refresh.Options{Concurrency: cfg.Refresh.Concurrency,
 					FetchTimeout: cfg.Refresh.FetchTimeout, Now: time.Now, Logger: log, Endpoints: cfg.Endpoints,
 					Progress: refresh.LogProgress{Log: log}})})
@@ -126,6 +130,8 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 	f.IntVar(&o.concurrency, "concurrency", 4, "regions fetched at once")
 	f.BoolVar(&o.noRefreshOnStart, "no-refresh-on-start", false, "wait for the schedule instead of refreshing when this replica starts leading")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", config.DefaultLeaseTTL, "leader lease, 1s to 10m; a dead leader is replaced within about this")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS; needs --tls-key")
+	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
 	f.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long in-flight requests and jobs may finish on shutdown")
 	f.StringVar(&o.awsIdentityCerts, "aws-identity-certs", "", "PEM file of the AWS public certificates that sign instance identity documents (your regions'); agents' signed identities are then verified")
 	f.BoolVar(&o.requireIdentity, "require-identity", false, "refuse bootstrap-token registrations without a verified signed identity (needs --aws-identity-certs)")
