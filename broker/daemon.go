@@ -385,7 +385,7 @@ func Run(ctx context.Context, cfg Config) error {
 	dstore := dashStore{st: st, b: broker}
 	dash, err := dashboard.New(dashboard.Config{Auth: api, Offers: dashboard.OffersFunc(cat.Load), History: dstore,
 		Plan: planView, Budgets: budgetView, Agents: dstore, Benchmarks: dstore, Events: dstore,
-		Fleet: dashboard.NoFleet{}, Spend: dashSpend{broker},
+		Fleet: dashFleetSource(fp), Spend: dashSpend{broker},
 		Logger: log, Now: cfg.Now, Secure: tlsConfig != nil})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/fleet"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/store"
@@ -16,7 +17,7 @@ import (
 // The adapters below give the web dashboard read-only views of the store
 // and the planner, in the dashboard's own types. Parts the broker does not
 // have yet (the autoscaler's fleet instances and slots) are wired as
-// dashboard.NoFleet in Run; plugging a real source in is one line there.
+// dashboard.NoFleet unless a fleet is configured (dashFleetSource).
 
 // dashStore reads the broker's tables for the dashboard.
 type dashStore struct {
@@ -178,4 +179,55 @@ func (d dashSpend) Spend(ctx context.Context, now time.Time) (dashboard.SpendSum
 		out.Daily[len(out.Daily)-1].OnDemand += r.OnDemand
 	}
 	return out, nil
+}
+
+// dashFleet shows the fleet reconciler's slots and instances on the
+// dashboard's Fleet page.
+type dashFleet struct{ svc *fleet.Service }
+
+var _ dashboard.FleetInstances = dashFleet{}
+
+func (d dashFleet) FleetInstances(ctx context.Context, q dashboard.FleetQuery) (dashboard.FleetPage, error) {
+	st, err := d.svc.Status(ctx)
+	if err != nil {
+		return dashboard.FleetPage{}, err
+	}
+	if len(st.Slots) == 0 && len(st.Orphans) == 0 {
+		return dashboard.FleetPage{}, dashboard.ErrNoSource
+	}
+	var page dashboard.FleetPage
+	sums := map[string]*dashboard.SlotSummary{}
+	var order []string
+	var all []dashboard.FleetInstance
+	for _, s := range st.Slots {
+		sum := sums[s.Workload]
+		if sum == nil {
+			sum = &dashboard.SlotSummary{Workload: s.Workload}
+			sums[s.Workload] = sum
+			order = append(order, s.Workload)
+		}
+		if s.State != string(fleet.Gone) {
+			sum.Desired++
+		}
+		if s.State == string(fleet.Running) {
+			sum.Running++
+		}
+		if s.InstanceID == "" || (q.Workload != "" && s.Workload != q.Workload) {
+			continue
+		}
+		all = append(all, dashboard.FleetInstance{ID: s.InstanceID, Workload: s.Workload, Slot: s.ID, Cloud: s.Cloud,
+			Region: s.Region, Zone: s.Zone, InstanceType: s.InstanceType, GPU: s.GPU, Capacity: s.Capacity,
+			State: s.State, LaunchedAt: s.LaunchedAt, PricePerHour: s.PricePerHour})
+	}
+	for _, w := range order {
+		page.Slots = append(page.Slots, *sums[w])
+	}
+	page.Total = len(all)
+	lo := min(max(q.Offset, 0), len(all))
+	hi := len(all)
+	if q.Limit > 0 {
+		hi = min(lo+q.Limit, len(all))
+	}
+	page.Instances = all[lo:hi]
+	return page, nil
 }

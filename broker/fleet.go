@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/gpubroker/gpubroker/dashboard"
 	"log/slog"
 	"time"
 
@@ -39,6 +40,16 @@ type FleetSetup struct {
 type fleetParts struct {
 	loop *fleet.Loop
 	api  httpapi.Fleet
+	svc  *fleet.Service
+}
+
+// dashFleetSource is the dashboard's view of the fleet: the reconciler's
+// slots when a fleet is configured, an honest empty state otherwise.
+func dashFleetSource(fp *fleetParts) dashboard.FleetInstances {
+	if fp == nil {
+		return dashboard.NoFleet{}
+	}
+	return dashFleet{fp.svc}
 }
 
 func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHolder, policyData []byte,
@@ -68,7 +79,7 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 	loop := &fleet.Loop{Reconciler: rec, Leading: elector.Leading, Lease: LeaseName, Holder: cfg.ReplicaID, Interval: fs.Interval}
 	loop.Init()
 	svc := &fleet.Service{Store: fst, Agents: b, Reconciler: rec, Now: cfg.Now, Kick: loop.Kick}
-	return &fleetParts{loop: loop, api: fleetAPI{svc}}, nil
+	return &fleetParts{loop: loop, api: fleetAPI{svc}, svc: svc}, nil
 }
 
 // fleetAPI adapts fleet.Service to the API: domain values in, apiv1 out.
