@@ -73,7 +73,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, rq request) {
 		d.PlanNote = "No policy is loaded: start `gpubroker serve -f policy.yaml` to plan one, or try one on the Plan page."
 	case errors.As(err, &inf):
 		d.Blocked = len(inf.Blocked)
-		d.Alerts = append(d.Alerts, alert{"danger", fmt.Sprintf("The current policy cannot be placed: %d workload(s) blocked (see Plan).", len(inf.Blocked))})
+		d.Alerts = append(d.Alerts, alert{"danger", fmt.Sprintf("The current policy cannot place %d of its workloads (see Plan).", len(inf.Blocked))})
 	case err != nil:
 		s.internal(w, r, "the current plan", err)
 		return

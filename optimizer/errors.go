@@ -39,7 +39,7 @@ type InfeasibleError struct {
 
 func (e *InfeasibleError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s for %d workload(s):", ErrInfeasible, len(e.Blocked))
+	fmt.Fprintf(&b, "%s for %s:", ErrInfeasible, countOf(len(e.Blocked), "workload"))
 	for _, x := range e.Blocked {
 		if x.Pos != "" {
 			fmt.Fprintf(&b, "\n  %s: %s: %s (%s)", x.Pos, x.Workload, x.Reason, x.Constraint)

@@ -21,8 +21,8 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 // lines with each runner-up, totals, the optimality gap and warnings.
 func (p *Plan) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Plan for %s: %d workload(s) over %.0fh, prices from %s (%.0fh old, %d offers)\n\n",
-		p.Policy, len(p.Placements), p.HorizonHours, p.Catalog.Source, p.Catalog.AgeHours, p.Catalog.Offers)
+	fmt.Fprintf(&b, "Plan for %s: %s over %.0fh, prices from %s (%.0fh old, %d offers)\n\n",
+		p.Policy, countOf(len(p.Placements), "workload"), p.HorizonHours, p.Catalog.Source, p.Catalog.AgeHours, p.Catalog.Offers)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tKIND\tWHERE\tCAPACITY\tGPUS\t$/HOUR\tEXP HOURS\tEXP COST\tON-DEMAND\tSAVINGS")
 	for _, pl := range p.Placements {
@@ -106,4 +106,12 @@ func usd(x float64) string {
 		return "-$" + s
 	}
 	return "$" + s
+}
+
+// countOf writes "1 workload" or "3 workloads".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -40,7 +40,7 @@ func TestPlanCommand(t *testing.T) {
 			wantStderr: []string{"no feasible placement", "infeasible.yaml:3:5: too-big", "(deadline)"}},
 		{name: "partly infeasible: the rest is planned", args: []string{"plan", "-f", "testdata/partly.yaml"}, wantCode: 1,
 			wantStdout: []string{"fits", "Blocked (not placed):", "partly.yaml:8:5: too-big", "(deadline)", "proof: no option meets"},
-			wantStderr: []string{"no feasible placement for 1 workload(s)", "too-big"}},
+			wantStderr: []string{"no feasible placement for 1 workload:", "too-big"}},
 		{name: "exact solver", args: []string{"plan", "-f", "../../examples/fleet.yaml", "--solver", "auto"}, wantCode: 0,
 			wantStdout: []string{"Total: expected"}},
 		{name: "bad solver", args: []string{"plan", "-f", "../../examples/fleet.yaml", "--solver", "magic"}, wantCode: 2, wantStderr: []string{"want heuristic, exact or auto"}},
