@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"time"
@@ -277,4 +278,45 @@ func withSpend(ctx context.Context, b *store.Broker, cat *pricing.Catalog, pol *
 		}
 	}
 	return bs, nil
+}
+
+// budgetStopsScaling says whether a budget with action stop-scaling that
+// covers w has reached 100% this month (from the ledger).
+func budgetStopsScaling(ctx context.Context, b *store.Broker, pol *policy.Policy, w policy.Workload, now time.Time, log *slog.Logger) bool {
+	if pol == nil {
+		return false
+	}
+	var budgets []policy.Budget
+	for _, bd := range pol.Budgets {
+		if bd.Action == policy.BudgetStopScaling && (bd.Team == "" || bd.Team == w.Team) && (bd.Workload == "" || bd.Workload == w.Name) {
+			budgets = append(budgets, bd)
+		}
+	}
+	if len(budgets) == 0 {
+		return false
+	}
+	rows, err := b.ListSpend(ctx, ledger.MonthStart(now), time.Time{})
+	if err != nil {
+		log.Warn("budget check: ledger unavailable; not holding scale", "err", err)
+		return false
+	}
+	teamOf := map[string]string{}
+	for _, pw := range pol.Workloads {
+		teamOf[pw.Name] = pw.Team
+	}
+	entries := make([]ledger.Entry, len(rows))
+	for i, r := range rows {
+		team := r.Team
+		if team == "" {
+			team = teamOf[r.Workload]
+		}
+		entries[i] = ledger.Entry{Day: r.Day, Workload: r.Workload, Team: team, Cost: r.Cost}
+	}
+	for _, bd := range budgets {
+		st := ledger.BudgetStatus(ledger.Budget{Name: bd.Name, Team: bd.Team, Workload: bd.Workload, MonthlyUSD: bd.MonthlyUSD}, entries, nil, now, nil)
+		if bd.MonthlyUSD > 0 && st.Spent >= bd.MonthlyUSD {
+			return true
+		}
+	}
+	return false
 }

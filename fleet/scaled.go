@@ -1,0 +1,176 @@
+package fleet
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gpubroker/gpubroker/fleet/autoscale"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// LoadSource reads an inference service's live load: its ready replicas
+// with their GPU utilisation (agents' heartbeats) and, where the policy names
+// one, the Prometheus metric.
+type LoadSource interface {
+	Sample(ctx context.Context, w policy.Workload, now time.Time) (autoscale.Sample, error)
+}
+
+// ScaledSource is a PlanSource that sizes each inference placement of the
+// inner plan to what its autoscaler asks for (fleet/autoscale: HPA rule on
+// utilisation and Prometheus load, between replicas.min and replicas.max):
+// replicas beyond the plan's are added to its first (cheapest) group, and
+// removed from its last groups first, so slot identities stay stable.
+type ScaledSource struct {
+	Inner  PlanSource
+	Policy func() *policy.Policy
+	Load   LoadSource
+	Now    func() time.Time
+	Log    *slog.Logger
+	// StopScaling, when set, says a budget with action stop-scaling over
+	// this workload reached 100% this month: the service is held at
+	// replicas.min until the month ends (docs/policy.md).
+	StopScaling func(ctx context.Context, w policy.Workload, now time.Time) bool
+
+	mu     sync.Mutex
+	scaler map[string]*autoscale.Autoscaler
+	last   map[string]autoscale.Decision
+}
+
+// Plan returns the inner plan with inference replicas resized.
+func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
+	plan, err := s.Inner.Plan(ctx, u)
+	if err != nil || plan == nil {
+		return plan, err
+	}
+	pol := s.Policy()
+	if pol == nil {
+		return plan, nil
+	}
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	byName := map[string]policy.Workload{}
+	for _, w := range pol.Workloads {
+		byName[w.Name] = w
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.scaler == nil {
+		s.scaler, s.last = map[string]*autoscale.Autoscaler{}, map[string]autoscale.Decision{}
+	}
+	out := *plan
+	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
+	for i, p := range out.Placements {
+		w, ok := byName[p.Workload]
+		if !ok || w.Kind != policy.Inference || len(p.Groups) == 0 {
+			continue
+		}
+		planned := 0
+		for _, g := range p.Groups {
+			planned += g.Instances
+		}
+		a := s.scaler[w.Name]
+		if a == nil {
+			a = autoscale.New(autoscale.FromPolicy(w), planned)
+			s.scaler[w.Name] = a
+		}
+		sample, err := s.Load.Sample(ctx, w, now)
+		if err != nil && s.Log != nil {
+			s.Log.Warn("autoscale: load unavailable; deciding on what is known", "workload", w.Name, "err", err)
+		}
+		sample.At = now
+		d := a.Observe(sample)
+		if s.StopScaling != nil && d.Desired > w.Replicas.Min && s.StopScaling(ctx, w, now) {
+			d.Desired, d.Reason = w.Replicas.Min, d.Reason+"; budget reached: held at replicas.min (stop-scaling)"
+		}
+		s.last[w.Name] = d
+		if d.Desired != planned {
+			out.Placements[i] = resize(p, d.Desired)
+		}
+	}
+	return &out, nil
+}
+
+// Decisions returns each inference service's last decision.
+func (s *ScaledSource) Decisions() map[string]autoscale.Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]autoscale.Decision, len(s.last))
+	for k, v := range s.last {
+		out[k] = v
+	}
+	return out
+}
+
+// resize returns p with n replicas: extra ones in the first group, fewer
+// taken from the last groups.
+func resize(p optimizer.Placement, n int) optimizer.Placement {
+	groups := append([]optimizer.Group(nil), p.Groups...)
+	total := 0
+	for _, g := range groups {
+		total += g.Instances
+	}
+	if n > total {
+		groups[0].Instances += n - total
+	}
+	for i := len(groups) - 1; i >= 0 && total > n; i-- {
+		take := min(groups[i].Instances, total-n)
+		groups[i].Instances -= take
+		total -= take
+	}
+	kept := groups[:0]
+	for _, g := range groups {
+		if g.Instances > 0 {
+			kept = append(kept, g)
+		}
+	}
+	p.Groups = kept
+	p.Instances = n
+	return p
+}
+
+// AgentLoad samples a service from its agents' heartbeats and, where the
+// policy gives one, a Prometheus query.
+type AgentLoad struct {
+	Agents interface {
+		ListInstances(ctx context.Context, workload, state string) ([]store.InstanceRecord, error)
+	}
+	// Fresh is how recent a heartbeat must be for a replica to count as
+	// ready (default 2 minutes).
+	Fresh time.Duration
+}
+
+// Sample implements LoadSource.
+func (a AgentLoad) Sample(ctx context.Context, w policy.Workload, now time.Time) (autoscale.Sample, error) {
+	fresh := a.Fresh
+	if fresh <= 0 {
+		fresh = 2 * time.Minute
+	}
+	var s autoscale.Sample
+	insts, err := a.Agents.ListInstances(ctx, w.Name, store.StateRunning)
+	if err != nil {
+		return s, err
+	}
+	for _, in := range insts {
+		if in.LastHeartbeat.IsZero() || now.Sub(in.LastHeartbeat) > fresh {
+			continue
+		}
+		s.Ready++
+		s.Utilization = append(s.Utilization, in.Utilization)
+	}
+	if m := w.Autoscale.Prometheus; m != nil {
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		v, err := autoscale.Prometheus{URL: m.URL, Query: m.Query, Now: func() time.Time { return now }}.Value(qctx)
+		if err != nil {
+			return s, err
+		}
+		s.Load = &v
+	}
+	return s, nil
+}
