@@ -101,10 +101,11 @@ type Blocked struct {
 
 // CatalogInfo says which prices a plan used.
 type CatalogInfo struct {
-	Source      string    `json:"source"`
-	GeneratedAt time.Time `json:"generated_at"`
-	AgeHours    float64   `json:"age_hours"`
-	Offers      int       `json:"offers"`
+	Source        string    `json:"source"`
+	GeneratedAt   time.Time `json:"generated_at"`
+	AgeHours      float64   `json:"age_hours"`
+	Offers        int       `json:"offers"`
+	UndatedOffers int       `json:"undated_offers,omitempty"`
 }
 
 // Placement is where one workload runs, what it costs and why.

@@ -97,6 +97,11 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 			Offers:      in.Catalog.Len(),
 		},
 	}
+	for _, o := range in.Catalog.Offers() {
+		if pricing.DateUnknown(o) {
+			p.Catalog.UndatedOffers++
+		}
+	}
 	if !in.Now.IsZero() && !in.Catalog.GeneratedAt.IsZero() {
 		p.Catalog.AgeHours = round(in.Now.Sub(in.Catalog.GeneratedAt).Hours(), 1)
 		if p.Catalog.AgeHours > 7*24 {

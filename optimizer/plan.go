@@ -35,6 +35,9 @@ type CatalogInfo struct {
 	GeneratedAt time.Time `json:"generated_at"`
 	AgeHours    float64   `json:"age_hours"`
 	Offers      int       `json:"offers"`
+	// UndatedOffers counts offers whose prices have no known date (the
+	// embedded snapshot's rows): for those AgeHours says nothing.
+	UndatedOffers int `json:"undated_offers,omitempty"`
 }
 
 // Placement is one workload's placement.

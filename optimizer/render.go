@@ -21,8 +21,14 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 // lines with each runner-up, totals, the optimality gap and warnings.
 func (p *Plan) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Plan for %s: %s over %.0fh, prices from %s (%.0fh old, %d offers)\n\n",
-		p.Policy, countOf(len(p.Placements), "workload"), p.HorizonHours, p.Catalog.Source, p.Catalog.AgeHours, p.Catalog.Offers)
+	age := fmt.Sprintf("%.0fh old", p.Catalog.AgeHours)
+	if p.Catalog.UndatedOffers == p.Catalog.Offers && p.Catalog.Offers > 0 {
+		age = "date unknown"
+	} else if p.Catalog.UndatedOffers > 0 {
+		age += fmt.Sprintf(", %d undated", p.Catalog.UndatedOffers)
+	}
+	fmt.Fprintf(&b, "Plan for %s: %s over %.0fh, prices from %s (%s, %d offers)\n\n",
+		p.Policy, countOf(len(p.Placements), "workload"), p.HorizonHours, p.Catalog.Source, age, p.Catalog.Offers)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tKIND\tWHERE\tCAPACITY\tGPUS\t$/HOUR\tEXP HOURS\tEXP COST\tON-DEMAND\tSAVINGS")
 	for _, pl := range p.Placements {
