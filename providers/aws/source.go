@@ -49,7 +49,7 @@ const pricingRegion = "us-east-1"
 
 // GPUFamilies are the EC2 instance families gathered: every current NVIDIA
 // GPU family sold on demand and as spot.
-var GPUFamilies = []string{"g4dn", "g5", "g6", "g6e", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en"}
+var GPUFamilies = []string{"g4dn", "g5", "g6", "g6e", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300"}
 
 // Config configures a Source. Zero values take the documented defaults.
 type Config struct {
