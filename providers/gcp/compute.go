@@ -200,7 +200,7 @@ func NewCompute(ctx context.Context, cfg ComputeConfig) (*Compute, error) {
 		}
 		opts = append(opts, option.WithoutAuthentication(), option.WithHTTPClient(&http.Client{Transport: base, Timeout: timeout}))
 	} else {
-		creds, err := credentials.DetectDefault(&credentials.DetectOptions{Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"}})
+		creds, err := detectCredentials(ctx, &credentials.DetectOptions{Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"}})
 		if err != nil {
 			return nil, fmt.Errorf("gcp compute: application default credentials: %w: %w", providers.ErrNoCredentials, err)
 		}

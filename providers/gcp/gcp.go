@@ -165,7 +165,7 @@ func New(ctx context.Context, cfg Config) (*Source, error) {
 			return nil, errors.New("gcp: a project is required without authentication")
 		}
 	} else {
-		creds, err := credentials.DetectDefault(&credentials.DetectOptions{
+		creds, err := detectCredentials(ctx, &credentials.DetectOptions{
 			Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"},
 		})
 		if err != nil {
