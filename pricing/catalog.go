@@ -21,8 +21,15 @@ type Catalog struct {
 
 // NewCatalog builds a catalog from offers. Offers are copied and sorted by
 // key so queries are deterministic.
+//
+// GPU memory is normalised to the canonical model's spec figure: clouds
+// report the same GPU differently (an L4 is 22.35 GiB on AWS, 24 on GCP), and
+// a memory filter must mean the same on every cloud.
 func NewCatalog(offers []Offer, generatedAt time.Time, source string) *Catalog {
 	c := &Catalog{offers: append([]Offer(nil), offers...), GeneratedAt: generatedAt, Source: source}
+	for i := range c.offers {
+		c.offers[i].GPUMemoryGiB = NormalizedGPUMemory(c.offers[i])
+	}
 	sort.SliceStable(c.offers, func(i, j int) bool { return c.offers[i].Key() < c.offers[j].Key() })
 	c.byGPU = make(map[GPUModel][]int)
 	for i, o := range c.offers {
@@ -209,4 +216,13 @@ func (c *Catalog) WithSpotDefaults(d SpotDefaults) *Catalog {
 		out[i] = o
 	}
 	return NewCatalog(out, c.GeneratedAt, c.Source)
+}
+
+// NormalizedGPUMemory is the memory per GPU of an offer's canonical model
+// (the spec table's figure), or what the offer says for a model without one.
+func NormalizedGPUMemory(o Offer) float64 {
+	if s, ok := Spec(o.GPU); ok && s.MemoryGiB > 0 {
+		return s.MemoryGiB
+	}
+	return o.GPUMemoryGiB
 }
