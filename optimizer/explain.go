@@ -369,6 +369,27 @@ func (s *solver) byGPU(e *eval) []GPUChoice {
 		}
 		out = append(out, GPUChoice{GPU: m, Reason: s.shortWhy(e.w, r)})
 	}
+	// Every model the workload allows is either ranked or given its reason:
+	// those without a single offer where the workload may run say so.
+	seen := map[pricing.GPUModel]bool{}
+	for _, c := range feasible {
+		seen[c.GPU] = true
+	}
+	for _, c := range out {
+		seen[c.GPU] = true
+	}
+	allowed := e.w.GPU.Models
+	if len(allowed) == 0 {
+		for _, sp := range pricing.Specs() {
+			allowed = append(allowed, sp.Model)
+		}
+	}
+	for _, m := range allowed {
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, GPUChoice{GPU: m, Reason: "no offer with a fitting GPU count in the allowed clouds, regions and zones"})
+		}
+	}
 	sort.SliceStable(feasible, func(i, j int) bool { return feasible[i].ExpectedCost < feasible[j].ExpectedCost })
 	if len(feasible) == 0 {
 		return out
