@@ -120,12 +120,10 @@ func RunLedger(ctx context.Context, src LedgerSources, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
-	var monthEntries []ledger.Entry
+	monthEntries := ledgerEntries(rows, teamOf)
 	spend := map[[2]string]float64{}
 	savings := map[string]float64{}
 	for _, r := range rows {
-		monthEntries = append(monthEntries, ledger.Entry{Day: r.Day, Instance: r.Instance, Workload: r.Workload, Team: r.Team,
-			Cloud: r.Cloud, Capacity: r.Capacity, Seconds: r.Seconds, Cost: r.Cost, OnDemand: r.OnDemand})
 		spend[[2]string{r.Cloud, r.Capacity}] += r.Cost
 		savings[r.Cloud] += r.OnDemand - r.Cost
 	}
@@ -262,10 +260,7 @@ func withSpend(ctx context.Context, b *store.Broker, cat *pricing.Catalog, pol *
 			running = append(running, u)
 		}
 	}
-	entries := make([]ledger.Entry, len(rows))
-	for i, r := range rows {
-		entries[i] = ledger.Entry{Day: r.Day, Workload: r.Workload, Team: r.Team, Cost: r.Cost}
-	}
+	entries := ledgerEntries(rows, teamOf)
 	for i := range bs.Budgets {
 		s := &bs.Budgets[i]
 		st := ledger.BudgetStatus(ledger.Budget{Name: s.Name, Team: s.Team, Workload: s.Workload, MonthlyUSD: s.MonthlyUSD}, entries, running, now, nil)
@@ -304,14 +299,7 @@ func budgetStopsScaling(ctx context.Context, b *store.Broker, pol *policy.Policy
 	for _, pw := range pol.Workloads {
 		teamOf[pw.Name] = pw.Team
 	}
-	entries := make([]ledger.Entry, len(rows))
-	for i, r := range rows {
-		team := r.Team
-		if team == "" {
-			team = teamOf[r.Workload]
-		}
-		entries[i] = ledger.Entry{Day: r.Day, Workload: r.Workload, Team: team, Cost: r.Cost}
-	}
+	entries := ledgerEntries(rows, teamOf)
 	for _, bd := range budgets {
 		st := ledger.BudgetStatus(ledger.Budget{Name: bd.Name, Team: bd.Team, Workload: bd.Workload, MonthlyUSD: bd.MonthlyUSD}, entries, nil, now, nil)
 		if bd.MonthlyUSD > 0 && st.Spent >= bd.MonthlyUSD {
@@ -319,4 +307,19 @@ func budgetStopsScaling(ctx context.Context, b *store.Broker, pol *policy.Policy
 		}
 	}
 	return false
+}
+
+// ledgerEntries turns stored spend rows into the ledger's entries; a row
+// stored without a team takes its workload's team from the policy.
+func ledgerEntries(rows []store.SpendEntry, teamOf map[string]string) []ledger.Entry {
+	out := make([]ledger.Entry, len(rows))
+	for i, r := range rows {
+		team := r.Team
+		if team == "" {
+			team = teamOf[r.Workload]
+		}
+		out[i] = ledger.Entry{Day: r.Day, Instance: r.Instance, Workload: r.Workload, Team: team, Cloud: r.Cloud,
+			Capacity: r.Capacity, Seconds: r.Seconds, Cost: r.Cost, OnDemand: r.OnDemand}
+	}
+	return out
 }

@@ -103,21 +103,13 @@ func GatherReport(ctx context.Context, src ReportSources, p report.Period, now t
 		if err != nil {
 			return in, fmt.Errorf("report: instances: %w", err)
 		}
-		for _, r := range insts {
-			ri := report.Instance{ID: r.ID, Workload: r.Workload, Team: teamOf[r.Workload], Cloud: r.Cloud, Region: r.Region,
-				Zone: r.Zone, InstanceType: r.InstanceType, Capacity: r.Capacity, GPU: r.GPU, GPUs: r.GPUCount,
-				Start: r.RegisteredAt, LastHeartbeat: r.LastHeartbeat, State: r.State}
-			if r.State == store.StateDrained {
-				// A drained instance stops billing when its agent last spoke.
-				ri.End = r.LastHeartbeat
-				if ri.End.IsZero() {
-					ri.End = r.RegisteredAt
-				}
-			}
-			if cat != nil {
-				ri.PricePerHour, ri.OnDemandPerHour = instancePrice(cat, r)
-			}
-			in.Instances = append(in.Instances, ri)
+		// Billing lives (start, end, price) are the ledger's, so reports and
+		// the ledger count the same hours.
+		for i, u := range usages(insts, cat, teamOf) {
+			r := insts[i]
+			in.Instances = append(in.Instances, report.Instance{ID: u.Instance, Workload: u.Workload, Team: u.Team, Cloud: u.Cloud,
+				Region: u.Region, Zone: u.Zone, InstanceType: u.InstanceType, Capacity: u.Capacity, GPU: r.GPU, GPUs: r.GPUCount,
+				Start: u.Start, End: u.End, PricePerHour: u.Price, OnDemandPerHour: u.OnDemand, LastHeartbeat: r.LastHeartbeat, State: r.State})
 		}
 		var afterID int64
 		for len(in.Events) < maxReportEvents {

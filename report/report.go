@@ -555,46 +555,33 @@ func deadlineRisks(in Inputs, th Thresholds) []DeadlineRisk {
 	return out
 }
 
+// budgetsOf computes each budget this month with the ledger's rule
+// (fleet/ledger.BudgetStatus): spent from the ledger's rows (or the
+// estimate), burn from what runs now, forecast to the month's end.
 func budgetsOf(in Inputs) []BudgetStatus {
 	if len(in.Budgets) == 0 {
 		return nil
 	}
-	ms := monthStart(in.Now)
-	me := ms.AddDate(0, 1, 0)
-	left := me.Sub(in.Now).Hours()
-	var rows []SpendRow
-	if in.Spend != nil {
-		for _, r := range in.Spend {
-			if !r.Day.Before(ms.UTC().Truncate(24*time.Hour)) && r.Day.Before(in.Now) {
-				rows = append(rows, r)
-			}
-		}
-	} else {
+	ms := ledger.MonthStart(in.Now)
+	rows := in.Spend
+	if rows == nil {
 		rows, _ = estimateSpend(in.Instances, ms, in.Now)
+	}
+	entries := make([]ledger.Entry, len(rows))
+	for i, r := range rows {
+		entries[i] = ledger.Entry{Day: r.Day, Workload: r.Workload, Team: r.Team, Cloud: r.Cloud, Cost: r.Cost, OnDemand: r.OnDemand}
+	}
+	var running []ledger.Usage
+	for _, i := range in.Instances {
+		if i.End.IsZero() && !i.Start.After(in.Now) {
+			running = append(running, ledger.Usage{Workload: i.Workload, Team: i.Team, Price: i.PricePerHour})
+		}
 	}
 	var out []BudgetStatus
 	for _, b := range in.Budgets {
-		match := func(workload, team string) bool {
-			return (b.Team == "" || b.Team == team) && (b.Workload == "" || b.Workload == workload)
-		}
-		st := BudgetStatus{Name: b.Name, MonthlyUSD: b.MonthlyUSD}
-		for _, r := range rows {
-			if match(r.Workload, r.Team) {
-				st.Spent += r.Cost
-			}
-		}
-		for _, i := range in.Instances {
-			if i.End.IsZero() && !i.Start.After(in.Now) && match(i.Workload, i.Team) {
-				st.BurnPerHour += i.PricePerHour
-			}
-		}
-		st.Forecast = st.Spent + st.BurnPerHour*left
-		if b.MonthlyUSD > 0 {
-			st.SpentPct = round1(100 * st.Spent / b.MonthlyUSD)
-			st.ForecastPct = round1(100 * st.Forecast / b.MonthlyUSD)
-		}
-		st.Spent, st.Forecast, st.BurnPerHour = round2(st.Spent), round2(st.Forecast), round2(st.BurnPerHour)
-		out = append(out, st)
+		st := ledger.BudgetStatus(ledger.Budget{Name: b.Name, Team: b.Team, Workload: b.Workload, MonthlyUSD: b.MonthlyUSD}, entries, running, in.Now, nil)
+		out = append(out, BudgetStatus{Name: b.Name, MonthlyUSD: b.MonthlyUSD, Spent: round2(st.Spent), Forecast: round2(st.Forecast),
+			BurnPerHour: round2(st.BurnPerHour), SpentPct: round1(st.SpentPct), ForecastPct: round1(st.ForecastPct)})
 	}
 	return out
 }
