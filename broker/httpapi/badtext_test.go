@@ -439,6 +439,8 @@ func FuzzRequestText(f *testing.F) {
 	}
 	f.Add("POST", "/api/v1/agents/%s/heartbeat", "", `{"load1":1}`, true)
 	f.Add("POST", "/api/v1/workloads", "", `{"name":"ok","kind":"batch","spec":{"work":{"gpu_hours":1}}}`, false)
+	f.Add("GET", "/api/v1/spend?since=2026-11-01&until=2026-12-01&by=team", "", "", false)
+	f.Add("GET", "/api/v1/spend?since=9999-99-99&by=%ff", "", "", false)
 	ctx := context.Background()
 	st, err := store.Open(ctx, f.TempDir()+"/fuzz.db", nil)
 	if err != nil {
@@ -457,7 +459,11 @@ func FuzzRequestText(f *testing.F) {
 	cat, _ := pricing.EmbeddedCatalog()
 	// One broker for every input: state carries over, as in production.
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: b, Catalog: func() *pricing.Catalog { return cat },
-		Planner: &fakePlanner{}}).Handler())
+		Planner: &fakePlanner{},
+		Spend: func(ctx context.Context, q apiv1.SpendQuery) (apiv1.Spend, error) {
+			rows, err := b.ListSpend(ctx, q.Since, q.Until)
+			return apiv1.Spend{Since: q.Since, Until: q.Until, By: q.By, Lines: make([]apiv1.SpendLine, 0, len(rows))}, err
+		}}).Handler())
 	f.Cleanup(srv.Close)
 	e := &env{srv: srv, admin: admin}
 	f.Fuzz(func(t *testing.T, method, path, key, body string, agent bool) {
