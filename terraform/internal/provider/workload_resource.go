@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -141,23 +143,33 @@ func (r *workloadResource) write(ctx context.Context, m *workloadModel, create b
 }
 
 func (r *workloadResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	if r.broker(resp.Diagnostics.AddError) == nil {
+	r.apply(ctx, req.Plan, &resp.State, &resp.Diagnostics, true)
+}
+
+// apply validates the planned workload like a policy file and writes it
+// (create or update) to the broker, then records it in the state.
+func (r *workloadResource) apply(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics, create bool) {
+	if r.broker(diags.AddError) == nil {
 		return
 	}
 	var m workloadModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() {
 		return
 	}
-	if _, diags := m.parsePolicy(types.StringNull()); diags.HasError() {
-		resp.Diagnostics.Append(diags...)
+	if _, d := m.parsePolicy(types.StringNull()); d.HasError() {
+		diags.Append(d...)
 		return
 	}
-	if err := r.write(ctx, &m, true); err != nil {
-		resp.Diagnostics.AddError("Creating workload", err.Error())
+	what := "Updating workload"
+	if create {
+		what = "Creating workload"
+	}
+	if err := r.write(ctx, &m, create); err != nil {
+		diags.AddError(what, err.Error())
 		return
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	diags.Append(state.Set(ctx, &m)...)
 }
 
 func (r *workloadResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -193,23 +205,7 @@ func (r *workloadResource) Read(ctx context.Context, req resource.ReadRequest, r
 }
 
 func (r *workloadResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	if r.broker(resp.Diagnostics.AddError) == nil {
-		return
-	}
-	var m workloadModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if _, diags := m.parsePolicy(types.StringNull()); diags.HasError() {
-		resp.Diagnostics.Append(diags...)
-		return
-	}
-	if err := r.write(ctx, &m, false); err != nil {
-		resp.Diagnostics.AddError("Updating workload", err.Error())
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	r.apply(ctx, req.Plan, &resp.State, &resp.Diagnostics, false)
 }
 
 func (r *workloadResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
