@@ -181,7 +181,9 @@ func TestAgentReportsSurviveRejections(t *testing.T) {
 		if err != nil || len(evs) != 2 {
 			t.Fatalf("delivered notices: %+v %v", evs, err)
 		}
-		if !strings.Contains(logs.String(), "broker rejected report; dropping it") || !strings.Contains(logs.String(), "delivered=2 rejected=1") {
+		// The summary line is written just after the spool empties.
+		waitFor(t, func() bool { return strings.Contains(logs.String(), "delivered=2 rejected=1") })
+		if !strings.Contains(logs.String(), "broker rejected report; dropping it") {
 			t.Fatalf("logs do not tell what happened:\n%s", logs.String())
 		}
 		if code, _ := e.do("GET", "/api/v1/instances/i-0lost", e.admin, nil); code != http.StatusOK {
