@@ -18,6 +18,9 @@ import (
 func benchFleet(tb testing.TB, cat *pricing.Catalog, n int) *policy.Policy {
 	r := rand.New(rand.NewPCG(uint64(n), 99))
 	p := &policy.Policy{File: fmt.Sprintf("bench-%d", n), Horizon: 720 * time.Hour}
+	// The quota benchmark: spot pools big enough never to bind (see
+	// benchmarkSpotPools for the fleet with the default pool capacity).
+	p.SpotCapacity.DefaultGPUsPerPool = 1 << 20
 	spots := []policy.SpotPolicy{policy.SpotNever, policy.SpotPrefer, policy.SpotPrefer, policy.SpotOnly}
 	for i := 0; i < n; i++ {
 		w := policy.Workload{Name: fmt.Sprintf("w%05d", i), Team: fmt.Sprintf("team%d", r.IntN(10)),
@@ -117,6 +120,32 @@ func benchmarkSolve(b *testing.B, n int) {
 	b.ReportMetric(plan.Bound.GapPercent, "gap%")
 	b.ReportMetric(float64(len(p.Quotas)), "quotas")
 }
+
+// benchmarkSpotPools is the same fleet with the default fleet-wide spot
+// capacity per pool (64 GPUs), which its spot demand overfills: pool rows
+// are generated lazily and bind.
+func benchmarkSpotPools(b *testing.B, n int) {
+	cat := embedded(b)
+	p := benchFleet(b, cat, n)
+	p.SpotCapacity.DefaultGPUsPerPool = policy.DefaultSpotCapacityGPUs
+	b.ReportAllocs()
+	b.ResetTimer()
+	var plan *Plan
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		var err error
+		plan, err = Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(plan.Bound.GapPercent, "gap%")
+	b.ReportMetric(float64(len(plan.SpotPools)), "pools")
+}
+
+func BenchmarkSolveSpotPools100(b *testing.B)  { benchmarkSpotPools(b, 100) }
+func BenchmarkSolveSpotPools1000(b *testing.B) { benchmarkSpotPools(b, 1000) }
 
 func BenchmarkSolve100(b *testing.B)   { benchmarkSolve(b, 100) }
 func BenchmarkSolve1000(b *testing.B)  { benchmarkSolve(b, 1000) }

@@ -38,7 +38,8 @@ type Model struct {
 	Rows      []ModelRow
 }
 
-// ModelRow is one quota (GPUs) or budget (USD a month) row.
+// ModelRow is one quota (GPUs), budget (USD a month) or spot pool
+// capacity (GPUs) row.
 type ModelRow struct {
 	Name  string
 	Cap   float64
@@ -85,11 +86,7 @@ func (s *solver) model(evals []*eval) *Model {
 	m := &Model{Workloads: make([]string, len(evals)), Costs: make([][]float64, len(evals)), Rows: make([]ModelRow, len(s.caps))}
 	for r := range s.caps {
 		m.Rows[r].Cap = s.caps[r]
-		if r < len(s.quotas) {
-			m.Rows[r].Name = quotaName(s.quotas[r])
-		} else {
-			m.Rows[r].Name = "budget " + budgetName(s.budgets[r-len(s.quotas)].Budget)
-		}
+		m.Rows[r].Name = s.rowName(int32(r))
 	}
 	for w, e := range evals {
 		m.Workloads[w] = e.w.Name
@@ -183,6 +180,8 @@ func BuildModel(in Input) (*Model, error) {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
 	}
 	s := newSolver(in)
+	// The full model: every spot pool the fleet could overfill has its row.
+	s.addPoolRows(s.potentialPools())
 	var evals []*eval
 	for i := range s.pol.Workloads {
 		w := &s.pol.Workloads[i]

@@ -45,7 +45,7 @@ func (s *solver) whyNot(w *policy.Workload, alt, chosen *option) string {
 		cheaper = "an alternative"
 	}
 	f := &s.offers[alt.offer]
-	deadline := w.Deadline.Hours()
+	deadline, _ := s.jobDeadline(w)
 	switch alt.why {
 	case rDeadline:
 		if alt.est.Total <= deadline {
@@ -57,11 +57,11 @@ func (s *solver) whyNot(w *policy.Workload, alt, chosen *option) string {
 		return fmt.Sprintf("%s: %s but needs %d×%s with %s GiB < min %s GiB", desc, cheaper, alt.gpus, f.GPU, gib(f.GPUMemoryGiB), gib(w.GPU.MinMemoryGiB))
 	case rSpotPolicy:
 		return fmt.Sprintf("%s: %s but spot policy is %q", desc, cheaper, w.Spot)
-	case rQuota:
+	case rQuota, rSpotCapacity:
 		var q string
 		s.quotaUses(alt, func(r int32, amt float64) {
 			if q == "" && amt > s.caps[r]+eps {
-				q = fmt.Sprintf("needs %g GPUs, more than %s allows", amt, quotaName(s.quotas[r]))
+				q = fmt.Sprintf("needs %g GPUs, more than %s allows", amt, s.rowName(r))
 			}
 		})
 		return fmt.Sprintf("%s: %s but %s", desc, cheaper, q)
@@ -145,7 +145,7 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 				if pl.WorstCaseCost > 0 {
 					worst += pl.WorstCaseCost * monthHours / s.horizon
 				} else {
-					worst += pl.ExpectedCost
+					worst += pl.MonthlyCost
 				}
 			}
 		}
@@ -168,6 +168,7 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 		p.Bound.Method = s.boundNote
 	}
 	p.Solver = s.solverName
+	p.SpotPools = s.spotPoolUses(evals, choice)
 	p.Warnings = append(p.Warnings, s.warnings...)
 	if lb > 0 {
 		sum := 0.0
@@ -207,7 +208,7 @@ func (s *solver) placement(st *state, e *eval, j int) Placement {
 		Capacity: o.cap, GPUs: o.gpus, Instances: o.inst,
 		PricePerHour:         round(o.price, 4),
 		ExpectedHours:        round(o.est.Total, 2),
-		DeadlineHours:        w.Deadline.Hours(),
+		DeadlineHours:        e.deadline,
 		ExpectedPreemptions:  round(o.est.Preemptions, 2),
 		InterruptionsPerHour: round(o.rate, 4),
 		ExpectedCost:         round(o.cost, 2),
@@ -226,6 +227,15 @@ func (s *solver) placement(st *state, e *eval, j int) Placement {
 		pl.Groups = []Group{{Cloud: f.Cloud, Region: f.Region, Zone: f.Zone, InstanceType: f.InstanceType, GPU: f.GPU,
 			GPUsPerInstance: f.GPUCount, Instances: o.inst, Capacity: o.cap, PricePerHour: round(o.price/float64(o.inst), 4),
 			Interconnect: Interconnect(f.Cloud, f.InstanceType)}}
+		// The breakdown is of the whole cost: all runs of a scheduled job.
+		r := e.runs.horizon
+		pl.Breakdown.Compute, pl.Breakdown.PreemptionLoss, pl.Breakdown.Restart = round(o.price*o.est.Compute*r, 2), round(o.price*o.est.PreemptionLoss*r, 2), round(o.price*o.est.Restart*r, 2)
+		pl.MonthlyCost = round(o.budgetUse, 2)
+		if e.runs.cron != nil {
+			pl.Schedule = w.Schedule
+			pl.RunsPerMonth, pl.RunsInHorizon = round(e.runs.month, 2), round(e.runs.horizon, 2)
+			pl.CostPerRun = round(o.price*o.est.Total, 2)
+		}
 	} else {
 		pl.MinReplicas, pl.MaxReplicas = max(1, w.Replicas.Min), max(w.Replicas.Max, w.Replicas.Min, 1)
 		pl.Breakdown = CostBreakdown{
@@ -240,9 +250,24 @@ func (s *solver) placement(st *state, e *eval, j int) Placement {
 				GPU: gf.GPU, GPUsPerInstance: gf.GPUCount, Instances: g.n, Capacity: g.cap, PricePerHour: round(gf.OnDemandPrice, 4)})
 			p, _ := gf.Price(g.cap)
 			pl.Groups[len(pl.Groups)-1].PricePerHour = round(p, 4)
+			if g.cap == pricing.Spot {
+				if pi := s.offerPool[g.offer]; pi >= 0 {
+					pl.Groups[len(pl.Groups)-1].SpotPool = s.pools[pi].key
+					pl.Groups[len(pl.Groups)-1].PlacementScore = s.pools[pi].score
+				}
+			}
 			maxPrice = max(maxPrice, p)
 		}
 		pl.WorstCaseCost = round(float64(pl.MaxReplicas)*maxPrice*s.horizon*(o.cost/(o.cost-o.restartCost)), 2)
+		pl.MonthlyCost = round(o.budgetUse, 2)
+		if lp, ok := s.profileOf(w); ok {
+			pl.Load = &LoadSummary{Hours: lp.hours, MinReplicas: lp.min, PeakReplicas: lp.peak, MeanReplicas: round(lp.mean, 2), Capped: lp.capped}
+		}
+	}
+	if o.groups == nil && o.cap == pricing.Spot {
+		if pi := s.offerPool[o.offer]; pi >= 0 {
+			pl.Groups[0].SpotPool, pl.Groups[0].PlacementScore = s.pools[pi].key, s.pools[pi].score
+		}
 	}
 	base := e.baseline
 	if math.IsInf(base, 1) {
@@ -283,7 +308,7 @@ func (s *solver) runnerUp(st *state, e *eval, j int) *RunnerUp {
 	// policy, a quota or a budget say more than a GPU too small for the
 	// job, so they come first.
 	var best *option
-	for _, rs := range [][]reason{{rSpotPolicy, rDeadline, rQuota, rBudget}, {rMemory}} {
+	for _, rs := range [][]reason{{rSpotPolicy, rDeadline, rQuota, rBudget, rSpotCapacity}, {rMemory}} {
 		for _, r := range rs {
 			c := &e.cheapestRej[r]
 			if c.valid() && c.cost < chosen.cost && (best == nil || c.less(best)) {
@@ -330,8 +355,8 @@ func (s *solver) fleetWhy(st *state, e *eval, alt, chosen *option) (string, stri
 	constraint, why := "quota", ""
 	s.quotaUses(alt, func(r int32, amt float64) {
 		if why == "" && st.rem[r] < amt-eps {
-			q := s.quotas[r]
-			why = fmt.Sprintf("%s: %.0f%% cheaper but %s has %g GPUs left, needs %g", desc, pct, quotaName(q), math.Max(0, st.rem[r]), amt)
+			constraint = s.rowConstraint(r)
+			why = fmt.Sprintf("%s: %.0f%% cheaper but %s, needs %g", desc, pct, s.rowLeft(r, st.rem[r]), amt)
 		}
 	})
 	if why == "" {
@@ -401,12 +426,13 @@ func (s *solver) byGPU(e *eval) []GPUChoice {
 // replica-hour (services, hedge included).
 func (s *solver) perUnit(w *policy.Workload, o *option) float64 {
 	if o.groups != nil {
-		return o.cost / (s.horizon * float64(max(1, w.Replicas.Min)))
+		need, scale := s.serviceNeed(w)
+		return o.cost / (s.horizon * float64(need) * scale)
 	}
 	if w.WorkGPUHours <= 0 {
 		return 0
 	}
-	return o.cost / w.WorkGPUHours
+	return o.cost / s.runsOf(w).horizon / w.WorkGPUHours
 }
 
 func (s *solver) shortWhy(w *policy.Workload, o *option) string {
@@ -417,14 +443,17 @@ func (s *solver) shortWhy(w *policy.Workload, o *option) string {
 	case rSpotPolicy:
 		return fmt.Sprintf("only %s offers, spot policy %q", o.cap, w.Spot)
 	case rDeadline:
-		if o.est.Total <= w.Deadline.Hours() {
-			return fmt.Sprintf("expected finish %.1fh on spot leaves less than the %.0f%% margin before deadline %.0fh", o.est.Total, 100*SpotDeadlineMargin, w.Deadline.Hours())
+		d, _ := s.jobDeadline(w)
+		if o.est.Total <= d {
+			return fmt.Sprintf("expected finish %.1fh on spot leaves less than the %.0f%% margin before deadline %.0fh", o.est.Total, 100*SpotDeadlineMargin, d)
 		}
-		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh", o.est.Total, w.Deadline.Hours())
+		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh", o.est.Total, d)
 	case rNoFinish:
 		return "preempted faster than it checkpoints"
 	case rQuota:
 		return fmt.Sprintf("%d GPUs exceed a quota", o.gpus)
+	case rSpotCapacity:
+		return fmt.Sprintf("%d spot GPUs exceed the pool's spot capacity", o.gpus)
 	case rBudget:
 		return fmt.Sprintf("%s a month exceeds a budget", usd(o.budgetUse))
 	}
@@ -442,7 +471,13 @@ func (s *solver) explain(e *eval, o *option, pl *Placement) []string {
 	}
 	if o.groups == nil {
 		lines = append(lines, s.sizing(e, o))
+		if l := s.scheduleLine(e.w, o.price*o.est.Total); l != "" {
+			lines = append(lines, l)
+		}
+	} else if l := s.profileLine(e.w); l != "" {
+		lines = append(lines, l)
 	}
+	lines = append(lines, s.poolLines(o)...)
 	unit := "per reference GPU-hour of work"
 	if o.groups != nil {
 		unit = "per replica-hour"

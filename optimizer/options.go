@@ -38,11 +38,12 @@ const (
 	rNoFinish
 	rQuota
 	rBudget
+	rSpotCapacity
 	nReasons
 )
 
 func (r reason) String() string {
-	return [...]string{"ok", "memory", "spot_policy", "deadline", "no_finish", "quota", "budget"}[r]
+	return [...]string{"ok", "memory", "spot_policy", "deadline", "no_finish", "quota", "budget", "spot_capacity"}[r]
 }
 
 // use is a quantity an option takes from one constraint row.
@@ -217,7 +218,7 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 			if _, sold := o.Price(ct); !sold || (s.unavail != nil && s.unavail(o, ct)) {
 				continue
 			}
-			if ct == pricing.Spot && inst*o.GPUCount > s.spotPool {
+			if ct == pricing.Spot && inst*o.GPUCount > s.spotLimit(int32(i)) {
 				continue // more spot GPUs than one pool gives
 			}
 			why := soft
@@ -299,6 +300,10 @@ type eval struct {
 	// services with the same subproblem.
 	svcBound []svcBoundGroup
 	shape    int
+	// runs scales a job's per-run cost (its schedule); deadline is the
+	// deadline a run meets, hours (0: none).
+	runs     jobRuns
+	deadline float64
 }
 
 // ref is a compact reference to an option, with what orders it.
@@ -341,7 +346,7 @@ func keep(slot, r *ref) {
 func (s *solver) option(e *eval, r *ref) option {
 	var o option
 	if e.units != nil {
-		o = s.jobOption(&e.units[r.idx], e.count, e.work, e.ckpt, e.restart)
+		o = s.jobOption(&e.units[r.idx], e.count, e.work, e.ckpt, e.restart, e.runs)
 	} else {
 		o = e.svc[r.idx]
 	}
@@ -430,6 +435,9 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 		rel := s.score[u.offer] / refScore
 		p, _ := o.Price(u.cap)
 		ju := jobUnit{unit: u, idx: int32(i), spot: u.cap == pricing.Spot, rel: rel, price: p * float64(inst), model: uint8(s.modelIdx[o.GPU]), qclass: s.offerQClass[u.offer]}
+		if ju.spot && s.spotQClass != nil {
+			ju.qclass = s.spotQClass[u.offer]
+		}
 		ju.eff = sc.RelativeEfficiency(o.GPUCount, inst)
 		ju.hoursPerWork = 1 / (float64(count) * rel * ju.eff)
 		if u.cap == pricing.Spot {
@@ -442,7 +450,7 @@ func (s *solver) jobUnits(c *class, ref pricing.GPUModel, refScore float64, coun
 }
 
 // jobOption builds the full option of one unit for a work size.
-func (s *solver) jobOption(u *jobUnit, count int, work, ckpt, restart float64) option {
+func (s *solver) jobOption(u *jobUnit, count int, work, ckpt, restart float64, runs jobRuns) option {
 	o := &s.offers[u.offer]
 	opt := option{unit: u.idx, offer: u.offer, cap: u.cap, inst: int(u.inst), gpus: count, model: o.GPU, why: u.why, rel: u.rel, eff: u.eff, price: u.price, rate: u.rate}
 	compute := work * u.hoursPerWork
@@ -458,8 +466,9 @@ func (s *solver) jobOption(u *jobUnit, count int, work, ckpt, restart float64) o
 		opt.cost = math.Inf(1)
 		return opt
 	}
-	opt.cost = opt.price * opt.est.Total
-	opt.budgetUse = opt.cost
+	perRun := opt.price * opt.est.Total
+	opt.cost = perRun * runs.horizon
+	opt.budgetUse = perRun * runs.month
 	return opt
 }
 
@@ -481,7 +490,9 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 		return e
 	}
 	work := w.WorkGPUHours
-	deadline := hours(w.Deadline)
+	runs := s.runsOf(w)
+	deadline, _ := s.jobDeadline(w)
+	e.runs, e.deadline = runs, deadline
 	ckpt := hours(w.CheckpointInterval)
 	restart := hours(w.RestartOverhead)
 	perLoss := ckpt/2 + restart
@@ -511,7 +522,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 				total = estimateRun(compute, u.rate, ckpt, restart).Total
 			}
 		}
-		cost := u.price * total
+		cost := u.price * total * runs.horizon
 		why := u.why
 		switch {
 		case math.IsInf(total, 1):
@@ -527,7 +538,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 				why = rDeadline
 				if total < fastestTotal {
 					fastestTotal = total
-					fastest = s.jobOption(u, count, work, ckpt, restart)
+					fastest = s.jobOption(u, count, work, ckpt, restart, runs)
 					fastest.why = rDeadline
 				}
 			}
@@ -546,7 +557,7 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 		if slot >= 0 && cost > e.cands[slot].cost {
 			continue
 		}
-		opt := s.jobOption(u, count, work, ckpt, restart)
+		opt := s.jobOption(u, count, work, ckpt, restart, runs)
 		if slot >= 0 {
 			if opt.less(&e.cands[slot]) {
 				e.cands[slot] = opt
@@ -565,13 +576,13 @@ func (s *solver) evalJob(w *policy.Workload) *eval {
 	// candidate its rows from one backing array.
 	n := 0
 	for i := range e.cands {
-		n += len(s.offerQuota[e.cands[i].offer])
+		n += len(s.rowsOf(e.cands[i].offer, e.cands[i].cap))
 	}
 	buf := make([]use, 0, n)
 	for i := range e.cands {
 		c := &e.cands[i]
 		start := len(buf)
-		for _, r := range s.offerQuota[c.offer] {
+		for _, r := range s.rowsOf(c.offer, c.cap) {
 			buf = append(buf, use{r, float64(c.gpus)})
 		}
 		c.uses = buf[start:len(buf):len(buf)]
@@ -780,7 +791,7 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 			units = scratch
 		}
 		if g.why == ok {
-			if shapes := replicaShapes(w, len(units), g.cap, s.spotPool); len(shapes) > 0 {
+			if shapes := s.replicaShapes(w, len(units), g.cap); len(shapes) > 0 {
 				e.svcBound = append(e.svcBound, svcBoundGroup{model: g.model, cap: g.cap, units: append([]zoneUnit(nil), units...), shapes: shapes})
 			}
 		}
@@ -803,14 +814,15 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 		}
 		e.keepByModel(s, &opt)
 		e.cands = append(e.cands, opt)
-		if len(s.quotas) > 0 {
+		if len(s.quotas) > 0 || len(s.poolRows) > 0 {
 			s.enumerateLayouts(w, units, g, e, &opt)
 		}
 	}
 	sortOptions(e.cands)
 	e.baseline = baseline
 	if len(e.svcBound) > 0 {
-		k := fmt.Sprintf("%p|%g|%d|%d|%d|%d|%v", c, restart, w.Replicas.Min, w.Replicas.Max, w.Spread.MinZones, w.Spread.MinClouds, e.budgetRows)
+		need, scale := s.serviceNeed(w)
+		k := fmt.Sprintf("%p|%g|%d|%d|%d|%d|%v|%d|%g", c, restart, w.Replicas.Min, w.Replicas.Max, w.Spread.MinZones, w.Spread.MinClouds, e.budgetRows, need, scale)
 		if e.shape = s.shapes[k]; e.shape == 0 {
 			s.nShapes++
 			e.shape = s.nShapes
@@ -838,18 +850,20 @@ func (s *solver) spread(w *policy.Workload, units []zoneUnit, ct pricing.Capacit
 	if maxR < minR {
 		maxR = minR
 	}
+	// need is the replicas the layout holds: min, or a load profile's peak.
+	need, _ := s.serviceNeed(w)
 	minZones := max(1, w.Spread.MinZones, w.Spread.MinClouds)
 	if ct == pricing.OnDemand {
-		total := max(minR, minZones)
+		total := max(need, minZones)
 		if total > maxR {
 			return option{}, fmt.Sprintf("spreading over %d zones needs %d replicas > max %d", minZones, total, maxR)
 		}
-		return s.layout(w, units, minZones, total, minR, ct)
+		return s.layout(w, units, minZones, total, need, ct)
 	}
 	var best option
 	why := fmt.Sprintf("fewer than %d zones offer it", max(2, minZones))
-	for z := max(2, minZones); z <= min(len(units), minR+1, maxSpreadZones); z++ {
-		total := max(minR, z)
+	for z := max(2, minZones); z <= min(len(units), need+1, maxSpreadZones); z++ {
+		total := max(need, z)
 		for total-ceilDiv(total, z) < minR {
 			total++
 		}
@@ -861,7 +875,7 @@ func (s *solver) spread(w *policy.Workload, units []zoneUnit, ct pricing.Capacit
 			why = fmt.Sprintf("spot needs %d replicas in one zone, more than the %d spot GPUs a pool gives (spot_pool_gpus)", ceilDiv(total, z), s.spotPool)
 			continue
 		}
-		opt, w2 := s.layout(w, units, z, total, minR, ct)
+		opt, w2 := s.layout(w, units, z, total, need, ct)
 		if !opt.valid() {
 			why = w2
 			continue
@@ -985,11 +999,17 @@ func (s *solver) layout(w *policy.Workload, units []zoneUnit, z, total, minR int
 	if bestSel == nil {
 		return option{}, fmt.Sprintf("cannot cover %d clouds with %d zones", minClouds, z)
 	}
-	return s.layoutOption(units, bestSel, counts, total, minR, ct), ""
+	_, scale := s.serviceNeed(w)
+	return s.layoutOption(units, bestSel, counts, total, minR, ct, scale), ""
 }
 
 // layoutOption is the option of replicas counts[i] in units[sel[i]].
-func (s *solver) layoutOption(units []zoneUnit, sel, counts []int, total, minR int, ct pricing.CapacityType) option {
+//
+// need is the replicas the service needs (min replicas, or its load
+// profile's peak): the rest are hedge. scale is the share of the layout's
+// cost it runs on average (a load profile's mean ÷ peak, else 1); quota and
+// spot pool use stay at the full layout.
+func (s *solver) layoutOption(units []zoneUnit, sel, counts []int, total, need int, ct pricing.CapacityType, scale float64) option {
 	h := s.horizon
 	opt := option{cap: ct, replicas: total}
 	base, restart := 0.0, 0.0
@@ -1003,14 +1023,15 @@ func (s *solver) layoutOption(units []zoneUnit, sel, counts []int, total, minR i
 		base += float64(n) * u.price * h
 		restart += float64(n) * (u.perHour - u.price) * h
 		opt.gpus += n * o.GPUCount
-		for _, r := range s.offerQuota[u.offer] {
+		for _, r := range s.rowsOf(u.offer, ct) {
 			opt.uses = addUse(opt.uses, r, float64(n*o.GPUCount))
 		}
 	}
 	opt.offer = opt.groups[0].offer
 	opt.inst = total
-	opt.hedge = base * float64(total-minR) / float64(total)
-	opt.est = runEstimate{Compute: h, Total: h, Preemptions: opt.rate * h, Finishes: true}
+	base, restart = base*scale, restart*scale
+	opt.hedge = base * float64(max(0, total-need)) / float64(total)
+	opt.est = runEstimate{Compute: h, Total: h, Preemptions: opt.rate * h * scale, Finishes: true}
 	opt.cost = base + restart
 	opt.restartCost = restart
 	opt.budgetUse = opt.cost * monthHours / h

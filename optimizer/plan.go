@@ -27,6 +27,30 @@ type Plan struct {
 	// constraint that blocks it and how that is known; empty when every
 	// workload is placed.
 	Blocked []Blocked `json:"blocked"`
+	// SpotPools lists the spot pools the plan uses, with their capacity
+	// and where it comes from (docs/plan.md, "Spot pool capacity").
+	SpotPools []SpotPoolUse `json:"spot_pools"`
+}
+
+// SpotPoolUse is one spot pool (a GPU model in one zone; Azure: region)
+// the plan puts spot GPUs in.
+type SpotPoolUse struct {
+	// Pool is "cloud/zone/gpu".
+	Pool string `json:"pool"`
+	// CapacityGPUs is the spot GPUs the pool is taken to give the fleet.
+	CapacityGPUs int `json:"capacity_gpus"`
+	// UsedGPUs is what the plan puts there.
+	UsedGPUs int `json:"used_gpus"`
+	// Source is where the capacity comes from: "policy"
+	// (spot_capacity.pools), "placement score" or "default"
+	// (spot_capacity.default_gpus_per_pool).
+	Source string `json:"source"`
+	// PlacementScore is the best spot placement score (1-10) of the pool's
+	// offers in the catalog, 0 when unknown.
+	PlacementScore int `json:"placement_score,omitempty"`
+	// Constrained is true when the fleet solver held the pool to its
+	// capacity with a constraint row (pools the fleet cannot fill get none).
+	Constrained bool `json:"constrained"`
 }
 
 // CatalogInfo says which prices the plan used and how old they are.
@@ -96,6 +120,30 @@ type Placement struct {
 	// the ranker's per-model scores.
 	ByGPU       []GPUChoice `json:"by_gpu"`
 	Explanation []string    `json:"explanation"`
+	// Schedule is a recurring job's cron expression; RunsPerMonth its
+	// runs per 30-day month (budgets), RunsInHorizon over the horizon
+	// (ExpectedCost), CostPerRun one run's expected cost.
+	Schedule      string  `json:"schedule,omitempty"`
+	RunsPerMonth  float64 `json:"runs_per_month,omitempty"`
+	RunsInHorizon float64 `json:"runs_in_horizon,omitempty"`
+	CostPerRun    float64 `json:"cost_per_run,omitempty"`
+	// Load summarises an inference service's load profile, nil without one.
+	Load *LoadSummary `json:"load,omitempty"`
+	// MonthlyCost is what budgets are checked against: the expected cost
+	// per 30-day month.
+	MonthlyCost float64 `json:"monthly_cost"`
+}
+
+// LoadSummary is an inference service's replicas by hour, within min and
+// max replicas: the layout holds PeakReplicas and costs MeanReplicas ÷
+// PeakReplicas of running it around the clock.
+type LoadSummary struct {
+	Hours        int     `json:"hours"`
+	MinReplicas  int     `json:"min_replicas"`
+	PeakReplicas int     `json:"peak_replicas"`
+	MeanReplicas float64 `json:"mean_replicas"`
+	// Capped is true when some hour wanted more than max replicas.
+	Capped bool `json:"capped,omitempty"`
 }
 
 // CostBreakdown splits the expected cost, USD.
@@ -119,6 +167,10 @@ type Group struct {
 	Instances       int                  `json:"instances"`
 	Capacity        pricing.CapacityType `json:"capacity"`
 	PricePerHour    float64              `json:"price_per_hour"`
+	// SpotPool is the spot pool of a spot group ("cloud/zone/gpu") and
+	// PlacementScore its best spot placement score (1-10), 0 when unknown.
+	SpotPool       string `json:"spot_pool,omitempty"`
+	PlacementScore int    `json:"placement_score,omitempty"`
 	// Interconnect is the instance type's GPU network ("efa",
 	// "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma",
 	// "infiniband"), empty when it has none.

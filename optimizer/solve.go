@@ -79,6 +79,24 @@ type solver struct {
 	jobClasses map[jobKey][]jobUnit
 	// spotPool is the most spot GPUs one pool gives one workload.
 	spotPool int
+	// schedules and profiles cache the jobs' cron schedules and the
+	// services' load profiles (recurring.go).
+	schedules map[string]jobRuns
+	profiles  map[*policy.Workload]loadProfile
+	// probe makes solveFleet skip its restarts, polish and exact stages:
+	// a round of spot pool row generation (SolveContext).
+	probe bool
+	// nQClass is the number of quota classes before spot pool rows.
+	nQClass int32
+	// pools are the spot pools (spotcap.go); offerPool is each offer's
+	// pool (-1: no spot), poolRows the pools with a row (rows after the
+	// budgets, in order), spotRows and spotQClass an offer's rows and
+	// quota class when bought as spot (nil until a pool has a row).
+	pools      []spotPool
+	offerPool  []int32
+	poolRows   []int32
+	spotRows   [][]int32
+	spotQClass []int32
 	// shapes numbers the services' distinct Lagrangian subproblems (from 1).
 	shapes  map[string]int
 	nShapes int
@@ -127,27 +145,63 @@ func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 	}
 	s := newSolver(in)
 	s.ctx, s.in = ctx, in
-	evals := make([]*eval, len(s.pol.Workloads))
-	var blocked []Blocked
-	var active []*eval
-	var activeIdx []int
-	for i := range s.pol.Workloads {
-		w := &s.pol.Workloads[i]
-		if w.Kind == policy.Inference {
-			evals[i] = s.evalService(w)
-		} else {
-			evals[i] = s.evalJob(w)
+	var (
+		evals     []*eval
+		blocked   []Blocked
+		active    []*eval
+		activeIdx []int
+	)
+	evaluate := func() {
+		evals = make([]*eval, len(s.pol.Workloads))
+		blocked, active, activeIdx = nil, nil, nil
+		for i := range s.pol.Workloads {
+			w := &s.pol.Workloads[i]
+			if w.Kind == policy.Inference {
+				evals[i] = s.evalService(w)
+			} else {
+				evals[i] = s.evalJob(w)
+			}
+			s.dropOversized(evals[i])
+			if b := evals[i].blocked; b != nil {
+				b.Proof = proofOwn
+				blocked = append(blocked, *b)
+				continue
+			}
+			active = append(active, evals[i])
+			activeIdx = append(activeIdx, i)
 		}
-		s.dropOversized(evals[i])
-		if b := evals[i].blocked; b != nil {
-			b.Proof = proofOwn
-			blocked = append(blocked, *b)
+	}
+	evaluate()
+	// Spot pool rows are cutting planes (spotcap.go): first those the
+	// cheapest options overfill, then those each plan overfills.
+	if add := s.overfilled(active, nil); len(add) > 0 {
+		s.addPoolRows(add)
+		evaluate()
+	}
+	var res fleetResult
+	// A probe round skips the diversifying restarts and the exact solver:
+	// it only has to find the pools a good plan overfills. Once a probe's
+	// plan fits every pool, the full solve runs on the same rows (and
+	// adds rows again should its plan overfill a pool).
+	s.probe = len(s.potentialPools()) > 0
+	for round := 0; ; round++ {
+		s.warnings, s.boundNote = nil, ""
+		res = s.solveFleet(active)
+		add := s.overfilled(active, res.choice)
+		if len(add) == 0 {
+			if !s.probe {
+				break
+			}
+			s.probe = false
 			continue
 		}
-		active = append(active, evals[i])
-		activeIdx = append(activeIdx, i)
+		if round+1 >= maxPoolRounds {
+			add = s.potentialPools()
+		}
+		s.addPoolRows(add)
+		evaluate()
 	}
-	res := s.solveFleet(active)
+	s.probe = false
 	blocked = append(blocked, res.blocked...)
 	choice := make([]int, len(evals))
 	for i := range choice {
@@ -278,6 +332,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 	if len(fleetBlocked) > 0 && choice == nil {
 		choice, fleetBlocked = s.assign(evals)
 	}
+
 	if len(fleetBlocked) > 0 {
 		// The heuristic left workloads out: search exhaustively over the
 		// workloads that share rows with them, for a plan or a proof.
@@ -296,6 +351,9 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		restarts := 14
 		if len(evals) > 2000 {
 			restarts = 4
+		}
+		if s.probe {
+			restarts = 0
 		}
 		for i := 0; i < restarts; i++ {
 			if ub-lb <= targetGap*lb/2 {
@@ -318,7 +376,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 				choice, ub = alt, c
 			}
 		}
-		if len(evals) <= polishSize && ub-lb > eps*lb {
+		if len(evals) <= polishSize && ub-lb > eps*lb && !s.probe {
 			st := newState(s, evals, choice)
 			if r := s.search(st, allIdx(len(evals)), ub, searchWork, false, mu); r.pick != nil && r.cost < ub {
 				copy(choice, r.pick)
@@ -326,7 +384,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		}
 	}
 	s.solverName = SolverHeuristic
-	if s.useExact(evals) {
+	if !s.probe && s.useExact(evals) {
 		choice, fleetBlocked, lb = s.runExact(evals, choice, fleetBlocked, lb)
 	}
 	if len(fleetBlocked) == 0 {
@@ -567,6 +625,8 @@ func newSolver(in Input) *solver {
 		refScores:  map[pricing.GPUModel]float64{},
 		jobClasses: map[jobKey][]jobUnit{},
 		shapes:     map[string]int{},
+		schedules:  map[string]jobRuns{},
+		profiles:   map[*policy.Workload]loadProfile{},
 	}
 	if s.speeds.ByGPU == nil && s.speeds.ByInstance == nil {
 		s.speeds = DefaultSpeeds()
@@ -638,6 +698,9 @@ func newSolver(in Input) *solver {
 	for i := range s.qcSlot {
 		s.qcSlot[i] = -1
 	}
+	s.nQClass = int32(len(qclass))
+	s.initSpotPools()
+	s.poolDemand()
 	return s
 }
 
@@ -682,7 +745,10 @@ func (s *solver) dropOversized(e *eval) {
 		why, text := ok, ""
 		s.quotaUses(&o, func(r int32, amt float64) {
 			if why == ok && amt > s.caps[r]+eps {
-				why, text = rQuota, fmt.Sprintf("needs %g GPUs but %s", amt, quotaName(s.quotas[r]))
+				why, text = rQuota, fmt.Sprintf("needs %g GPUs but %s", amt, s.rowName(r))
+				if s.isPoolRow(r) {
+					why = rSpotCapacity
+				}
 			}
 		})
 		for _, r := range e.budgetRows {
@@ -716,7 +782,7 @@ func (s *solver) quotaUses(o *option, fn func(row int32, amt float64)) {
 		}
 		return
 	}
-	for _, r := range s.offerQuota[o.offer] {
+	for _, r := range s.rowsOf(o.offer, o.cap) {
 		fn(r, float64(o.gpus))
 	}
 }
@@ -1006,8 +1072,13 @@ func (s *solver) fleetBlocked(st *state, w int) Blocked {
 	users := st.rowUsers()
 	s.quotaUses(o, func(r int32, amt float64) {
 		if b.Constraint == "" && st.rem[r] < amt-eps {
+			b.Constraint = s.rowConstraint(r)
+			if s.isPoolRow(r) {
+				b.Reason = fmt.Sprintf("its cheapest option %s needs %g spot GPUs but %s (taken by %s)",
+					s.describe(o), amt, s.rowLeft(r, st.rem[r]), names(st.evals, users[r]))
+				return
+			}
 			q := s.quotas[r]
-			b.Constraint = "quota"
 			b.Reason = fmt.Sprintf("its cheapest option %s needs %g GPUs but %s has %g of %d left (taken by %s)",
 				s.describe(o), amt, quotaName(q), st.rem[r], q.MaxGPUs, names(st.evals, users[r]))
 		}
@@ -1024,7 +1095,7 @@ func (s *solver) fleetBlocked(st *state, w int) Blocked {
 		}
 	}
 	if b.Constraint == "" {
-		b.Constraint, b.Reason = "quota", "quotas and budgets leave no combination that fits"
+		b.Constraint, b.Reason = "quota", "quotas, budgets and spot pool capacity leave no combination that fits"
 	}
 	return b
 }
@@ -1125,7 +1196,7 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 		}
 		for _, g := range e.svcBound {
 			for _, u := range g.units {
-				touches = touches || len(s.offerQuota[u.offer]) > 0
+				touches = touches || len(s.rowsOf(u.offer, g.cap)) > 0
 			}
 		}
 		if touches {

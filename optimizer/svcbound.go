@@ -34,20 +34,22 @@ type replicaShape struct{ z, total int }
 
 // replicaShapes lists the (zones, replicas) layouts the spreading rules
 // allow for a capacity type; docs/plan.md "Inference" gives the rules.
-func replicaShapes(w *policy.Workload, nUnits int, ct pricing.CapacityType, spotPool int) []replicaShape {
+func (s *solver) replicaShapes(w *policy.Workload, nUnits int, ct pricing.CapacityType) []replicaShape {
+	spotPool := s.spotPool
 	minR := max(1, w.Replicas.Min)
 	maxR := max(w.Replicas.Max, minR)
+	need, _ := s.serviceNeed(w)
 	minZones := max(1, w.Spread.MinZones, w.Spread.MinClouds)
 	if ct == pricing.OnDemand {
-		total := max(minR, minZones)
+		total := max(need, minZones)
 		if total > maxR {
 			return nil
 		}
 		return []replicaShape{{minZones, total}}
 	}
 	var out []replicaShape
-	for z := max(2, minZones); z <= min(nUnits, minR+1, maxSpreadZones); z++ {
-		total := max(minR, z)
+	for z := max(2, minZones); z <= min(nUnits, need+1, maxSpreadZones); z++ {
+		total := max(need, z)
 		for total-ceilDiv(total, z) < minR {
 			total++
 		}
@@ -95,7 +97,7 @@ func (s *solver) enumerateLayouts(w *policy.Workload, units []zoneUnit, g svcGro
 		filtered = filtered[:0]
 		for _, u := range units {
 			bad := false
-			for _, r := range s.offerQuota[u.offer] {
+			for _, r := range s.rowsOf(u.offer, g.cap) {
 				if slices.Contains(n.forbid, r) {
 					bad = true
 					break
@@ -153,6 +155,7 @@ func (s *solver) svcPriced(e *eval, mu []float64, bmu float64, sc *svcScratch) (
 	sc.uses = sc.uses[:0]
 	minClouds := max(1, e.w.Spread.MinClouds)
 	gpus := float64(gpuCount(e.w))
+	_, scale := s.serviceNeed(e.w)
 	for gi := range e.svcBound {
 		g := &e.svcBound[gi]
 		n := len(g.units)
@@ -160,8 +163,8 @@ func (s *solver) svcPriced(e *eval, mu []float64, bmu float64, sc *svcScratch) (
 		sc.order = sc.order[:0]
 		for i := range g.units {
 			u := &g.units[i]
-			v := u.perHour * (h + bmu*monthHours)
-			for _, r := range s.offerQuota[u.offer] {
+			v := u.perHour * scale * (h + bmu*monthHours)
+			for _, r := range s.rowsOf(u.offer, g.cap) {
 				v += gpus * mu[r]
 			}
 			sc.val = append(sc.val, v)
@@ -185,8 +188,8 @@ func (s *solver) svcPriced(e *eval, mu []float64, bmu float64, sc *svcScratch) (
 				bestBudget = 0
 				for i, ui := range sc.sel {
 					u := &g.units[ui]
-					bestBudget += float64(counts[i]) * u.perHour * monthHours
-					for _, r := range s.offerQuota[u.offer] {
+					bestBudget += float64(counts[i]) * u.perHour * scale * monthHours
+					for _, r := range s.rowsOf(u.offer, g.cap) {
 						sc.uses = addUse(sc.uses, r, float64(counts[i])*gpus)
 					}
 				}
@@ -205,15 +208,15 @@ func (s *solver) pricedLayout(e *eval, mu []float64, bmu float64) (option, prici
 	bestVal := math.Inf(1)
 	minClouds := max(1, e.w.Spread.MinClouds)
 	gpus := float64(gpuCount(e.w))
-	minR := max(1, e.w.Replicas.Min)
+	need, scale := s.serviceNeed(e.w)
 	for gi := range e.svcBound {
 		g := &e.svcBound[gi]
 		val := make([]float64, len(g.units))
 		order := make([]int, len(g.units))
 		for i := range g.units {
 			u := &g.units[i]
-			val[i] = u.perHour * (h + bmu*monthHours)
-			for _, r := range s.offerQuota[u.offer] {
+			val[i] = u.perHour * scale * (h + bmu*monthHours)
+			for _, r := range s.rowsOf(u.offer, g.cap) {
 				val[i] += gpus * mu[r]
 			}
 			order[i] = i
@@ -227,7 +230,7 @@ func (s *solver) pricedLayout(e *eval, mu []float64, bmu float64) (option, prici
 			sel, cost := pickZones(g.units, val, order, counts, minClouds, nil)
 			if sel != nil && cost < bestVal {
 				bestVal, model = cost, g.model
-				best = s.layoutOption(g.units, sel, counts, sh.total, minR, g.cap)
+				best = s.layoutOption(g.units, sel, counts, sh.total, need, g.cap, scale)
 			}
 		}
 	}

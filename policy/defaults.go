@@ -47,6 +47,12 @@ const (
 	// DefaultSpotPoolGPUs is the spot GPUs assumed available per pool when
 	// no placement score says otherwise: four 8-GPU instances.
 	DefaultSpotPoolGPUs = 32
+	// DefaultSpotCapacityGPUs is the spot GPUs one pool (a GPU model in
+	// one zone; Azure: region) is assumed to give the whole fleet when no
+	// placement score or spot_capacity entry says otherwise: eight 8-GPU
+	// instances, the size of the large spot asks that clouds report
+	// failing with insufficient capacity.
+	DefaultSpotCapacityGPUs = 64
 )
 
 // SetDefaults fills in every field left at its zero value with its default,
@@ -80,6 +86,9 @@ func (p *Policy) applyDefaults(isSet func(s scope, i int, field string) bool) {
 	}
 	if p.SpotPoolGPUs == 0 && !isSet(scopeTop, 0, "spot_pool_gpus") {
 		p.SpotPoolGPUs = DefaultSpotPoolGPUs
+	}
+	if p.SpotCapacity.DefaultGPUsPerPool == 0 && !isSet(scopeTop, 0, "spot_capacity.default_gpus_per_pool") {
+		p.SpotCapacity.DefaultGPUsPerPool = DefaultSpotCapacityGPUs
 	}
 	if p.Scaling.IntraNode == 0 && !isSet(scopeTop, 0, "scaling.intra_node") {
 		p.Scaling.IntraNode = DefaultIntraNodeScaling

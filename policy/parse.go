@@ -490,6 +490,7 @@ func (d *decoder) policy(n *yaml.Node, p *Policy) {
 		{"spot_defaults", func(v *yaml.Node) { d.spotDefaults(v, p) }},
 		{"scaling", func(v *yaml.Node) { d.scaling(v, "scaling", &p.Scaling) }},
 		{"spot_pool_gpus", func(v *yaml.Node) { d.integer(v, "spot_pool_gpus", &p.SpotPoolGPUs) }},
+		{"spot_capacity", func(v *yaml.Node) { d.spotCapacity(v, &p.SpotCapacity) }},
 		{"workloads", func(v *yaml.Node) { wl = v }},
 		{"quotas", func(v *yaml.Node) { qs = v }},
 		{"budgets", func(v *yaml.Node) { bs = v }},
@@ -626,6 +627,32 @@ func (d *decoder) workload(n *yaml.Node, w *Workload) {
 				}},
 			})
 		}},
+		{"schedule", func(v *yaml.Node) { d.schedule(v, w) }},
+		{"load", func(v *yaml.Node) {
+			l := &LoadProfile{}
+			w.Load = l
+			d.mapping(v, "load", "load", []field{
+				{"replicas_by_hour", func(v *yaml.Node) {
+					l.ReplicasByHour = []int{}
+					d.list(v, "load.replicas_by_hour", "load.replicas_by_hour", func(j int, v *yaml.Node) {
+						var n int
+						d.integer(v, fmt.Sprintf("load.replicas_by_hour[%d]", j), &n)
+						l.ReplicasByHour = append(l.ReplicasByHour, n)
+					})
+				}},
+				{"requests_per_second", func(v *yaml.Node) {
+					l.RequestsPerSecond = []float64{}
+					d.list(v, "load.requests_per_second", "load.requests_per_second", func(j int, v *yaml.Node) {
+						var f float64
+						d.number(v, fmt.Sprintf("load.requests_per_second[%d]", j), &f)
+						l.RequestsPerSecond = append(l.RequestsPerSecond, f)
+					})
+				}},
+				{"requests_per_replica", func(v *yaml.Node) {
+					d.number(v, "load.requests_per_replica", &l.RequestsPerReplica)
+				}},
+			})
+		}},
 		{"spread", func(v *yaml.Node) {
 			d.mapping(v, "spread", "spread", []field{
 				{"min_zones", func(v *yaml.Node) { d.integer(v, "spread.min_zones", &w.Spread.MinZones) }},
@@ -710,5 +737,76 @@ func (d *decoder) scaling(n *yaml.Node, name string, sc *Scaling) {
 	d.mapping(n, name, name, []field{
 		{"intra_node", func(v *yaml.Node) { d.number(v, name+".intra_node", &sc.IntraNode) }},
 		{"inter_node", func(v *yaml.Node) { d.number(v, name+".inter_node", &sc.InterNode) }},
+	})
+}
+
+// schedule decodes a cron expression, pointing a syntax error at the
+// column of the part that is wrong.
+func (d *decoder) schedule(n *yaml.Node, w *Workload) {
+	d.str(n, "schedule", &w.Schedule)
+	if w.Schedule == "" {
+		return
+	}
+	if _, err := ParseCron(w.Schedule); err != nil {
+		var ce *CronError
+		pos := d.pos(n)
+		if errors.As(err, &ce) && !strings.Contains(n.Value, "\n") {
+			switch n.Style {
+			case 0:
+				pos.Col += ce.Offset
+			case yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle:
+				pos.Col += ce.Offset + 1
+			}
+		}
+		d.errs = append(d.errs, &Error{Pos: pos, Msg: "schedule: " + err.Error(), Path: fieldPath(d.s, d.i, d.cur)})
+		if d.bad == nil {
+			d.bad = map[badKey]bool{}
+		}
+		d.bad[badKey{d.s, d.i, d.cur}] = true
+	}
+}
+
+// spotCapacity decodes {default_gpus_per_pool: N, pools: {"cloud/zone/gpu": N}}.
+func (d *decoder) spotCapacity(n *yaml.Node, sc *SpotCapacity) {
+	d.mapping(n, "spot_capacity", "spot_capacity", []field{
+		{"default_gpus_per_pool", func(v *yaml.Node) {
+			d.integer(v, "spot_capacity.default_gpus_per_pool", &sc.DefaultGPUsPerPool)
+		}},
+		{"pools", func(v *yaml.Node) {
+			v = resolve(v)
+			if v.Kind != yaml.MappingNode {
+				d.typeErr(v, "spot_capacity.pools: want a mapping of pool to spot GPUs, e.g. {aws/us-east-1a/H100: 64}, got %s", describe(v))
+				return
+			}
+			seen := map[string]int{}
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				k, val := resolve(v.Content[i]), resolve(v.Content[i+1])
+				if k.Kind != yaml.ScalarNode {
+					d.errf(k, "spot_capacity.pools: keys are pools written cloud/zone/gpu, got %s", describe(k))
+					continue
+				}
+				if line, dup := seen[k.Value]; dup {
+					d.errf(k, "spot_capacity.pools: pool %q repeated (first at line %d)", k.Value, line)
+					continue
+				}
+				seen[k.Value] = k.Line
+				j := len(sc.Pools)
+				field := fmt.Sprintf("spot_capacity.pools[%d]", j)
+				d.mark(field, k)
+				pool := SpotPool{Key: k.Value, Pos: d.pos(k)}
+				parts := strings.Split(k.Value, "/")
+				if len(parts) == 3 {
+					pool.Cloud, pool.Zone = cloud(parts[0]), parts[1]
+					if parts[2] != "*" {
+						pool.GPU = gpu(parts[2])
+					}
+				}
+				old := d.cur
+				d.cur = field
+				d.integer(val, "spot_capacity.pools."+k.Value, &pool.GPUs)
+				d.cur = old
+				sc.Pools = append(sc.Pools, pool)
+			}
+		}},
 	})
 }

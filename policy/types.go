@@ -59,6 +59,10 @@ type Policy struct {
 	// instance type in one zone, or Azure region) for one workload: spot
 	// capacity is finite, and large asks are where preemptions cluster.
 	SpotPoolGPUs int
+	// SpotCapacity is the spot GPUs one pool (a GPU model in one zone;
+	// Azure: region) gives the whole fleet: a capacity row shared by every
+	// workload, like a quota.
+	SpotCapacity SpotCapacity
 	// Scaling is how much of the linear speed-up multi-GPU jobs keep;
 	// workloads may override it.
 	Scaling   Scaling
@@ -174,8 +178,93 @@ type Workload struct {
 	Limits    Limits
 	// Scaling overrides the policy's scaling efficiency for this job.
 	Scaling Scaling
+	// Schedule, for a training or batch job, is a cron expression (UTC):
+	// the job runs on it, and is costed per run × runs per budget period.
+	// Empty means it runs once.
+	Schedule string
+	// Load, for an inference service, is its replicas by hour; nil means
+	// min replicas around the clock.
+	Load *LoadProfile
 	// Pos is where the workload is defined in the file.
 	Pos Pos
+}
+
+// LoadProfile is an inference service's load over a day (24 entries) or a
+// week (168 entries, hour 0 being Monday 00:00 UTC). Either ReplicasByHour,
+// or RequestsPerSecond with RequestsPerReplica (the requests per second one
+// replica serves at full utilisation; the service runs
+// ceil(rate ÷ (RequestsPerReplica × replicas.target_utilization)) replicas).
+// Replica counts are kept within replicas.min and replicas.max.
+type LoadProfile struct {
+	ReplicasByHour     []int
+	RequestsPerSecond  []float64
+	RequestsPerReplica float64
+}
+
+// Replicas is the replicas the service runs in each hour of the profile,
+// within min and max, and whether some hour wanted more than max.
+func (l *LoadProfile) Replicas(r Replicas) (out []int, capped bool) {
+	minR := max(1, r.Min)
+	maxR := max(minR, r.Max)
+	clamp := func(n int) int {
+		if n > maxR {
+			capped = true
+			return maxR
+		}
+		return max(n, minR)
+	}
+	if len(l.ReplicasByHour) > 0 {
+		for _, n := range l.ReplicasByHour {
+			out = append(out, clamp(n))
+		}
+		return out, capped
+	}
+	util := r.TargetUtilization
+	if util <= 0 || util > 1 {
+		util = DefaultTargetUtilization
+	}
+	per := l.RequestsPerReplica * util
+	for _, rate := range l.RequestsPerSecond {
+		n := 0
+		if per > 0 && rate > 0 {
+			x := rate / per
+			if x > float64(MaxProfileReplicas) {
+				x = float64(MaxProfileReplicas)
+			}
+			n = int(x)
+			if float64(n) < x-1e-9 {
+				n++
+			}
+		}
+		out = append(out, clamp(n))
+	}
+	return out, capped
+}
+
+// MaxProfileReplicas bounds a replica count in a load profile.
+const MaxProfileReplicas = 100_000
+
+// SpotCapacity is the fleet-wide spot capacity assumed per pool.
+type SpotCapacity struct {
+	// DefaultGPUsPerPool is the spot GPUs a pool gives the fleet when
+	// neither Pools nor a placement score says otherwise.
+	DefaultGPUsPerPool int
+	// Pools override the default for pools they match, first match wins.
+	Pools []SpotPool
+}
+
+// SpotPool is the spot capacity of the pools matching Cloud, Zone (a glob
+// over the zone, or the region where offers are regional) and GPU ("" for
+// any model).
+type SpotPool struct {
+	// Key is the pool as written, "cloud/zone/gpu".
+	Key   string
+	Cloud pricing.Cloud
+	Zone  string
+	GPU   pricing.GPUModel
+	// GPUs is the capacity; 0 means no spot there.
+	GPUs int
+	Pos  Pos
 }
 
 // Quota caps the GPUs in use across all workloads. Empty fields match

@@ -83,6 +83,7 @@ func (r *reporter) check() {
 	if p.SpotPoolGPUs < 1 {
 		r.errf(scopeTop, 0, "spot_pool_gpus", "spot_pool_gpus %d: want the spot GPUs one pool can give a workload, at least 1 (default %d)", p.SpotPoolGPUs, DefaultSpotPoolGPUs)
 	}
+	r.checkSpotCapacity()
 	for _, c := range sortedClouds(p.SpotDefaults) {
 		v := p.SpotDefaults[c]
 		if !knownCloud(c) {
@@ -245,6 +246,12 @@ func (r *reporter) checkWorkload(i int) {
 		if w.Autoscale != (Autoscale{}) {
 			e("autoscale", "autoscale applies to inference services only")
 		}
+		if w.Load != nil {
+			e("load", "load applies to inference services only; a %s job runs once, or on a schedule:", w.Kind)
+		}
+		if w.Schedule != "" {
+			r.checkSchedule(i)
+		}
 	case Inference:
 		if w.WorkGPUHours != 0 || w.ReferenceGPU != "" {
 			e("work", "work applies to training and batch workloads; an inference service has replicas: instead")
@@ -255,7 +262,13 @@ func (r *reporter) checkWorkload(i int) {
 		if w.CheckpointInterval != 0 {
 			e("checkpoint_interval", "checkpoint_interval applies to training and batch workloads")
 		}
+		if w.Schedule != "" {
+			e("schedule", "schedule applies to training and batch jobs; an inference service runs until stopped (describe its load by hour with load:)")
+		}
 		r.checkReplicas(i)
+		if w.Load != nil {
+			r.checkLoad(i)
+		}
 	}
 	if w.Deadline < 0 {
 		e("deadline", "deadline %s is negative; want a positive duration, or omit it for none", w.Deadline)
@@ -596,6 +609,104 @@ func (r *reporter) checkScaling(s scope, i int, prefix string, sc Scaling) {
 	}{{"intra_node", sc.IntraNode}, {"inter_node", sc.InterNode}} {
 		if !finite(f.v) || f.v <= 0 || f.v > 1 {
 			r.errf(s, i, prefix+"."+f.name, "%s.%s %v: want the share of linear speed-up kept per doubling, in (0, 1], e.g. 0.9", prefix, f.name, f.v)
+		}
+	}
+}
+
+// checkSchedule parses a job's cron schedule (for policies built in code;
+// Parse reports syntax errors at their column) and checks that a run can
+// finish before the next one starts when the job has a deadline longer
+// than that.
+func (r *reporter) checkSchedule(i int) {
+	w := &r.p.Workloads[i]
+	c, err := ParseCron(w.Schedule)
+	if err != nil {
+		r.errf(scopeWorkload, i, "schedule", "schedule: %v", err)
+		return
+	}
+	if gap := c.Stats().MinGap; w.Deadline > gap {
+		r.errf(scopeWorkload, i, "deadline", "deadline %s is longer than the %s between runs of schedule %q; a run must end before the next starts, so shorten the deadline or run less often",
+			FormatDuration(w.Deadline), FormatDuration(gap), w.Schedule)
+	}
+}
+
+// checkLoad checks an inference service's load profile.
+func (r *reporter) checkLoad(i int) {
+	w := &r.p.Workloads[i]
+	l := w.Load
+	e := func(field, format string, args ...any) { r.errf(scopeWorkload, i, field, format, args...) }
+	byReplicas, byRate := len(l.ReplicasByHour) > 0, len(l.RequestsPerSecond) > 0
+	switch {
+	case byReplicas && byRate:
+		e("load.requests_per_second", "load: give replicas_by_hour or requests_per_second, not both")
+		return
+	case !byReplicas && !byRate:
+		e("load", "load: want replicas_by_hour: [24 or 168 counts], or requests_per_second: [24 or 168 rates] with requests_per_replica: N")
+		return
+	}
+	field, n := "load.replicas_by_hour", len(l.ReplicasByHour)
+	if byRate {
+		field, n = "load.requests_per_second", len(l.RequestsPerSecond)
+	}
+	if n != 24 && n != 168 {
+		e(field, "%s has %d entries; want 24 (one per hour of the day, UTC) or 168 (one per hour of the week from Monday 00:00 UTC)", field, n)
+	}
+	maxR := max(w.Replicas.Max, w.Replicas.Min)
+	for j, v := range l.ReplicasByHour {
+		switch {
+		case v < 0:
+			e(fmt.Sprintf("%s[%d]", field, j), "%s[%d] is %d; want a replica count, 0 or more", field, j, v)
+		case v > maxR && maxR >= 1:
+			e(fmt.Sprintf("%s[%d]", field, j), "%s[%d] is %d replicas, more than replicas.max %d; raise replicas.max or lower the profile", field, j, v, maxR)
+		}
+	}
+	for j, v := range l.RequestsPerSecond {
+		if !finite(v) || v < 0 {
+			e(fmt.Sprintf("%s[%d]", field, j), "%s[%d] is %v; want requests per second, 0 or more", field, j, v)
+		}
+	}
+	switch {
+	case byRate && l.RequestsPerReplica == 0:
+		e("load.requests_per_replica", "load.requests_per_second needs requests_per_replica: N, the requests per second one replica serves at full utilisation")
+	case !finite(l.RequestsPerReplica) || l.RequestsPerReplica < 0:
+		e("load.requests_per_replica", "load.requests_per_replica %v: want requests per second one replica serves, above 0", l.RequestsPerReplica)
+	case byReplicas && l.RequestsPerReplica != 0:
+		e("load.requests_per_replica", "load.requests_per_replica applies to requests_per_second, not replicas_by_hour")
+	}
+}
+
+// checkSpotCapacity checks the fleet-wide spot capacity per pool.
+func (r *reporter) checkSpotCapacity() {
+	sc := &r.p.SpotCapacity
+	if sc.DefaultGPUsPerPool < 1 {
+		r.errf(scopeTop, 0, "spot_capacity.default_gpus_per_pool", "spot_capacity.default_gpus_per_pool %d: want the spot GPUs one pool gives the whole fleet, at least 1 (default %d); list pools with 0 under pools: to forbid spot there", sc.DefaultGPUsPerPool, DefaultSpotCapacityGPUs)
+	}
+	for j, pl := range sc.Pools {
+		f := fmt.Sprintf("spot_capacity.pools[%d]", j)
+		e := func(format string, args ...any) {
+			if r.loc == nil {
+				format = "spot_capacity pool %q: " + format
+				args = append([]any{pl.Key}, args...)
+			}
+			r.errf(scopeTop, 0, f, format, args...)
+		}
+		if strings.Count(pl.Key, "/") != 2 || pl.Cloud == "" || pl.Zone == "" {
+			e("pool %q: want cloud/zone/gpu, e.g. aws/us-east-1a/H100 (zone is a glob, or the region for Azure; gpu may be *)", pl.Key)
+			continue
+		}
+		if !knownCloud(pl.Cloud) {
+			e("unknown cloud %q; want aws, gcp or azure%s", pl.Cloud, didYouMean(string(pl.Cloud), cloudNames()))
+		}
+		if err := checkGlob(pl.Zone); err != nil {
+			e("%v", err)
+		}
+		if pl.GPU != "" {
+			if _, ok := pricing.Spec(pl.GPU); !ok {
+				e("unknown GPU %q%s", pl.GPU, gpuSuggestion(string(pl.GPU)))
+			}
+		}
+		if pl.GPUs < 0 {
+			e("spot GPUs %d: want 0 (no spot in the pool) or more", pl.GPUs)
 		}
 	}
 }
