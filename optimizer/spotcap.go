@@ -328,7 +328,6 @@ func (p *spotPool) capNote() string {
 	return "spot_capacity.default_gpus_per_pool"
 }
 
-
 // poolLines explain the spot pools an option uses, in one line: capacity,
 // where the figure comes from, and whether the fleet is held to it.
 func (s *solver) poolLines(o *option) []string {
