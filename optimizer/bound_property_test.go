@@ -18,6 +18,27 @@ type bfOption struct {
 	cost   float64
 	quota  []int
 	budget float64
+	// pools are the spot GPUs taken from each spot pool (cloud/zone/gpu).
+	pools map[string]int
+}
+
+// bfPool names an offer's spot pool, written independently of poolKey:
+// its GPU model in its zone, or in its region where offers are regional.
+func bfPool(o *pricing.Offer) string {
+	where := o.Zone
+	if where == "" {
+		where = o.Region
+	}
+	return string(o.Cloud) + "/" + where + "/" + string(o.GPU)
+}
+
+// bfPoolCap is the fleet-wide spot capacity of every pool of a random
+// catalog (no placement scores, no per-pool entries).
+func bfPoolCap(p *policy.Policy) int {
+	if p.SpotCapacity.DefaultGPUsPerPool > 0 {
+		return p.SpotCapacity.DefaultGPUsPerPool
+	}
+	return policy.DefaultSpotCapacityGPUs
 }
 
 // bruteServiceOptions lists every layout docs/plan.md allows for a
@@ -111,6 +132,12 @@ func bruteServiceOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workl
 									opt.quota[qi] += n * count
 								}
 							}
+							if ct == pricing.Spot {
+								if opt.pools == nil {
+									opt.pools = map[string]int{}
+								}
+								opt.pools[bfPool(&us[i].o)] += n * count
+							}
 						}
 						opt.budget = opt.cost * 720 / h
 						out = append(out, opt)
@@ -131,6 +158,9 @@ func bruteJobOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload)
 	var out []bfOption
 	for _, b := range bruteOptions(p, cat, w) {
 		opt := bfOption{cost: b.cost, budget: b.cost, quota: make([]int, len(p.Quotas))}
+		if b.cap == pricing.Spot {
+			opt.pools = map[string]int{bfPool(&b.offer): max(1, w.GPU.Count)}
+		}
 		for qi, q := range p.Quotas {
 			if quotaMatches(q, &b.offer) {
 				opt.quota[qi] += max(1, w.GPU.Count)
@@ -146,6 +176,8 @@ func bruteOptimum(p *policy.Policy, opts [][]bfOption) float64 {
 	best := math.Inf(1)
 	q := make([]int, len(p.Quotas))
 	b := make([]float64, len(p.Budgets))
+	pools := map[string]int{}
+	poolCap := bfPoolCap(p)
 	var rec func(i int, cost float64)
 	rec = func(i int, cost float64) {
 		if cost >= best {
@@ -168,8 +200,16 @@ func bruteOptimum(p *policy.Policy, opts [][]bfOption) float64 {
 					okq = false
 				}
 			}
+			for k, n := range o.pools {
+				if pools[k]+n > poolCap {
+					okq = false
+				}
+			}
 			if !okq {
 				continue
+			}
+			for k, n := range o.pools {
+				pools[k] += n
 			}
 			for k := range q {
 				q[k] += o.quota[k]
@@ -180,6 +220,9 @@ func bruteOptimum(p *policy.Policy, opts [][]bfOption) float64 {
 				}
 			}
 			rec(i+1, cost+o.cost)
+			for k, n := range o.pools {
+				pools[k] -= n
+			}
 			for k := range q {
 				q[k] -= o.quota[k]
 			}
@@ -252,5 +295,74 @@ func TestBoundBelowBruteForceWithInference(t *testing.T) {
 	}
 	if missed > 0 {
 		t.Errorf("solver claimed infeasible on %d feasible fleets", missed)
+	}
+}
+
+// TestBoundBelowBruteForceWithSpotPools: on tiny random fleets whose spot
+// pools are small enough to bind (1 to 12 GPUs each, fleet-wide), the
+// plan's lower bound never exceeds the optimum of an exhaustive search that
+// enforces the pool capacities, the plan is never cheaper than that optimum
+// and never overfills a pool, and a fleet of jobs the search places is
+// never called infeasible.
+func TestBoundBelowBruteForceWithSpotPools(t *testing.T) {
+	compared, bound, missed, svcMissed := 0, 0, 0, 0
+	for seed := uint64(0); seed < 4000; seed++ {
+		r := rand.New(rand.NewPCG(seed, 4242))
+		cat := randCatalog(r, 5+r.IntN(7))
+		p := randPolicy(r, 2+r.IntN(3), r.IntN(3) > 0)
+		p.SpotCapacity.DefaultGPUsPerPool = 1 + r.IntN(12)
+		opts := make([][]bfOption, len(p.Workloads))
+		hasSvc := false
+		for i := range p.Workloads {
+			w := &p.Workloads[i]
+			if w.Kind == policy.Inference {
+				opts[i] = bruteServiceOptions(p, cat, w)
+				hasSvc = true
+			} else {
+				opts[i] = bruteJobOptions(p, cat, w)
+			}
+		}
+		best := bruteOptimum(p, opts)
+		plan, err := Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if math.IsInf(best, 1) {
+			if !errors.Is(err, ErrInfeasible) {
+				t.Errorf("seed %d: exhaustive search finds no plan, solver returned %v", seed, err)
+			}
+			continue
+		}
+		if err != nil {
+			if !hasSvc {
+				t.Errorf("seed %d: optimum $%.2f exists, solver: %v", seed, best, err)
+				missed++
+			} else {
+				svcMissed++
+			}
+			continue
+		}
+		compared++
+		used := map[string]int{}
+		for _, pu := range plan.SpotPools {
+			used[pu.Pool] = pu.UsedGPUs
+			if pu.UsedGPUs > pu.CapacityGPUs || pu.CapacityGPUs != p.SpotCapacity.DefaultGPUsPerPool {
+				t.Errorf("seed %d: pool %s holds %d of %d GPUs (capacity %d)", seed, pu.Pool, pu.UsedGPUs, pu.CapacityGPUs, p.SpotCapacity.DefaultGPUsPerPool)
+			}
+			if pu.Constrained {
+				bound++
+			}
+		}
+		tol := 0.01 * float64(len(p.Workloads))
+		if plan.Bound.LowerBound > best+tol {
+			t.Errorf("seed %d: lower bound %.2f > optimum %.2f (services: %v)", seed, plan.Bound.LowerBound, best, hasSvc)
+		}
+		if plan.Totals.ExpectedCost < best-tol {
+			t.Errorf("seed %d: plan %.2f cheaper than the optimum %.2f", seed, plan.Totals.ExpectedCost, best)
+		}
+	}
+	t.Logf("compared %d feasible fleets, %d held to a pool's capacity by a row; services the solver could not place: %d", compared, bound, svcMissed)
+	if compared < 500 || bound < 50 {
+		t.Errorf("only %d fleets compared, %d with a binding pool row", compared, bound)
+	}
+	if svcMissed > compared/50 {
+		t.Errorf("solver missed %d fleets with services of %d", svcMissed, compared)
 	}
 }

@@ -272,6 +272,7 @@ func TestPropertyConstraintsHold(t *testing.T) {
 type bruteOption struct {
 	offer pricing.Offer
 	cost  float64
+	cap   pricing.CapacityType
 }
 
 func bruteOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []bruteOption {
@@ -319,7 +320,7 @@ func bruteOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload) []
 					continue
 				}
 			}
-			out = append(out, bruteOption{o, price * float64(inst) * total})
+			out = append(out, bruteOption{o, price * float64(inst) * total, ct})
 		}
 	}
 	return out
