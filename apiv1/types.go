@@ -87,7 +87,28 @@ type Plan struct {
 	Warnings   []string    `json:"warnings"`
 	// Blocked lists the workloads that could not be placed, each with the
 	// constraint that blocks it and how that is known.
-	Blocked []Blocked `json:"blocked"`
+	Blocked   []Blocked     `json:"blocked"` // SpotPools are the spot pools the plan uses, with their capacity.
+	SpotPools []SpotPoolUse `json:"spot_pools"`
+}
+
+// SpotPoolUse is one spot pool (cloud/zone/gpu) a plan puts spot GPUs in
+// (docs/plan.md, "Spot pool capacity").
+type SpotPoolUse struct {
+	Pool           string `json:"pool"`
+	CapacityGPUs   int    `json:"capacity_gpus"`
+	UsedGPUs       int    `json:"used_gpus"`
+	Source         string `json:"source"`
+	PlacementScore int    `json:"placement_score,omitempty"`
+	Constrained    bool   `json:"constrained"`
+}
+
+// LoadSummary is an inference service's load profile: replicas by hour.
+type LoadSummary struct {
+	Hours        int     `json:"hours"`
+	MinReplicas  int     `json:"min_replicas"`
+	PeakReplicas int     `json:"peak_replicas"`
+	MeanReplicas float64 `json:"mean_replicas"`
+	Capped       bool    `json:"capped,omitempty"`
 }
 
 // Blocked is a workload the plan could not place.
@@ -142,6 +163,15 @@ type Placement struct {
 	RunnerUp             *RunnerUp     `json:"runner_up"`
 	ByGPU                []GPUChoice   `json:"by_gpu"`
 	Explanation          []string      `json:"explanation"`
+	// Schedule, RunsPerMonth, RunsInHorizon and CostPerRun describe a
+	// recurring job's costing; Load a service's load profile; MonthlyCost
+	// is what budgets are checked against.
+	Schedule      string       `json:"schedule,omitempty"`
+	RunsPerMonth  float64      `json:"runs_per_month,omitempty"`
+	RunsInHorizon float64      `json:"runs_in_horizon,omitempty"`
+	CostPerRun    float64      `json:"cost_per_run,omitempty"`
+	Load          *LoadSummary `json:"load,omitempty"`
+	MonthlyCost   float64      `json:"monthly_cost"`
 }
 
 // CostBreakdown splits a placement's expected cost.
@@ -166,6 +196,10 @@ type Group struct {
 	// Interconnect is the instance type's GPU network (efa, gpudirect-…,
 	// infiniband), when it has one.
 	Interconnect string `json:"interconnect,omitempty"`
+	// SpotPool and PlacementScore: a spot group's pool and its best spot
+	// placement score (1-10), when known.
+	SpotPool       string `json:"spot_pool,omitempty"`
+	PlacementScore int    `json:"placement_score,omitempty"`
 }
 
 // RunnerUp is the best option a placement beat, and why it lost.
