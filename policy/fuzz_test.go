@@ -27,6 +27,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &a [*a]"))
 	f.Add([]byte("workloads:\n  - &w {name: a, kind: batch, work: {gpu_hours: 1}}\n  - *w\n"))
 	f.Add([]byte("workloads:\n  - {name: a, kind: training, work: {gpu_hours: 1}, deadline: 1d, checkpoint_interval: 2d}\n"))
+	f.Add([]byte("workloads:\n  - {name: a, kind: batch, schedule: \"*/5 1-3 * * mon\", work: {gpu_hours: 1}}\n"))
+	f.Add([]byte("workloads:\n  - {name: a, kind: batch, schedule: '0 0 31 2 *', work: {gpu_hours: 1}}\n"))
+	f.Add([]byte("workloads:\n  - {name: s, kind: inference, replicas: {min: 1, max: 3}, load: {requests_per_second: [1, 2], requests_per_replica: 0.5}}\n"))
+	f.Add([]byte("spot_capacity: {default_gpus_per_pool: 8, pools: {aws/*/H100: 0, x: 1}}\nworkloads: [{name: a, kind: batch, work: {gpu_hours: 1}}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("f.yaml", data)
 		if err != nil {

@@ -684,14 +684,10 @@ func (r *reporter) checkSpotCapacity() {
 	for j, pl := range sc.Pools {
 		f := fmt.Sprintf("spot_capacity.pools[%d]", j)
 		e := func(format string, args ...any) {
-			if r.loc == nil {
-				format = "spot_capacity pool %q: " + format
-				args = append([]any{pl.Key}, args...)
-			}
-			r.errf(scopeTop, 0, f, format, args...)
+			r.errf(scopeTop, 0, f, "spot_capacity pool %q: "+format, append([]any{pl.Key}, args...)...)
 		}
 		if strings.Count(pl.Key, "/") != 2 || pl.Cloud == "" || pl.Zone == "" {
-			e("pool %q: want cloud/zone/gpu, e.g. aws/us-east-1a/H100 (zone is a glob, or the region for Azure; gpu may be *)", pl.Key)
+			e("want cloud/zone/gpu, e.g. aws/us-east-1a/H100 (zone is a glob, or the region for Azure; gpu may be *)")
 			continue
 		}
 		if !knownCloud(pl.Cloud) {
