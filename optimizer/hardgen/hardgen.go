@@ -25,6 +25,11 @@ type Options struct {
 	Tightness float64
 	// Services is the share of inference services (default 0.15).
 	Services float64
+	// SpotPools, when above 0, sets the fleet-wide spot capacity per pool
+	// (spot_capacity.default_gpus_per_pool) to this share of the most spot
+	// GPUs the unconstrained plan puts in one pool, loosened with the
+	// quotas, so spot pool rows bind too.
+	SpotPools float64
 }
 
 // Generate returns a policy of n workloads over cat, deterministic for a
@@ -87,7 +92,14 @@ func Generate(cat *pricing.Catalog, n int, seed uint64, opt Options) (*policy.Po
 		}
 		teamCost[pl.Team] += cost
 	}
+	maxPool := 0
+	for _, sp := range free.SpotPools {
+		maxPool = max(maxPool, sp.UsedGPUs)
+	}
 	base := func(scale float64) ([]policy.Quota, []policy.Budget) {
+		if opt.SpotPools > 0 && maxPool > 0 {
+			p.SpotCapacity.DefaultGPUsPerPool = max(8, int(float64(maxPool)*opt.SpotPools*scale))
+		}
 		var qs []policy.Quota
 		for _, c := range pricing.Clouds() {
 			for _, s := range pricing.Specs() {
