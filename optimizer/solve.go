@@ -86,6 +86,12 @@ type solver struct {
 	// probe makes solveFleet skip its restarts, polish and exact stages:
 	// a round of spot pool row generation (SolveContext).
 	probe bool
+	// start is a plan of the same rows and candidates for the next fleet
+	// solve to start from (the last spot pool probe's).
+	start []int
+	// muWarm are the last fleet solve's multipliers, to warm start the
+	// next spot pool round.
+	muWarm []float64
 	// nQClass is the number of quota classes before spot pool rows.
 	nQClass int32
 	// pools are the spot pools (spotcap.go); offerPool is each offer's
@@ -192,7 +198,12 @@ func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 			if !s.probe {
 				break
 			}
+			// The full solve starts from the probe's plan: same rows,
+			// same candidates.
 			s.probe = false
+			if len(res.blocked) == 0 {
+				s.start = res.choice
+			}
 			continue
 		}
 		if round+1 >= maxPoolRounds {
@@ -301,13 +312,26 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		}
 		ub *= 1.02
 	}
+	if st := s.start; st != nil && len(st) == len(evals) {
+		s.start = nil
+		if c := planCost(evals, st); len(fleetBlocked) > 0 || c < ub {
+			choice, fleetBlocked, ub = append([]int(nil), st...), nil, c
+		}
+	}
 	// Small fleets are cheap to bound tightly; large ones alternate short
 	// rounds with the heuristic.
 	iters := 40
 	if len(evals) <= smallSearch {
 		iters = 400
 	}
-	lb, mu := s.lowerBound(evals, ub, nil, iters)
+	// A spot pool round starts from the previous round's multipliers
+	// (rows only ever get added, after the old ones).
+	var mu0 []float64
+	if len(s.muWarm) > 0 {
+		mu0 = make([]float64, len(s.caps))
+		copy(mu0, s.muWarm)
+	}
+	lb, mu := s.lowerBound(evals, ub, mu0, iters)
 	// Column generation: the services' layouts the multipliers price best
 	// join their candidates.
 	if s.addPricedColumns(evals, mu) {
@@ -340,6 +364,10 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 	}
 	if len(fleetBlocked) == 0 && len(s.caps) > 0 && ub-lb > eps*lb {
 		budget := min(lnsWork*len(evals), lnsMaxWork)
+		if s.probe {
+			// A probe only has to show which pools a good plan fills.
+			budget /= 4
+		}
 		choice = s.lns(evals, choice, mu, budget)
 		ub = planCost(evals, choice)
 		// Diversify: the Lagrangian heuristic on multipliers scaled up and
@@ -383,6 +411,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			}
 		}
 	}
+	s.muWarm = mu
 	s.solverName = SolverHeuristic
 	if !s.probe && s.useExact(evals) {
 		choice, fleetBlocked, lb = s.runExact(evals, choice, fleetBlocked, lb)

@@ -147,7 +147,7 @@ const nearFull = 0.5
 
 // maxPoolRounds bounds the rounds of lazy row generation; after them every
 // pool that could be overfilled gets its row at once.
-const maxPoolRounds = 8
+const maxPoolRounds = 16
 
 // Pool rows are generated lazily, as cutting planes: Solve starts with the
 // rows of the pools the workloads' cheapest options overfill, and after
