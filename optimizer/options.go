@@ -120,8 +120,12 @@ type funnel struct {
 	// noInterconnect counts offers dropped only for lacking the GPU
 	// network a multi-instance job asked for.
 	noInterconnect int
-	maxMemory      float64
-	counts         map[int]bool
+	// spotTooBig counts spot offers dropped only because one pool gives
+	// fewer spot GPUs than the workload needs (spot_pool_gpus, or the
+	// pool's fleet-wide capacity).
+	spotTooBig int
+	maxMemory  float64
+	counts     map[int]bool
 }
 
 // class is the static-check result shared by workloads with the same GPU
@@ -219,6 +223,9 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 				continue
 			}
 			if ct == pricing.Spot && inst*o.GPUCount > s.spotLimit(int32(i)) {
+				if soft == ok && spotAllows(w.Spot, ct) {
+					c.f.spotTooBig++
+				}
 				continue // more spot GPUs than one pool gives
 			}
 			why := soft
@@ -634,6 +641,8 @@ func (s *solver) jobBlocked(w *policy.Workload, c *class, fastest *option, deadl
 		b.Constraint, b.Reason = "interconnect", fmt.Sprintf("%d GPUs span several instances, and no allowed instance type with a divisor of %d GPUs has the GPU network asked for (AWS EFA, GCP GPUDirect, Azure InfiniBand)", gpuCount(w), gpuCount(w))
 	case c.f.count == 0:
 		b.Constraint, b.Reason = "gpu_count", fmt.Sprintf("no instance type with %d GPUs (or a divisor of %d) meets the GPU need; instances have %s GPUs", gpuCount(w), gpuCount(w), countList(c.f.counts))
+	case c.f.capacity == 0 && c.f.spotTooBig > 0:
+		b.Constraint, b.Reason = "spot_capacity", fmt.Sprintf("spot policy %q, and no allowed spot pool gives %d spot GPUs (spot_pool_gpus %d per workload; spot_capacity per pool, the fleet together)", w.Spot, gpuCount(w), s.spotPool)
 	case c.f.capacity == 0:
 		b.Constraint, b.Reason = "spot_policy", fmt.Sprintf("spot policy %q but no matching offer is sold that way", w.Spot)
 	case fastest.valid():

@@ -291,3 +291,15 @@ func TestLoadProfileCosting(t *testing.T) {
 		})
 	}
 }
+
+// TestSpotPoolForbiddenByPolicy: with spot_capacity 0 in every pool a
+// spot-only job is blocked on spot capacity, not on its spot policy.
+func TestSpotPoolForbiddenByPolicy(t *testing.T) {
+	p := spotJobs(1)
+	p.SpotCapacity.Pools = []policy.SpotPool{{Key: "aws/*/*", Cloud: pricing.AWS, Zone: "*", GPUs: 0}}
+	_, err := Solve(Input{Catalog: h100Catalog(0), Policy: p, Now: testNow})
+	var ie *InfeasibleError
+	if !errors.As(err, &ie) || ie.Blocked[0].Constraint != "spot_capacity" || !strings.Contains(ie.Blocked[0].Reason, "no allowed spot pool gives 8 spot GPUs") {
+		t.Fatalf("err %v", err)
+	}
+}
