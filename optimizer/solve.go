@@ -206,8 +206,11 @@ func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 			}
 			continue
 		}
-		if round+1 >= maxPoolRounds {
+		switch rounds := poolRounds(len(active)); {
+		case round+1 >= 2*rounds:
 			add = s.potentialPools()
+		case round+1 >= rounds:
+			add = s.usedPools(active, res.choice)
 		}
 		s.addPoolRows(add)
 		evaluate()

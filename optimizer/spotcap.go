@@ -145,9 +145,50 @@ func (s *solver) poolDemand() {
 // along with the overfilled ones.
 const nearFull = 0.5
 
-// maxPoolRounds bounds the rounds of lazy row generation; after them every
-// pool that could be overfilled gets its row at once.
+// maxPoolRounds bounds the rounds of lazy row generation that add a few
+// rows each (fewer on large fleets, where a round costs more: poolRounds);
+// after them every pool the plan uses that the fleet could overfill gets
+// its row each round, and after twice as many every such pool at once.
 const maxPoolRounds = 16
+
+func poolRounds(workloads int) int {
+	if workloads <= 1000 {
+		return maxPoolRounds
+	}
+	return max(4, maxPoolRounds*1000/workloads)
+}
+
+// usedPools lists the pools without a row that an assignment uses at all
+// and that the fleet could overfill.
+func (s *solver) usedPools(evals []*eval, choice []int) []int32 {
+	var out []int32
+	seen := map[int32]bool{}
+	note := func(offer int32, ct pricing.CapacityType) {
+		pi := s.offerPool[offer]
+		if ct != pricing.Spot || pi < 0 || seen[pi] {
+			return
+		}
+		seen[pi] = true
+		if p := &s.pools[pi]; p.row < 0 && p.demand > p.cap {
+			out = append(out, pi)
+		}
+	}
+	for w, e := range evals {
+		if choice[w] < 0 {
+			continue
+		}
+		o := &e.cands[choice[w]]
+		if o.groups == nil {
+			note(o.offer, o.cap)
+			continue
+		}
+		for _, g := range o.groups {
+			note(g.offer, g.cap)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Pool rows are generated lazily, as cutting planes: Solve starts with the
 // rows of the pools the workloads' cheapest options overfill, and after
