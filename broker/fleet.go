@@ -74,12 +74,12 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 		tokens = &StoreMinter{Broker: b, Fleet: fst}
 	}
 	rec := &fleet.Reconciler{Store: fst, Computes: fs.Computes, Agents: b,
-		Plans: &fleet.ScaledSource{
-			Inner:  &fleet.SolverSource{Catalog: cat.Load, Policy: func() *policy.Policy { return pol }, Now: cfg.Now},
-			Policy: func() *policy.Policy { return pol }, Load: fleet.AgentLoad{Agents: b}, Now: cfg.Now, Log: log,
+		Plans: fleet.NewPlanChain(fleet.ChainConfig{
+			Catalog: cat.Load, Policy: func() *policy.Policy { return pol }, Now: cfg.Now, Log: log,
+			Load: fleet.AgentLoad{Agents: b},
 			StopScaling: func(ctx context.Context, w policy.Workload, now time.Time) bool {
 				return budgetStopsScaling(ctx, b, pol, w, now, log)
-			}},
+			}}),
 		Tokens: tokens, Metrics: fm, Log: log.With("part", "fleet"), Now: cfg.Now, Options: fs.Options}
 	loop := &fleet.Loop{Reconciler: rec, Leading: elector.Leading, Lease: LeaseName, Holder: cfg.ReplicaID, Interval: fs.Interval}
 	loop.Init()

@@ -597,6 +597,7 @@ func (d *decoder) workload(n *yaml.Node, w *Workload) {
 			d.enum(v, "spot", "never, prefer or only", &s)
 			w.Spot = SpotPolicy(s)
 		}},
+		{"spot_policy", func(v *yaml.Node) { d.str(v, "spot_policy", &w.SpotDecider) }},
 		{"replicas", func(v *yaml.Node) {
 			d.mapping(v, "replicas", "replicas", []field{
 				{"min", func(v *yaml.Node) { d.integer(v, "replicas.min", &w.Replicas.Min) }},

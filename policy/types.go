@@ -171,7 +171,13 @@ type Workload struct {
 	// the checkpoint).
 	RestartOverhead time.Duration
 	Spot            SpotPolicy
-	Replicas        Replicas
+	// SpotDecider names the live spot policy (fleet/spotpolicy) that runs
+	// the workload while it is up: a training policy (adaptive by default)
+	// for training and batch jobs, an inference policy (adaptive by
+	// default) for services. Empty means the default. Policy key
+	// spot_policy.
+	SpotDecider string
+	Replicas    Replicas
 	// Autoscale tunes how an inference service's replicas follow load.
 	Autoscale Autoscale
 	Spread    Spread

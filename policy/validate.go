@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -183,6 +184,15 @@ func (r *reporter) checkWorkload(i int) {
 	case SpotNever, SpotPrefer, SpotOnly:
 	default:
 		e("spot", "unknown spot policy %q; want never, prefer or only%s", w.Spot, didYouMean(string(w.Spot), []string{"never", "prefer", "only"}))
+	}
+	if w.SpotDecider != "" {
+		names := spotpolicy.TrainingPolicies()
+		if w.Kind == Inference {
+			names = spotpolicy.InferencePolicies()
+		}
+		if !slices.Contains(names, w.SpotDecider) {
+			e("spot_policy", "unknown %s spot_policy %q; want one of %s%s", w.Kind, w.SpotDecider, strings.Join(names, ", "), didYouMean(w.SpotDecider, names))
+		}
 	}
 
 	// GPU need.

@@ -69,14 +69,13 @@ func RunInference(c Inference, p *Pools, pol spotpolicy.Inference, record bool) 
 		return InferenceResult{}, fmt.Errorf("%w: start tick %d outside the traces (%d ticks)", ErrSetting, c.Start, p.Len)
 	}
 	k := len(p.Traces)
-	alpha := 1 - math.Exp2(-gap/fracHalfLife.Seconds())
-	tr := make([]tracker, k)
+	tr := make([]spotpolicy.Tracker, k)
 	for i := range tr {
-		tr[i] = newTracker(alpha)
+		tr[i] = spotpolicy.NewTracker(gap)
 	}
 	for i := max(0, c.Start-int(c.History.Seconds()/gap)); i < c.Start; i++ {
 		for q := range k {
-			tr[q].observe(p.Available(q, i))
+			tr[q].Observe(p.Available(q, i))
 		}
 	}
 	delay := c.ReadyDelay.Seconds()
@@ -90,7 +89,7 @@ func RunInference(c Inference, p *Pools, pol spotpolicy.Inference, record bool) 
 		now := float64(i-c.Start) * gap
 		// Zones that lost capacity take back their replicas, newest first.
 		for q := range k {
-			tr[q].observe(p.Available(q, i))
+			tr[q].Observe(p.Available(q, i))
 			capq := p.Traces[q].Avail[i]
 			n := 0
 			for j := len(reps) - 1; j >= 0; j-- {
@@ -106,7 +105,7 @@ func RunInference(c Inference, p *Pools, pol spotpolicy.Inference, record bool) 
 		}
 		st.Tick = i - c.Start
 		for q := range k {
-			st.Zones[q] = spotpolicy.Zone{Pool: tr[q].view(), Capacity: p.Traces[q].Avail[i]}
+			st.Zones[q] = spotpolicy.Zone{Pool: tr[q].View(), Capacity: p.Traces[q].Avail[i]}
 		}
 		st.OnDemand, st.OnDemandReady, st.OnDemandReadyIn = 0, 0, st.OnDemandReadyIn[:0]
 		for _, r := range reps {

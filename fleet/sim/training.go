@@ -177,48 +177,6 @@ func (j *job) step(a spotpolicy.Action) {
 	j.tick++
 }
 
-// tracker keeps what a policy may know about one pool from its past.
-type tracker struct {
-	alpha  float64 // weight of a new tick in Frac
-	p      spotpolicy.Pool
-	upRuns int
-}
-
-func newTracker(alpha float64) tracker {
-	return tracker{alpha: alpha, p: spotpolicy.Pool{Frac: 0.5}}
-}
-
-func (t *tracker) observe(avail bool) {
-	if avail == t.p.Available && t.p.Run > 0 {
-		t.p.Run++
-	} else {
-		if t.p.Available && t.p.Run > 0 { // an up stretch ended
-			t.upRuns++
-			w := math.Max(0.2, 1/float64(t.upRuns))
-			t.p.MeanUp += w * (float64(t.p.Run) - t.p.MeanUp)
-		}
-		t.p.Available, t.p.Run = avail, 1
-	}
-	x := 0.0
-	if avail {
-		x = 1
-	}
-	t.p.Frac += t.alpha * (x - t.p.Frac)
-}
-
-// view is the pool as a policy sees it: the current up stretch counts
-// towards the mean so a long one is not underrated.
-func (t *tracker) view() spotpolicy.Pool {
-	v := t.p
-	if v.Available && float64(v.Run) > v.MeanUp {
-		v.MeanUp = float64(v.Run)
-	}
-	return v
-}
-
-// fracHalfLife is the half-life of the pools' recent availability.
-const fracHalfLife = 12 * time.Hour
-
 // RunTraining simulates one start of a policy on the pools. With record it
 // keeps the timeline for plotting.
 func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, record bool) (Run, error) {
@@ -231,20 +189,19 @@ func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, recor
 	}
 	gap := float64(p.Gap)
 	j := job{gap: gap, work: c.Work.Seconds(), deadline: c.Deadline.Seconds(), changeover: c.Changeover.Seconds(), prices: c.Prices, ckpt: c.Checkpoint.Seconds()}
-	alpha := 1 - math.Exp2(-gap/fracHalfLife.Seconds())
 	k := len(p.Traces)
-	tr := make([]tracker, k+1) // the last one tracks "any pool"
+	tr := make([]spotpolicy.Tracker, k+1) // the last one tracks "any pool"
 	for i := range tr {
-		tr[i] = newTracker(alpha)
+		tr[i] = spotpolicy.NewTracker(gap)
 	}
 	observe := func(i int) {
 		anyUp := false
 		for q := range k {
 			a := p.Available(q, i)
-			tr[q].observe(a)
+			tr[q].Observe(a)
 			anyUp = anyUp || a
 		}
-		tr[k].observe(anyUp)
+		tr[k].Observe(anyUp)
 	}
 	for i := max(0, start-int(c.History.Seconds()/gap)); i < start; i++ {
 		observe(i)
@@ -263,9 +220,9 @@ func RunTraining(c Training, p *Pools, pol spotpolicy.Training, start int, recor
 		}
 		st.Tick, st.Done, st.Current, st.Overhead, st.Spent, st.Saved = j.tick, j.done, j.cur, j.overhead, j.cost, j.saved
 		for q := range k {
-			st.Pools[q] = tr[q].view()
+			st.Pools[q] = tr[q].View()
 		}
-		st.Any = tr[k].view()
+		st.Any = tr[k].View()
 		a := pol.Decide(st)
 		if a.Capacity == spotpolicy.Spot && (a.Pool < 0 || a.Pool >= k || !p.Available(a.Pool, i)) {
 			a = spotpolicy.Idle // a policy asking for capacity that is not there gets none

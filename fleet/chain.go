@@ -1,0 +1,45 @@
+package fleet
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// ChainConfig is what the reconciler's plan sources need. The broker
+// (`gpubroker serve`) and the fleet simulator (`gpubroker simulate fleet`)
+// both build their chain with NewPlanChain, so the simulator runs the
+// controller users run.
+type ChainConfig struct {
+	Catalog func() *pricing.Catalog
+	Policy  func() *policy.Policy
+	Now     func() time.Time
+	Log     *slog.Logger
+	// Load is the inference services' live load (agents' utilisation,
+	// Prometheus); nil leaves services at the plan's replicas.
+	Load LoadSource
+	// StopScaling says a stop-scaling budget over the workload is spent.
+	StopScaling func(ctx context.Context, w policy.Workload, now time.Time) bool
+}
+
+// NewPlanChain returns the plan source the reconciler reads. Each stage
+// wraps the one before it:
+//
+//	SolverSource   the optimizer's plan of the policy on the catalog,
+//	               blocked pools ruled out
+//	ScaledSource   inference replicas sized to live load (fleet/autoscale)
+func NewPlanChain(c ChainConfig) PlanSource {
+	log := c.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: c.Policy, Now: c.Now}
+	if c.Load == nil {
+		return src
+	}
+	src = &ScaledSource{Inner: src, Policy: c.Policy, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling}
+	return src
+}
