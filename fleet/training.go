@@ -342,6 +342,9 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	t.account(j, first, running, s, now)
 	if reported {
 		s.Done = math.Min(1, math.Max(0, rep.Done)) * work
+		if !running && s.Checkpoint > 0 && s.Done < work {
+			s.Done = math.Floor(s.Done/s.Checkpoint) * s.Checkpoint // the job restarts from its checkpoint
+		}
 		j.estimate = s.Done
 	} else {
 		s.Done = j.estimate
@@ -391,7 +394,12 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 	}
 	j.lastPrice = 0
 	if !running {
+		// The instance is gone (preempted, or never up): what it did since
+		// its last checkpoint is lost.
 		j.inst = ""
+		if s.Checkpoint > 0 && j.estimate < s.Work {
+			j.estimate = math.Floor(j.estimate/s.Checkpoint) * s.Checkpoint
+		}
 		return
 	}
 	j.lastPrice = first.PricePerHour
