@@ -28,6 +28,10 @@ type TrainingConfig struct {
 	// its remaining work beats the changeover plus the work lost since its
 	// last checkpoint by this fraction.
 	MoveMargin float64
+	// PriceHalfLife smooths the spot prices a move is judged on (default
+	// 6 hours): a price that flips back and forth averages out, a lasting
+	// drop comes through within a few half-lives.
+	PriceHalfLife time.Duration
 }
 
 // DefaultMoveMargin is TrainingConfig.MoveMargin's default.
@@ -38,6 +42,13 @@ func (c TrainingConfig) tick() time.Duration {
 		return time.Minute
 	}
 	return c.Tick
+}
+
+func (c TrainingConfig) halfLife() time.Duration {
+	if c.PriceHalfLife <= 0 {
+		return 6 * time.Hour
+	}
+	return c.PriceHalfLife
 }
 
 func (c TrainingConfig) margin() float64 {
@@ -93,8 +104,34 @@ type TrainingSource struct {
 	Log        *slog.Logger
 	Config     TrainingConfig
 
-	mu   sync.Mutex
-	jobs map[string]*liveJob
+	mu     sync.Mutex
+	jobs   map[string]*liveJob
+	prices map[string]*smoothed
+}
+
+// smoothed is a pool's exponentially weighted spot price.
+type smoothed struct {
+	price float64
+	at    time.Time
+}
+
+// smooth folds the pool's current price into its weighted mean and returns
+// the mean.
+func (t *TrainingSource) smooth(key string, price float64, now time.Time) float64 {
+	if t.prices == nil {
+		t.prices = map[string]*smoothed{}
+	}
+	p := t.prices[key]
+	if p == nil {
+		t.prices[key] = &smoothed{price: price, at: now}
+		return price
+	}
+	if dt := now.Sub(p.at); dt > 0 {
+		alpha := 1 - math.Exp2(-dt.Seconds()/t.Config.halfLife().Seconds())
+		p.price += alpha * (price - p.price)
+		p.at = now
+	}
+	return p.price
 }
 
 // liveJob is what the stage keeps of one job between passes. All of it
@@ -115,6 +152,7 @@ type liveJob struct {
 	spent          float64
 	lastAt         time.Time
 	lastPrice      float64
+	reported       bool
 }
 
 // TrainingDecision is a job's latest decision, for status.
@@ -133,6 +171,8 @@ type TrainingDecision struct {
 type livePool struct {
 	offer pricing.Offer
 	key   string
+	// price is the smoothed spot price moves are judged on.
+	price float64
 }
 
 // Plan returns the inner plan with each live training placement set to its
@@ -190,7 +230,7 @@ func (t *TrainingSource) Decisions() map[string]TrainingDecision {
 	defer t.mu.Unlock()
 	out := map[string]TrainingDecision{}
 	for k, j := range t.jobs {
-		out[k] = TrainingDecision{Policy: j.policy.Name(), Tick: j.tick, Action: j.decision.Capacity.String(), Done: j.estimate,
+		out[k] = TrainingDecision{Policy: j.policy.Name(), Tick: j.tick, Action: j.decision.Capacity.String(), Done: j.estimate, Reported: j.reported,
 			Reason: j.reason, At: j.lastAt}
 	}
 	return out
@@ -304,11 +344,13 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	running := first != nil && (State(first.State) == Running || State(first.State) == Booting)
 	cur := spotpolicy.Idle
 	for k, lp := range pools {
-		if u != nil && u.Blocked(PoolOf(lp.offer, pricing.Spot), now) {
-			t.Tracker.Observe(lp.key, now, false)
-		} else if running && first.Capacity == string(pricing.Spot) && first.Zone == lp.offer.Zone && first.InstanceType == lp.offer.InstanceType {
+		// The job's own running instance proves capacity even where
+		// another launch was just refused.
+		if running && first.Capacity == string(pricing.Spot) && first.Zone == lp.offer.Zone && first.InstanceType == lp.offer.InstanceType {
 			t.Tracker.Observe(lp.key, now, true)
 			cur = spotpolicy.RunSpot(k)
+		} else if u != nil && u.Blocked(PoolOf(lp.offer, pricing.Spot), now) {
+			t.Tracker.Observe(lp.key, now, false)
 		}
 	}
 	if running && first.Capacity == string(pricing.OnDemand) {
@@ -316,6 +358,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	anyUp := false
 	for k, lp := range pools {
+		pools[k].price = t.smooth(lp.key, lp.offer.SpotPrice, now)
 		s.Pools[k] = t.Tracker.Pool(lp.key, now)
 		anyUp = anyUp || s.Pools[k].Available
 	}
@@ -365,8 +408,18 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		a = j.policy.Decide(s)
 		j.tick, j.reason = s.Tick, ""
 	}
+	if a.Capacity == spotpolicy.Spot && cur.Capacity != spotpolicy.Spot && a.Pool < len(pools) {
+		// A new spot instance pays a changeover wherever it starts: take
+		// the cheapest pool that looks as good to the policy.
+		for k, lp := range pools {
+			if s.Pools[k].Available && s.Pools[k].Frac >= s.Pools[a.Pool].Frac && lp.price < pools[a.Pool].price {
+				a = spotpolicy.RunSpot(k)
+			}
+		}
+	}
 	a = spotpolicy.Guard(s, a)
 	a, j.reason = t.hysteresis(s, pools, a, j.reason)
+	j.reported = reported
 	j.decision = a
 	j.lastAt = now
 	return place(p, pools, od, a, cur), nil
@@ -425,7 +478,7 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 }
 
 // hysteresis keeps a job running on spot where it is unless moving to the
-// cheapest available pool pays: the saving over the remaining work must
+// cheapest available pool (by smoothed price) pays: the saving over the remaining work must
 // beat the changeover plus the work lost since the last checkpoint by the
 // margin. Moves the policy or the safety net make for capacity (the current
 // pool lost it, or on-demand is needed) are not held back.
@@ -436,14 +489,14 @@ func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spo
 	}
 	target := a.Pool
 	for k, lp := range pools {
-		if s.Pools[k].Available && lp.offer.SpotPrice < pools[target].offer.SpotPrice {
+		if s.Pools[k].Available && lp.price < pools[target].price {
 			target = k
 		}
 	}
 	if target == c.Pool {
 		return c, reason
 	}
-	if t.movePays(s, pools[c.Pool].offer.SpotPrice, pools[target].offer.SpotPrice) {
+	if t.movePays(s, pools[c.Pool].price, pools[target].price) {
 		moved := spotpolicy.RunSpot(target)
 		if spotpolicy.Guard(s, moved) == moved {
 			return moved, fmt.Sprintf("moving to %s: saving beats changeover and lost work by more than %.0f%%", pools[target].key, 100*t.Config.margin())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -198,4 +199,156 @@ func TestTrainingSafetyNet(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runningSlot puts the job's first slot on a running instance.
+func runningSlot(zone string, ct pricing.CapacityType, since time.Time) store.SlotRecord {
+	return store.SlotRecord{ID: "train/0", Workload: "train", Kind: "training", Index: 0, Cloud: "aws", Region: "us-east-1", Zone: zone,
+		InstanceType: "p3.2xlarge", Capacity: string(ct), State: string(Running), InstanceID: "i-1", CreatedAt: t0, LaunchedAt: since, RunningAt: since, PricePerHour: 0.9}
+}
+
+func TestTrainingProgressReportedVsEstimated(t *testing.T) {
+	const work = 10 * time.Hour
+	now := t0.Add(2 * time.Hour)
+	for _, tc := range []struct {
+		name     string
+		progress fakeProgress
+		ratio    float64
+		slot     store.SlotRecord
+		want     float64 // seconds of work done
+	}{
+		{"reported", fakeProgress{"train": {Done: 0.42, At: now}}, 1, runningSlot("us-east-1a", pricing.Spot, t0.Add(time.Hour)), 0.42 * work.Seconds()},
+		{"reported beyond the end is clamped", fakeProgress{"train": {Done: 1.5, At: now}}, 1, runningSlot("us-east-1a", pricing.Spot, t0), work.Seconds()},
+		// Running for 1 h, 6 min of it the changeover.
+		{"estimated at the planned speed", nil, 0, runningSlot("us-east-1a", pricing.Spot, t0.Add(time.Hour)), 54 * 60},
+		{"estimated at the measured speed", nil, 0.5, runningSlot("us-east-1a", pricing.Spot, t0.Add(time.Hour)), 27 * 60},
+		{"estimated, not running", nil, 1, store.SlotRecord{ID: "train/0", Workload: "train", State: string(Pending), CreatedAt: t0}, 0},
+		{"reported while not running falls back to its checkpoint", fakeProgress{"train": {Done: 0.42, At: now}}, 1,
+			store.SlotRecord{ID: "train/0", Workload: "train", State: string(Pending), CreatedAt: t0}, 4 * 3600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := trainWorkload("", work, 20*time.Hour, 6*time.Minute, time.Hour)
+			pol := &policy.Policy{Workloads: []policy.Workload{w}}
+			src := &TrainingSource{Inner: staticPlan{trainPlacement(1)}, Policy: func() *policy.Policy { return pol },
+				Catalog: func() *pricing.Catalog { return pricing.NewCatalog(p3Offers(0.9, 0.95), t0, "test") },
+				Fleet:   &fakeFleet{slots: []store.SlotRecord{tc.slot}}, Tracker: &spotpolicy.LiveTracker{},
+				Now: func() time.Time { return now }, SpeedRatio: func(pricing.Cloud, string) float64 { return tc.ratio }}
+			if tc.progress != nil {
+				src.Progress = tc.progress
+			}
+			if _, err := src.Plan(context.Background(), &Unavailable{}); err != nil {
+				t.Fatal(err)
+			}
+			d := src.Decisions()["train"]
+			if math.Abs(d.Done-tc.want) > 1e-6 {
+				t.Errorf("done = %.1f s, want %.1f s", d.Done, tc.want)
+			}
+			if d.Reported != (tc.progress != nil) {
+				t.Errorf("reported = %v, want %v", d.Reported, tc.progress != nil)
+			}
+			if d.Tick != 120 {
+				t.Errorf("tick = %d, want 120 (2 h of 1 min ticks from the slot's creation)", d.Tick)
+			}
+		})
+	}
+}
+
+func TestTrainingHysteresis(t *testing.T) {
+	const work, deadline = 20 * time.Hour, 40 * time.Hour
+	always := func(string, int) bool { return true }
+	for _, tc := range []struct {
+		name   string
+		prices func(tick int) []pricing.Offer
+		margin float64
+		moves  int
+	}{
+		{"price flips around every tick", func(i int) []pricing.Offer {
+			if i%2 == 0 {
+				return p3Offers(0.90, 0.86)
+			}
+			return p3Offers(0.86, 0.90)
+		}, 0, 0},
+		{"price flips around every hour", func(i int) []pricing.Offer {
+			if (i/60)%2 == 0 {
+				return p3Offers(0.90, 0.87)
+			}
+			return p3Offers(0.87, 0.90)
+		}, 0, 0},
+		{"a lasting drop elsewhere", func(i int) []pricing.Offer {
+			if i < 60 {
+				return p3Offers(0.90, 0.95)
+			}
+			return p3Offers(0.90, 0.45)
+		}, 0, 1},
+		{"a lasting drop that does not beat the margin", func(i int) []pricing.Offer {
+			if i < 60 {
+				return p3Offers(0.90, 0.95)
+			}
+			return p3Offers(0.90, 0.88)
+		}, 5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := trainWorkload(spotpolicy.PolicyAdaptive, work, deadline, 6*time.Minute, 30*time.Minute)
+			d := newDriver(t, w, trainPlacement(1), tc.prices, always, TrainingConfig{MoveMargin: tc.margin})
+			d.run(t, int(deadline/time.Minute))
+			if d.finish == 0 || d.finish > deadline.Seconds() {
+				t.Fatalf("missed the deadline: finish %.0f s", d.finish)
+			}
+			if d.moves != tc.moves {
+				t.Errorf("moves = %d, want %d", d.moves, tc.moves)
+			}
+		})
+	}
+}
+
+func TestTrainingKeepsSlotIdentities(t *testing.T) {
+	// 50 GPU-hours on 5 GPUs: 10 hours of work; the deadline is tight,
+	// no slack to wait for spot.
+	w := trainWorkload("", 50*time.Hour, 11*time.Hour+6*time.Minute, 6*time.Minute, 0)
+	pol := &policy.Policy{Workloads: []policy.Workload{w}}
+	plan := trainPlacement(5, 2, 3)
+	now := t0.Add(time.Hour)
+	u := &Unavailable{}
+	// Every spot pool blocked, the instance running on spot in 1a just
+	// lost its capacity (draining): the safety net cannot wait, so the job
+	// goes on-demand; its slots keep their identities.
+	for _, o := range p3Offers(0.9, 0.95) {
+		u.Block(PoolOf(o, pricing.Spot), "capacity", now)
+	}
+	src := &TrainingSource{Inner: staticPlan{plan}, Policy: func() *policy.Policy { return pol },
+		Catalog: func() *pricing.Catalog { return pricing.NewCatalog(p3Offers(0.9, 0.95), t0, "test") },
+		Fleet:   &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train", State: string(Draining), CreatedAt: t0}}},
+		Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	got, err := src.Plan(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := Desired(plan), Desired(got)
+	if len(before) != len(after) {
+		t.Fatalf("%d slots, want %d", len(after), len(before))
+	}
+	for i := range before {
+		if before[i].ID != after[i].ID {
+			t.Errorf("slot %d: id %s, want %s", i, after[i].ID, before[i].ID)
+		}
+	}
+	if len(plan.Placements[0].Groups) != 2 || plan.Placements[0].Groups[0].Capacity != pricing.Spot {
+		t.Errorf("the inner plan was modified")
+	}
+	p := got.Placements[0]
+	if p.Capacity != pricing.OnDemand || p.Instances != 5 {
+		t.Errorf("placement %s x%d, want on-demand x5", p.Capacity, p.Instances)
+	}
+	if want := 3.06 * 5; math.Abs(p.PricePerHour-want) > 1e-9 {
+		t.Errorf("price %.2f/h, want %.2f/h", p.PricePerHour, want)
+	}
+}
+
+// testWriter sends log lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(b))
+	return len(b), nil
 }
