@@ -3,8 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"math"
 	"log/slog"
+	"math"
 	"testing"
 	"time"
 
@@ -351,4 +351,51 @@ func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(string(b))
 	return len(b), nil
+}
+
+// TestReconcilerMovesOnlyWhenAsked runs the real reconciler: a plan that
+// puts a running job elsewhere leaves it where it runs, unless the
+// training stage set Group.Move.
+func TestReconcilerMovesOnlyWhenAsked(t *testing.T) {
+	e := newEnv(t, testPolicy)
+	e.pass()
+	e.step(time.Minute)
+	e.step(time.Minute)
+	for id, s := range e.slots() {
+		if State(s.State) != Running || s.Zone != "us-east-1a" {
+			t.Fatalf("slot %s not running in us-east-1a: %+v", id, s)
+		}
+	}
+	base, err := e.r.Plans.Plan(context.Background(), e.r.Unavailable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := func(move bool) *optimizer.Plan {
+		p := *base
+		p.Placements = append([]optimizer.Placement(nil), base.Placements...)
+		pl := &p.Placements[0]
+		pl.Groups = append([]optimizer.Group(nil), pl.Groups...)
+		for i := range pl.Groups {
+			pl.Groups[i].Zone, pl.Groups[i].Move = "us-east-1b", move
+		}
+		return &p
+	}
+	e.r.Plans = staticPlan{elsewhere(false)}
+	e.step(time.Minute)
+	for id, s := range e.slots() {
+		if State(s.State) != Running || s.Zone != "us-east-1a" || s.Generation != 1 {
+			t.Fatalf("slot %s moved without Move: %+v", id, s)
+		}
+	}
+	e.r.Plans = staticPlan{elsewhere(true)}
+	e.step(time.Minute)
+	for _, d := range []time.Duration{time.Minute, time.Minute, time.Minute} {
+		e.step(d)
+	}
+	for id, s := range e.slots() {
+		if s.Zone != "us-east-1b" || s.Generation != 2 {
+			t.Fatalf("slot %s not moved to us-east-1b by one replacement: %+v", id, s)
+		}
+	}
+	e.checkNoDuplicates()
 }
