@@ -381,6 +381,9 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		if rep, reported, err = t.Progress.JobProgress(ctx, w.Name); err != nil {
 			return p, fmt.Errorf("reading progress: %w", err)
 		}
+		// A report from before this run of the job (an earlier job of the
+		// same name) says nothing about it.
+		reported = reported && !rep.At.Before(start)
 	}
 	t.account(j, first, running, s, now)
 	if reported {
