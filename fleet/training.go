@@ -351,6 +351,11 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 			cur = spotpolicy.RunSpot(k)
 		} else if u != nil && u.Blocked(PoolOf(lp.offer, pricing.Spot), now) {
 			t.Tracker.Observe(lp.key, now, false)
+		} else if t.Tracker.Known(lp.key) {
+			// The block ran out: the pool is worth a launch again, as the
+			// reconciler sees it. Without this a pool that lost capacity
+			// once would look lost for good.
+			t.Tracker.Observe(lp.key, now, true)
 		}
 	}
 	if running && first.Capacity == string(pricing.OnDemand) {

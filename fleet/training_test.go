@@ -68,6 +68,10 @@ type driver struct {
 	finish                      float64 // seconds after start, 0 until done
 	moves, preemptions, gen     int
 	onDemand                    float64 // seconds run on on-demand
+	// oracle feeds the trackers every pool's true capacity each tick, as
+	// the simulator's trackers see it (for measuring what live signals
+	// cost, not how the broker runs).
+	oracle []string
 }
 
 func newDriver(t *testing.T, w policy.Workload, plan *optimizer.Plan, offers func(tick int) []pricing.Offer, avail func(string, int) bool, cfg TrainingConfig) *driver {
@@ -97,6 +101,15 @@ func (d *driver) step(t *testing.T) {
 		d.done, d.overhead = d.saved, 0
 		d.u.Block(poolKey(s), "preempted", d.now)
 		s.State, s.InstanceID = string(Draining), ""
+	}
+	for _, z := range d.oracle {
+		o := p3(z, 0)
+		d.src.Tracker.Observe(poolName(PoolOf(o, pricing.Spot)), d.now, d.avail(z, i))
+		if !d.avail(z, i) {
+			d.u.Block(PoolOf(o, pricing.Spot), "capacity", d.now)
+		} else {
+			d.u.Clear(PoolOf(o, pricing.Spot))
+		}
 	}
 	plan, err := d.src.Plan(context.Background(), d.u)
 	if err != nil {
