@@ -390,7 +390,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		// same name) says nothing about it.
 		reported = reported && !rep.At.Before(start)
 	}
-	t.account(j, first, running, s, now)
+	t.account(j, first, running, s, p.Instances, now)
 	if reported {
 		s.Done = math.Min(1, math.Max(0, rep.Done)) * work
 		if !running && s.Checkpoint > 0 && s.Done < work {
@@ -446,10 +446,11 @@ func ckptWork(w policy.Workload, work float64) float64 {
 	return math.Min(work, w.CheckpointInterval.Seconds())
 }
 
-// account advances the job's cost and progress estimate to now: the
+// account advances the job's cost (for the adaptive policy's cost cap)
+// and progress estimate to now: the
 // current instance makes progress from its start plus the changeover, at
 // its measured speed; a new instance starts from the last checkpoint.
-func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bool, s *spotpolicy.State, now time.Time) {
+func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bool, s *spotpolicy.State, instances int, now time.Time) {
 	if !j.lastAt.IsZero() && j.lastPrice > 0 {
 		j.spent += j.lastPrice * now.Sub(j.lastAt).Hours()
 	}
@@ -463,7 +464,7 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 		}
 		return
 	}
-	j.lastPrice = first.PricePerHour
+	j.lastPrice = first.PricePerHour * float64(max(1, instances)) // the job's instances run alike
 	if first.InstanceID != j.inst {
 		j.base = j.estimate
 		if s.Checkpoint > 0 {
@@ -547,7 +548,7 @@ func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spo
 		g.Zone, g.Capacity, g.PricePerHour, g.Move = o.Zone, ct, price*float64(g.Instances), move
 		g.SpotPool = ""
 		if ct == pricing.Spot {
-			g.SpotPool = poolName(PoolOf(o, pricing.Spot))
+			g.SpotPool = string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU) // the optimizer's naming
 		}
 		total += g.PricePerHour
 		groups[i] = g
