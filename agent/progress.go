@@ -158,7 +158,11 @@ func (a *Agent) readProgress(path string, last time.Time) (time.Time, bool) {
 		a.log.Warn("progress file not understood; ignoring this version", "err", err)
 		return at, true
 	}
-	a.report(broker.KindProgress, "progress-"+at.Format(time.RFC3339Nano),
-		apiv1.ProgressReport{Done: p.Done, Step: p.Step, ETASeconds: p.ETASeconds, ReportedAt: at})
+	a.report(broker.KindProgress, "progress-"+at.Format(time.RFC3339Nano), ProgressReport(p, at))
 	return at, true
+}
+
+// ProgressReport is the broker message for progress p measured at at.
+func ProgressReport(p Progress, at time.Time) apiv1.ProgressReport {
+	return apiv1.ProgressReport{Done: p.Done, Step: p.Step, ETASeconds: p.ETASeconds, ReportedAt: at.UTC()}
 }
