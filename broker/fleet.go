@@ -34,6 +34,8 @@ type FleetSetup struct {
 	// Tokens mints the registration tokens that go into user data; nil
 	// uses StoreMinter (bootstrap tokens in the store).
 	Tokens fleet.TokenMinter
+	// Training configures the live training stage (fleet.training).
+	Training fleet.TrainingConfig
 }
 
 // fleetParts is the wired fleet of one broker process.
@@ -69,6 +71,10 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 	if err != nil {
 		return nil, fmt.Errorf("fleet metrics: %w", err)
 	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	tokens := fs.Tokens
 	if tokens == nil {
 		tokens = &StoreMinter{Broker: b, Fleet: fst}
@@ -79,7 +85,9 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 			Load: fleet.AgentLoad{Agents: b},
 			StopScaling: func(ctx context.Context, w policy.Workload, now time.Time) bool {
 				return budgetStopsScaling(ctx, b, pol, w, now, log)
-			}}),
+			},
+			Fleet: fst, Progress: storeProgress{b}, Training: fs.Training,
+			SpeedRatio: (&speedRatios{b: b, catalog: cat.Load, now: now, log: log, refresh: 10 * time.Minute}).Ratio}),
 		Tokens: tokens, Metrics: fm, Log: log.With("part", "fleet"), Now: cfg.Now, Options: fs.Options}
 	loop := &fleet.Loop{Reconciler: rec, Leading: elector.Leading, Lease: LeaseName, Holder: cfg.ReplicaID, Interval: fs.Interval}
 	loop.Init()

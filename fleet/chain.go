@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
@@ -23,6 +24,14 @@ type ChainConfig struct {
 	Load LoadSource
 	// StopScaling says a stop-scaling budget over the workload is spent.
 	StopScaling func(ctx context.Context, w policy.Workload, now time.Time) bool
+	// Fleet is the fleet's stored slots; with it the live training stage
+	// runs each deadline job's spot policy (TrainingSource). Progress is
+	// what the jobs reported (nil: estimated), SpeedRatio their measured
+	// speed against the planned one, Training the stage's settings.
+	Fleet      FleetReader
+	Progress   ProgressSource
+	SpeedRatio func(cloud pricing.Cloud, instanceType string) float64
+	Training   TrainingConfig
 }
 
 // NewPlanChain returns the plan source the reconciler reads. Each stage
@@ -30,6 +39,8 @@ type ChainConfig struct {
 //
 //	SolverSource   the optimizer's plan of the policy on the catalog,
 //	               blocked pools ruled out
+//	TrainingSource deadline jobs on the capacity their live spot policy
+//	               decides (fleet/spotpolicy), when Fleet is set
 //	ScaledSource   inference replicas sized to live load (fleet/autoscale)
 func NewPlanChain(c ChainConfig) PlanSource {
 	log := c.Log
@@ -37,6 +48,11 @@ func NewPlanChain(c ChainConfig) PlanSource {
 		log = slog.New(slog.DiscardHandler)
 	}
 	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: c.Policy, Now: c.Now}
+	if c.Fleet != nil {
+		src = &TrainingSource{Inner: src, Policy: c.Policy, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
+			SpeedRatio: c.SpeedRatio, Tracker: &spotpolicy.LiveTracker{Gap: c.Training.tick()}, Now: c.Now, Log: log,
+			Config: c.Training}
+	}
 	if c.Load == nil {
 		return src
 	}

@@ -175,6 +175,11 @@ type Group struct {
 	// "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma",
 	// "infiniband"), empty when it has none.
 	Interconnect string `json:"interconnect,omitempty"`
+	// Move is set by the fleet's live training stage when its policy moves
+	// a running job here: the reconciler replaces a running instance that
+	// is elsewhere. Without it a running instance stays where it runs
+	// when the plan changes (fleet/training.go).
+	Move bool `json:"move,omitempty"`
 }
 
 // RunnerUp is the alternative that came closest, and why it lost.
