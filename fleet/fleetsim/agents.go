@@ -1,0 +1,43 @@
+package fleetsim
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// agents are the simulated agents: an instance's agent registers a ready
+// delay after the instance runs, heartbeats until the instance goes (every
+// listing says it beat just now), reports a preemption notice, and carries
+// its service's GPU utilisation. It implements fleet.Agents and the agents
+// side of fleet.AgentLoad.
+type agents struct {
+	now  func() time.Time
+	recs map[string]*store.InstanceRecord
+	// util is each inference service's per-replica utilisation (0..1).
+	util map[string]float64
+}
+
+func newAgents(now func() time.Time) *agents {
+	return &agents{now: now, recs: map[string]*store.InstanceRecord{}, util: map[string]float64{}}
+}
+
+// ListInstances implements fleet.Agents: every registered agent, or those of
+// one workload and state, sorted by id.
+func (a *agents) ListInstances(_ context.Context, workload, state string) ([]store.InstanceRecord, error) {
+	now := a.now()
+	out := make([]store.InstanceRecord, 0, len(a.recs))
+	for _, r := range a.recs {
+		if (workload != "" && r.Workload != workload) || (state != "" && r.State != state) {
+			continue
+		}
+		x := *r
+		x.LastHeartbeat = now
+		x.Utilization = a.util[r.Workload]
+		out = append(out, x)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
