@@ -23,6 +23,10 @@ type ChainConfig struct {
 	Load LoadSource
 	// StopScaling says a stop-scaling budget over the workload is spent.
 	StopScaling func(ctx context.Context, w policy.Workload, now time.Time) bool
+	// IncrementalReplan makes the solver re-plan only the workloads a pool
+	// block or a removed workload touches (SolverSource.Incremental); the
+	// fleet simulator sets it, the broker does not.
+	IncrementalReplan bool
 }
 
 // NewPlanChain returns the plan source the reconciler reads. Each stage
@@ -36,7 +40,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: c.Policy, Now: c.Now}
+	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: c.Policy, Now: c.Now, Incremental: c.IncrementalReplan}
 	if c.Load == nil {
 		return src
 	}

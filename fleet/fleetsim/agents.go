@@ -16,20 +16,25 @@ import (
 type agents struct {
 	now  func() time.Time
 	recs map[string]*store.InstanceRecord
+	byWL map[string]map[string]*store.InstanceRecord
 	// util is each inference service's per-replica utilisation (0..1).
 	util map[string]float64
 }
 
 func newAgents(now func() time.Time) *agents {
-	return &agents{now: now, recs: map[string]*store.InstanceRecord{}, util: map[string]float64{}}
+	return &agents{now: now, recs: map[string]*store.InstanceRecord{}, byWL: map[string]map[string]*store.InstanceRecord{}, util: map[string]float64{}}
 }
 
 // ListInstances implements fleet.Agents: every registered agent, or those of
 // one workload and state, sorted by id.
 func (a *agents) ListInstances(_ context.Context, workload, state string) ([]store.InstanceRecord, error) {
 	now := a.now()
-	out := make([]store.InstanceRecord, 0, len(a.recs))
-	for _, r := range a.recs {
+	recs := a.recs
+	if workload != "" {
+		recs = a.byWL[workload] // the autoscaler samples one service at a time
+	}
+	out := make([]store.InstanceRecord, 0, len(recs))
+	for _, r := range recs {
 		if (workload != "" && r.Workload != workload) || (state != "" && r.State != state) {
 			continue
 		}
@@ -40,4 +45,19 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+func (a *agents) add(r *store.InstanceRecord) {
+	a.recs[r.ID] = r
+	if a.byWL[r.Workload] == nil {
+		a.byWL[r.Workload] = map[string]*store.InstanceRecord{}
+	}
+	a.byWL[r.Workload][r.ID] = r
+}
+
+func (a *agents) remove(id string) {
+	if r := a.recs[id]; r != nil {
+		delete(a.byWL[r.Workload], id)
+		delete(a.recs, id)
+	}
 }

@@ -229,6 +229,9 @@ func New(cfg Config) (*Sim, error) {
 		Now:     s.clk.Now,
 		Log:     cfg.Log,
 		Load:    fleet.AgentLoad{Agents: s.agents},
+		// A full solve per pool block does not scale to a thousand
+		// workloads over a month (see fleet.SolverSource.Incremental).
+		IncrementalReplan: true,
 	})}
 	s.rec = &fleet.Reconciler{Store: s.store, Computes: computes, Agents: s.agents, Plans: s.tap, Tokens: minter{s},
 		Now: s.clk.Now, Log: cfg.Log, Options: cfg.Options}
@@ -390,7 +393,7 @@ func (s *Sim) onGone(inst providers.Instance) {
 	}
 	in.gone = s.clk.Now()
 	delete(s.live, in.id)
-	delete(s.agents.recs, in.id)
+	s.agents.remove(in.id)
 	if in.pool.Capacity == pricing.Spot {
 		s.liveSpot[in.pool]--
 		if s.liveSpot[in.pool] <= 0 {
@@ -552,7 +555,7 @@ func (s *Sim) register(now time.Time) {
 		if in.noticed {
 			rec.State = store.StatePreempting
 		}
-		s.agents.recs[in.id] = rec
+		s.agents.add(rec)
 	}
 }
 
