@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet/sim"
@@ -14,8 +13,8 @@ import (
 
 // LoadTraceDir reads every trace file (.json as in the spot-traces data
 // set, .csv as fleet/sim reads it) under dir, recursively, sorted by path.
-// A trace is named by its path under dir without the extension
-// ("1-node/aws-02-15-2023/us-east-1a_v100_1"), so names are unique.
+// A trace is named by its path under dir ("1-node/aws-02-15-2023/us-east-1a_v100_1.json"),
+// so names are unique.
 func LoadTraceDir(dir string) ([]fake.Trace, error) {
 	var paths []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -44,7 +43,7 @@ func LoadTraceDir(dir string) ([]fake.Trace, error) {
 		if err != nil {
 			rel = p
 		}
-		out = append(out, fake.Trace{Name: filepath.ToSlash(strings.TrimSuffix(rel, filepath.Ext(rel))),
+		out = append(out, fake.Trace{Name: filepath.ToSlash(rel),
 			Gap: time.Duration(t.Gap) * time.Second, Avail: t.Avail})
 	}
 	return out, nil
