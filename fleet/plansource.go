@@ -10,6 +10,7 @@ import (
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
 )
 
 // SolverSource plans the policy on the catalog with the optimizer, with
@@ -39,9 +40,9 @@ type SolverSource struct {
 	version int
 	u       *Unavailable
 	expires time.Time
-	// moved are the workloads incremental re-plans placed since the last
-	// full solve.
-	moved map[string]bool
+	// moved are the workloads incremental re-plans moved out of blocked
+	// pools since the last full solve, with those pools.
+	moved map[string]map[providers.PoolKey]bool
 }
 
 // Plan returns the current plan.
@@ -90,22 +91,35 @@ func (s *SolverSource) setExpiry(blocked []Entry) {
 	}
 }
 
-// replan is the incremental re-plan (see Incremental); s.mu is held.
+// replan is the incremental re-plan (see Incremental); s.mu is held. It
+// re-solves the workloads placed in a pool blocked since the last plan, and
+// those moved out of a pool whose block has run out.
 func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, version int, blocked []Entry) *optimizer.Plan {
 	byName := map[string]optimizer.Placement{}
 	for _, p := range s.plan.Placements {
 		byName[p.Workload] = p
 	}
-	unavailable := u.Func(t)
+	isBlocked := map[providers.PoolKey]bool{}
+	for _, e := range blocked {
+		isBlocked[e.Pool] = true
+	}
 	var affected []policy.Workload
+	hits := map[string][]providers.PoolKey{}
 	for _, w := range pol.Workloads {
 		p, ok := byName[w.Name]
-		hit := s.moved[w.Name] || !ok
-		for _, g := range p.Groups {
-			if hit {
-				break
+		hit := !ok
+		for k := range s.moved[w.Name] {
+			if !isBlocked[k] {
+				hit = true // its block ran out: the pool may be its best again
+				delete(s.moved[w.Name], k)
 			}
-			hit = unavailable(&pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU}, g.Capacity)
+		}
+		for _, g := range p.Groups {
+			k := PoolOf(pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType}, g.Capacity)
+			if isBlocked[k] {
+				hit = true
+				hits[w.Name] = append(hits[w.Name], k)
+			}
 		}
 		if hit {
 			affected = append(affected, w)
@@ -114,17 +128,29 @@ func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, v
 	if len(affected) > 0 {
 		sub := *pol
 		sub.Workloads = affected
-		if part, err := optimizer.Solve(optimizer.Input{Catalog: s.cat, Policy: &sub, Now: t, Unavailable: unavailable}); err == nil {
-			if s.moved == nil {
-				s.moved = map[string]bool{}
-			}
+		if part, err := optimizer.Solve(optimizer.Input{Catalog: s.cat, Policy: &sub, Now: t, Unavailable: u.Func(t)}); err == nil {
 			for _, p := range part.Placements {
 				byName[p.Workload] = p
-				s.moved[p.Workload] = true
+			}
+			for w, ks := range hits {
+				if s.moved == nil {
+					s.moved = map[string]map[providers.PoolKey]bool{}
+				}
+				if s.moved[w] == nil {
+					s.moved[w] = map[providers.PoolKey]bool{}
+				}
+				for _, k := range ks {
+					s.moved[w][k] = true
+				}
 			}
 		}
 		// A failed solve (blocking left a workload nowhere to go) keeps the
 		// last placements until a block runs out, as a full solve does.
+	}
+	for w, ks := range s.moved {
+		if len(ks) == 0 {
+			delete(s.moved, w)
+		}
 	}
 	plan := *s.plan
 	plan.Placements = make([]optimizer.Placement, 0, len(pol.Workloads))
@@ -132,9 +158,6 @@ func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, v
 		if p, ok := byName[w.Name]; ok {
 			plan.Placements = append(plan.Placements, p)
 		}
-	}
-	if len(blocked) == 0 {
-		s.moved = nil // nothing blocked: what was re-solved is the free choice again
 	}
 	s.plan, s.pol, s.version = &plan, pol, version
 	s.setExpiry(blocked)
