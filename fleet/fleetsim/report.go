@@ -101,11 +101,11 @@ func (s *Sim) report(end time.Time) *Report {
 	r := &Report{Start: s.cfg.Start, Days: round(s.cfg.Duration.Hours()/24, 3), Seed: s.cfg.Seed, Traces: len(s.cfg.Traces), Series: s.series}
 	// Instances still up at the end are billed to the end.
 	for _, in := range s.live {
-		c, od := s.bill(in, end)
-		if st := s.stats[in.workload]; st != nil {
-			st.CostUSD += c
-			st.InstanceOnDemandUSD += od
-			st.InstanceHours += end.Sub(in.launched).Hours()
+		s.account(in, end)
+	}
+	for w, a := range s.acc {
+		if st := s.stats[w]; st != nil {
+			st.CostUSD, st.InstanceOnDemandUSD, st.InstanceHours = float64(a.cost)/1e6, float64(a.od)/1e6, a.life.Hours()
 		}
 	}
 	used := map[providers.PoolKey]bool{}

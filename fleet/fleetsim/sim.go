@@ -122,7 +122,6 @@ type instInfo struct {
 	readyAt            time.Time
 	noticed            bool
 	price, od          float64
-	cost, odCost       float64 // settled when gone
 }
 
 // job is a training or batch job's progress.
@@ -172,7 +171,8 @@ type Sim struct {
 	svcs     map[string]*service
 	stats    map[string]*WorkloadReport
 	slotPool map[string]providers.PoolKey
-	spent    float64 // settled spend of gone instances
+	spent    int64 // settled spend of gone instances, micro-USD
+	acc      map[string]*acc
 	series   []Point
 	passes   int
 	minted   int
@@ -187,7 +187,7 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{cfg: cfg, clk: &clock{t: cfg.Start}, pol: cfg.Policy, store: NewMemStore(), computes: map[pricing.Cloud]*fake.Compute{},
 		traces: map[string]*traceIndex{}, insts: map[string]*instInfo{}, live: map[string]*instInfo{}, liveSpot: map[providers.PoolKey]int{},
 		prices: map[providers.PoolKey]poolPrice{}, jobs: map[string]*job{}, svcs: map[string]*service{}, stats: map[string]*WorkloadReport{},
-		slotPool: map[string]providers.PoolKey{}, tokens: map[string]string{}}
+		slotPool: map[string]providers.PoolKey{}, tokens: map[string]string{}, acc: map[string]*acc{}}
 	s.agents = newAgents(s.clk.Now)
 	for i := range cfg.Traces {
 		t := &cfg.Traces[i]
@@ -400,13 +400,30 @@ func (s *Sim) onGone(inst providers.Instance) {
 			delete(s.liveSpot, in.pool)
 		}
 	}
-	in.cost, in.odCost = s.bill(in, in.gone)
-	s.spent += in.cost
-	if st := s.stats[in.workload]; st != nil {
-		st.CostUSD += in.cost
-		st.InstanceOnDemandUSD += in.odCost
-		st.InstanceHours += in.gone.Sub(in.launched).Hours()
+	s.account(in, in.gone)
+}
+
+// acc sums a workload's spend in micro-USD and whole nanoseconds: integer
+// sums do not depend on the order instances end in, so a replay gives the
+// same figures to the last digit.
+type acc struct {
+	cost, od int64
+	life     time.Duration
+}
+
+func micro(usd float64) int64 { return int64(math.Round(usd * 1e6)) }
+
+func (s *Sim) account(in *instInfo, until time.Time) {
+	c, od := s.bill(in, until)
+	s.spent += micro(c)
+	a := s.acc[in.workload]
+	if a == nil {
+		a = &acc{}
+		s.acc[in.workload] = a
 	}
+	a.cost += micro(c)
+	a.od += micro(od)
+	a.life += until.Sub(in.launched)
 }
 
 // bill is an instance's cost and on-demand cost up to until, by the
@@ -706,10 +723,10 @@ func (s *Sim) sample(t time.Time) {
 	replicas := 0
 	for _, in := range s.live {
 		c, _ := s.bill(in, t)
-		spend += c
+		spend += micro(c)
 		if s.agents.recs[in.id] != nil && !in.noticed {
 			replicas++
 		}
 	}
-	s.series = append(s.series, Point{At: t, SpendUSD: spend, Replicas: replicas, Instances: len(s.live)})
+	s.series = append(s.series, Point{At: t, SpendUSD: float64(spend) / 1e6, Replicas: replicas, Instances: len(s.live)})
 }

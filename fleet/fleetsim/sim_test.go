@@ -3,11 +3,14 @@ package fleetsim
 import (
 	"context"
 	"os"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers/fake"
 )
 
 // sharedTraces is a folder of ../shared/data/spot-traces; it skips the test
@@ -61,12 +64,13 @@ workloads:
     spot: prefer
 `
 
-func TestSmoke(t *testing.T) {
+func runSmoke(t *testing.T, seed uint64) *Report {
+	t.Helper()
 	traces, err := LoadTraceDir(sharedTraces(t, "availability/1-node/aws-02-15-2023"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Policy: mustPolicy(t, smokePolicy), Catalog: testCatalog(), Traces: traces, Seed: 1, Duration: 5 * 24 * time.Hour})
+	s, err := New(Config{Policy: mustPolicy(t, smokePolicy), Catalog: testCatalog(), Traces: traces, Seed: seed, Duration: 5 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +78,64 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.WriteTable(os.Stdout); err != nil {
+	return rep
+}
+
+func TestRunFinishesJobsAndKeepsServices(t *testing.T) {
+	rep := runSmoke(t, 1)
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
+	}
+	train, serve := rep.Workloads[0], rep.Workloads[1]
+	switch {
+	case !train.Finished || train.Missed || train.FinishHours < 24 || train.FinishHours > 72:
+		t.Errorf("training job: %+v", train)
+	case train.CostUSD <= 0 || train.CostUSD > train.OnDemandUSD*1.5:
+		t.Errorf("training job cost: %+v", train)
+	case serve.TimeAtTarget < 0.9 || serve.InstanceHours < 2*24*5*0.9:
+		t.Errorf("service: %+v", serve)
+	case rep.Total.Passes == 0 || rep.Total.APICalls < rep.Total.Launches:
+		t.Errorf("totals: %+v", rep.Total)
+	case len(rep.Pools) == 0 || rep.Pools[0].Trace == "":
+		t.Errorf("no pool drew a trace: %+v", rep.Pools)
+	}
+	if t.Failed() {
+		t.Log("\n" + b.String())
+	}
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	a, b := runSmoke(t, 3), runSmoke(t, 3)
+	if !reflect.DeepEqual(a.Workloads, b.Workloads) || !reflect.DeepEqual(a.Total, b.Total) || !reflect.DeepEqual(a.Pools, b.Pools) {
+		t.Fatalf("two runs with seed 3 differ:\n%+v\n%+v", a, b)
+	}
+	if !reflect.DeepEqual(a.Series, b.Series) {
+		t.Fatalf("two runs with seed 3 differ in their series:\n%+v\n%+v", a.Series, b.Series)
+	}
+}
+
+func TestTraceIndexNextChange(t *testing.T) {
+	tr := &fake.Trace{Name: "t", Gap: time.Minute, Avail: []int{1, 1, 0, 0, 0, 2}}
+	ti := newTraceIndex(tr)
+	for _, tc := range []struct {
+		now    time.Duration
+		offset int
+		want   time.Duration
+	}{
+		{0, 0, 2 * time.Minute},
+		{90 * time.Second, 0, 2 * time.Minute},
+		{2 * time.Minute, 0, 5 * time.Minute},
+		{5 * time.Minute, 0, 6 * time.Minute}, // 2 → wraps to 1
+		{0, 5, time.Minute},                   // offset 5: tick 0 is the 2
+		{6 * time.Minute, 0, 8 * time.Minute}, // second lap
+	} {
+		got, ok := ti.nextChange(DefaultStart, DefaultStart.Add(tc.now), tc.offset)
+		if !ok || got.Sub(DefaultStart) != tc.want {
+			t.Errorf("now %s offset %d: next change %s (ok %v), want %s", tc.now, tc.offset, got.Sub(DefaultStart), ok, tc.want)
+		}
+	}
+	if _, ok := newTraceIndex(&fake.Trace{Gap: time.Minute, Avail: []int{3, 3}}).nextChange(DefaultStart, DefaultStart, 0); ok {
+		t.Error("a constant trace never changes")
 	}
 }
