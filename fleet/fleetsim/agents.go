@@ -17,6 +17,9 @@ type agents struct {
 	now  func() time.Time
 	recs map[string]*store.InstanceRecord
 	byWL map[string]map[string]*store.InstanceRecord
+	// all is recs sorted by id, rebuilt after an agent comes or goes: the
+	// reconciler lists every agent every pass.
+	all []*store.InstanceRecord
 	// util is each inference service's per-replica utilisation (0..1).
 	util map[string]float64
 }
@@ -29,13 +32,26 @@ func newAgents(now func() time.Time) *agents {
 // one workload and state, sorted by id.
 func (a *agents) ListInstances(_ context.Context, workload, state string) ([]store.InstanceRecord, error) {
 	now := a.now()
-	recs := a.recs
+	var recs []*store.InstanceRecord
 	if workload != "" {
-		recs = a.byWL[workload] // the autoscaler samples one service at a time
+		// The autoscaler samples one service at a time.
+		for _, r := range a.byWL[workload] {
+			recs = append(recs, r)
+		}
+		sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
+	} else {
+		if a.all == nil {
+			a.all = make([]*store.InstanceRecord, 0, len(a.recs))
+			for _, r := range a.recs {
+				a.all = append(a.all, r)
+			}
+			sort.Slice(a.all, func(i, j int) bool { return a.all[i].ID < a.all[j].ID })
+		}
+		recs = a.all
 	}
 	out := make([]store.InstanceRecord, 0, len(recs))
 	for _, r := range recs {
-		if (workload != "" && r.Workload != workload) || (state != "" && r.State != state) {
+		if state != "" && r.State != state {
 			continue
 		}
 		x := *r
@@ -43,11 +59,11 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 		x.Utilization = a.util[r.Workload]
 		out = append(out, x)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
 func (a *agents) add(r *store.InstanceRecord) {
+	a.all = nil
 	a.recs[r.ID] = r
 	if a.byWL[r.Workload] == nil {
 		a.byWL[r.Workload] = map[string]*store.InstanceRecord{}
@@ -57,6 +73,7 @@ func (a *agents) add(r *store.InstanceRecord) {
 
 func (a *agents) remove(id string) {
 	if r := a.recs[id]; r != nil {
+		a.all = nil
 		delete(a.byWL[r.Workload], id)
 		delete(a.recs, id)
 	}

@@ -56,6 +56,7 @@ func benchFleet(b *testing.B, n int, days int) {
 	}
 	pol := mustPolicy(b, benchPolicy(n, 1))
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
 		s, err := New(Config{Policy: pol, Catalog: benchCatalog(), Traces: traces, Seed: 1, SpotScale: n / 10, Duration: time.Duration(days) * 24 * time.Hour})
 		if err != nil {
@@ -70,6 +71,7 @@ func benchFleet(b *testing.B, n int, days int) {
 		b.ReportMetric(float64(rep.Total.DeadlineMisses), "misses")
 		b.ReportMetric(rep.Total.Ratio, "cost/od")
 	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkFleet1000x30d is the target: 1,000 workloads × 30 days.
