@@ -2,12 +2,12 @@ package fleetsim
 
 import (
 	"context"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/internal/shareddata"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers/fake"
@@ -17,14 +17,7 @@ import (
 // when the data set is absent, and fails under CI.
 func sharedTraces(t testing.TB, folder string) string {
 	t.Helper()
-	dir := "../../../shared/data/spot-traces/" + folder
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s: %v; CI must not skip", dir, err)
-		}
-		t.Skipf("%s absent: %v", dir, err)
-	}
-	return dir
+	return shareddata.Dir(t, append([]string{"spot-traces"}, strings.Split(folder, "/")...)...)
 }
 
 func p3(zone string, spot float64) pricing.Offer {
