@@ -90,3 +90,10 @@ func TestSimulateFleetErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestSimulateFleetInfeasiblePolicy(t *testing.T) {
+	code, _, stderr := runCLI(t, "simulate", "fleet", "-f", filepath.Join("testdata", "fleetsim", "infeasible.yaml"), "--traces", fleetTraces, "--days", "1")
+	if code != 1 || !strings.Contains(stderr, "cannot be planned") || !strings.Contains(stderr, "infeasible.yaml:4:5") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 naming the workload's line", code, stderr)
+	}
+}

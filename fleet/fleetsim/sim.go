@@ -504,10 +504,16 @@ func (s *Sim) pass(ctx context.Context, now time.Time) error {
 	}
 	s.passes++
 	_, err := s.rec.Reconcile(ctx, store.Fence{Now: now})
-	if err != nil && !errors.Is(err, fleet.ErrNoPlan) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fleet.ErrNoPlan) && s.tap.last != nil:
+		return nil // as live: the pass waits for a plan (a block to run out)
+	case errors.Is(err, fleet.ErrNoPlan):
+		return fmt.Errorf("the policy cannot be planned on the catalog: %w", err)
+	default:
 		return fmt.Errorf("reconcile pass at %s: %w", now.Format(time.RFC3339), err)
 	}
-	return nil
 }
 
 // nextEvent is the earliest time after now something happens, at most
