@@ -35,7 +35,7 @@ func (r *Report) WriteSVG(w io.Writer, title string) error {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#444"/>`+"\n", left, y0, left, y0+panel)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%s%.0f</text>`+"\n", left-4, y0+8, unit, maxV)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">0</text>`+"\n", left-4, y0+panel)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="12">%s</text>`+"\n", left+6, y0+12, html.EscapeString(label))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="12">%s</text>`+"\n", left+40, y0-4, html.EscapeString(label))
 		for d := 0.0; d <= span/24+1e-9; d += math.Max(1, math.Ceil(span/24/10)) {
 			xx := left + (width-left-right)*d*24/span
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle">%.0fd</text>`+"\n", xx, y0+panel+13, d)
