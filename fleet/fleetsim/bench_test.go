@@ -2,6 +2,8 @@ package fleetsim
 
 import (
 	"context"
+	"flag"
+	"os"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -79,3 +81,18 @@ func BenchmarkFleet1000x30d(b *testing.B) { benchFleet(b, 1000, 30) }
 
 // BenchmarkFleet100x30d is a tenth of it.
 func BenchmarkFleet100x30d(b *testing.B) { benchFleet(b, 100, 30) }
+
+var writeBenchPolicy = flag.String("write-bench-policy", "", "write the 1,000-workload benchmark policy to this file (for timing `gpubroker simulate fleet` itself)")
+
+// TestWriteBenchPolicy writes benchPolicy(1000, 1) where -write-bench-policy
+// says, so the CLI can be timed on the benchmark's fleet (docs/BENCHMARKS.md).
+func TestWriteBenchPolicy(t *testing.T) {
+	if *writeBenchPolicy == "" {
+		t.Skip("no -write-bench-policy file given")
+	}
+	src := "regions: [\"us-*\"]\n" + benchPolicy(1000, 1)
+	mustPolicy(t, src)
+	if err := os.WriteFile(*writeBenchPolicy, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -544,9 +544,11 @@ func (s *Sim) nextEvent(now, limit time.Time) time.Time {
 			next = t
 		}
 	}
-	for _, e := range s.rec.Unavailable.Entries(now) {
-		if e.Until.After(now) && e.Until.Before(next) {
-			next = e.Until
+	if u := s.rec.Unavailable; u != nil { // nil until the first pass
+		for _, e := range u.Entries(now) {
+			if e.Until.After(now) && e.Until.Before(next) {
+				next = e.Until
+			}
 		}
 	}
 	for _, j := range s.jobs {
