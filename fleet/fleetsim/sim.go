@@ -232,6 +232,10 @@ func New(cfg Config) (*Sim, error) {
 		// A full solve per pool block does not scale to a thousand
 		// workloads over a month (see fleet.SolverSource.Incremental).
 		IncrementalReplan: true,
+		// The live training stage (on its way to NewPlanChain) reads the
+		// fleet's slots and the jobs' reported progress: s.store is a
+		// fleet reader, and Sim.JobProgress is what the simulated agents
+		// report.
 	})}
 	s.rec = &fleet.Reconciler{Store: s.store, Computes: computes, Agents: s.agents, Plans: s.tap, Tokens: minter{s},
 		Now: s.clk.Now, Log: cfg.Log, Options: cfg.Options}
@@ -644,6 +648,17 @@ func (s *Sim) advance(prev, now time.Time) {
 			sv.atTarget += d
 		}
 	}
+}
+
+// JobProgress is the progress a training job's simulated agents report:
+// the fraction of its work done (saved by a checkpoint or not) at the
+// virtual now; ok is false for a workload that is not a job or has not run.
+func (s *Sim) JobProgress(workload string) (done float64, at time.Time, ok bool) {
+	j := s.jobs[workload]
+	if j == nil || j.work <= 0 || (j.since.IsZero() && j.finished.IsZero()) {
+		return 0, time.Time{}, false
+	}
+	return j.done / j.work, s.clk.Now(), true
 }
 
 // updateJobs starts and stops the jobs' progress with their slots, and

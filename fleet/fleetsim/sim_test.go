@@ -57,7 +57,7 @@ workloads:
     spot: prefer
 `
 
-func runSmoke(t *testing.T, seed uint64) *Report {
+func runSmoke(t *testing.T, seed uint64) (*Report, *Sim) {
 	t.Helper()
 	traces, err := LoadTraceDir(sharedTraces(t, "availability/1-node/aws-02-15-2023"))
 	if err != nil {
@@ -71,11 +71,11 @@ func runSmoke(t *testing.T, seed uint64) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rep
+	return rep, s
 }
 
 func TestRunFinishesJobsAndKeepsServices(t *testing.T) {
-	rep := runSmoke(t, 1)
+	rep, sm := runSmoke(t, 1)
 	var b strings.Builder
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
@@ -93,13 +93,20 @@ func TestRunFinishesJobsAndKeepsServices(t *testing.T) {
 	case len(rep.Pools) == 0 || rep.Pools[0].Trace == "":
 		t.Errorf("no pool drew a trace: %+v", rep.Pools)
 	}
+	if done, _, ok := sm.JobProgress("train"); !ok || done != 1 {
+		t.Errorf("the finished job reports progress %v (ok %v), want 1", done, ok)
+	}
+	if _, _, ok := sm.JobProgress("serve"); ok {
+		t.Error("a service reports job progress")
+	}
 	if t.Failed() {
 		t.Log("\n" + b.String())
 	}
 }
 
 func TestRunIsDeterministic(t *testing.T) {
-	a, b := runSmoke(t, 3), runSmoke(t, 3)
+	a, _ := runSmoke(t, 3)
+	b, _ := runSmoke(t, 3)
 	if !reflect.DeepEqual(a.Workloads, b.Workloads) || !reflect.DeepEqual(a.Total, b.Total) || !reflect.DeepEqual(a.Pools, b.Pools) {
 		t.Fatalf("two runs with seed 3 differ:\n%+v\n%+v", a, b)
 	}
