@@ -3,9 +3,9 @@ package fleetsim
 import (
 	"context"
 	"flag"
-	"os"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
