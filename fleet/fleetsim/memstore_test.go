@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet"
+	"github.com/gpubroker/gpubroker/internal/testpg"
 	"github.com/gpubroker/gpubroker/store"
 )
 
 // fleetStores are the two implementations of fleet.Store: MemStore and
-// store.Fleet on SQLite. Every case runs on both and must load the same.
-func fleetStores(t *testing.T) map[string]fleet.Store {
+// store.Fleet on dsn. Every case runs on both and must load the same.
+func fleetStores(t *testing.T, dsn string) map[string]fleet.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"), nil)
+	st, err := store.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,15 @@ func fleetStores(t *testing.T) map[string]fleet.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]fleet.Store{"sqlite": f, "memory": NewMemStore()}
+	return map[string]fleet.Store{"sql": f, "memory": NewMemStore()}
+}
+
+func TestMemStoreBehavesLikeStoreFleet(t *testing.T) {
+	compareStores(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "fleet.db") })
+}
+
+func TestMemStoreBehavesLikeStoreFleetOnPostgres(t *testing.T) {
+	compareStores(t, func(t *testing.T) string { return testpg.DSN(t) })
 }
 
 var ts0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -50,7 +59,7 @@ func instance(id, slotID string) store.FleetInstanceRecord {
 		Capacity: "spot", State: "running", SlotID: slotID, FirstSeen: ts0, LaunchedAt: ts0}
 }
 
-func TestMemStoreBehavesLikeStoreFleet(t *testing.T) {
+func compareStores(t *testing.T, dsn func(t *testing.T) string) {
 	fence := store.Fence{Now: ts0.Add(time.Hour)}
 	cases := []struct {
 		name    string
@@ -85,7 +94,7 @@ func TestMemStoreBehavesLikeStoreFleet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var loads []store.FleetState
 			var names []string
-			for name, fs := range fleetStores(t) {
+			for name, fs := range fleetStores(t, dsn(t)) {
 				ctx := context.Background()
 				var err error
 				for i, c := range tc.batches {
