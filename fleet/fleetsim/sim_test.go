@@ -139,3 +139,41 @@ func TestTraceIndexNextChange(t *testing.T) {
 		t.Error("a constant trace never changes")
 	}
 }
+
+// TestPassesFollowEvents: a quiet fleet (one on-demand service, nothing
+// failing) costs a pass per tick and a few for its start, whatever the
+// traces do in pools it does not use; a shorter tick only adds ticks.
+func TestPassesFollowEvents(t *testing.T) {
+	const quiet = `
+clouds: [aws]
+workloads:
+  - name: serve
+    kind: inference
+    gpu: {models: [V100], count: 1}
+    replicas: {min: 2, max: 2}
+    spot: never
+`
+	traces := []fake.Trace{{Name: "flappy", Gap: time.Minute, Avail: []int{0, 1, 0, 3, 2}}}
+	for _, tc := range []struct {
+		tick time.Duration
+		max  int
+	}{
+		{10 * time.Minute, 24*6 + 6},
+		{30 * time.Minute, 24*2 + 6},
+	} {
+		s, err := New(Config{Policy: mustPolicy(t, quiet), Catalog: testCatalog(), Traces: traces, Seed: 1, Duration: 24 * time.Hour, Tick: tc.tick})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := s.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Total.Passes > tc.max || rep.Total.Passes < int(24*time.Hour/tc.tick) {
+			t.Errorf("tick %s: %d passes in a day, want %d to %d", tc.tick, rep.Total.Passes, int(24*time.Hour/tc.tick), tc.max)
+		}
+		if rep.Workloads[0].TimeAtTarget < 0.99 || rep.Total.Launches != 2 {
+			t.Errorf("tick %s: service %+v", tc.tick, rep.Workloads[0])
+		}
+	}
+}
