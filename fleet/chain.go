@@ -32,6 +32,10 @@ type ChainConfig struct {
 	Progress   ProgressSource
 	SpeedRatio func(cloud pricing.Cloud, instanceType string) float64
 	Training   TrainingConfig
+	// IncrementalReplan makes the solver re-plan only the workloads a pool
+	// block or a removed workload touches (SolverSource.Incremental); the
+	// fleet simulator sets it, the broker does not.
+	IncrementalReplan bool
 }
 
 // NewPlanChain returns the plan source the reconciler reads. Each stage
@@ -47,7 +51,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: c.Policy, Now: c.Now}
+	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: c.Policy, Now: c.Now, Incremental: c.IncrementalReplan}
 	if c.Fleet != nil {
 		src = &TrainingSource{Inner: src, Policy: c.Policy, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
 			SpeedRatio: c.SpeedRatio, Tracker: &spotpolicy.LiveTracker{Gap: c.Training.tick()}, Now: c.Now, Log: log,

@@ -3,12 +3,14 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
 )
 
 // SolverSource plans the policy on the catalog with the optimizer, with
@@ -19,6 +21,17 @@ type SolverSource struct {
 	Catalog func() *pricing.Catalog
 	Policy  func() *policy.Policy
 	Now     func() time.Time
+	// Incremental re-plans only what a change touches instead of solving
+	// the whole fleet again: when pools are blocked or a block runs out,
+	// the workloads placed in a blocked pool (and those an earlier
+	// incremental re-plan moved) are solved alone and merged into the last
+	// plan; when the policy only lost workloads, their placements are
+	// dropped. Fleet-wide couplings (shared spot capacity rows, quotas,
+	// budgets) are honoured only at full solves (a new catalog or any other
+	// policy change), and the plan's totals are those of the last full
+	// solve. The fleet simulator sets it (a re-solve per pool block does
+	// not scale to a thousand workloads over a month); the broker does not.
+	Incremental bool
 
 	mu      sync.Mutex
 	plan    *optimizer.Plan
@@ -27,6 +40,9 @@ type SolverSource struct {
 	version int
 	u       *Unavailable
 	expires time.Time
+	// moved are the workloads incremental re-plans moved out of blocked
+	// pools since the last full solve, with those pools.
+	moved map[string]map[providers.PoolKey]bool
 }
 
 // Plan returns the current plan.
@@ -47,6 +63,9 @@ func (s *SolverSource) Plan(_ context.Context, u *Unavailable) (*optimizer.Plan,
 	if s.plan != nil && cat == s.cat && pol == s.pol && u == s.u && version == s.version && (s.expires.IsZero() || t.Before(s.expires)) {
 		return s.plan, nil
 	}
+	if s.Incremental && s.plan != nil && cat == s.cat && u == s.u && (pol == s.pol || onlyRemoved(s.pol, pol)) {
+		return s.replan(pol, u, t, version, blocked), nil
+	}
 	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: t, Unavailable: u.Func(t)})
 	if err != nil {
 		if s.plan != nil && len(blocked) > 0 {
@@ -58,11 +77,113 @@ func (s *SolverSource) Plan(_ context.Context, u *Unavailable) (*optimizer.Plan,
 		return nil, fmt.Errorf("planning with %d blocked pools: %w", len(blocked), err)
 	}
 	s.plan, s.cat, s.pol, s.version, s.u = plan, cat, pol, version, u
+	s.moved = nil
+	s.setExpiry(blocked)
+	return plan, nil
+}
+
+func (s *SolverSource) setExpiry(blocked []Entry) {
 	s.expires = time.Time{}
 	for _, e := range blocked {
 		if s.expires.IsZero() || e.Until.Before(s.expires) {
 			s.expires = e.Until
 		}
 	}
-	return plan, nil
+}
+
+// replan is the incremental re-plan (see Incremental); s.mu is held. It
+// re-solves the workloads placed in a pool blocked since the last plan, and
+// those moved out of a pool whose block has run out.
+func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, version int, blocked []Entry) *optimizer.Plan {
+	byName := map[string]optimizer.Placement{}
+	for _, p := range s.plan.Placements {
+		byName[p.Workload] = p
+	}
+	isBlocked := map[providers.PoolKey]bool{}
+	for _, e := range blocked {
+		isBlocked[e.Pool] = true
+	}
+	var affected []policy.Workload
+	hits := map[string][]providers.PoolKey{}
+	for _, w := range pol.Workloads {
+		p, ok := byName[w.Name]
+		hit := !ok
+		for k := range s.moved[w.Name] {
+			if !isBlocked[k] {
+				hit = true // its block ran out: the pool may be its best again
+				delete(s.moved[w.Name], k)
+			}
+		}
+		for _, g := range p.Groups {
+			k := PoolOf(pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType}, g.Capacity)
+			if isBlocked[k] {
+				hit = true
+				hits[w.Name] = append(hits[w.Name], k)
+			}
+		}
+		if hit {
+			affected = append(affected, w)
+		}
+	}
+	if len(affected) > 0 {
+		sub := *pol
+		sub.Workloads = affected
+		if part, err := optimizer.Solve(optimizer.Input{Catalog: s.cat, Policy: &sub, Now: t, Unavailable: u.Func(t)}); err == nil {
+			for _, p := range part.Placements {
+				byName[p.Workload] = p
+			}
+			for w, ks := range hits {
+				if s.moved == nil {
+					s.moved = map[string]map[providers.PoolKey]bool{}
+				}
+				if s.moved[w] == nil {
+					s.moved[w] = map[providers.PoolKey]bool{}
+				}
+				for _, k := range ks {
+					s.moved[w][k] = true
+				}
+			}
+		}
+		// A failed solve (blocking left a workload nowhere to go) keeps the
+		// last placements until a block runs out, as a full solve does.
+	}
+	for w, ks := range s.moved {
+		if len(ks) == 0 {
+			delete(s.moved, w)
+		}
+	}
+	plan := *s.plan
+	plan.Placements = make([]optimizer.Placement, 0, len(pol.Workloads))
+	for _, w := range pol.Workloads {
+		if p, ok := byName[w.Name]; ok {
+			plan.Placements = append(plan.Placements, p)
+		}
+	}
+	s.plan, s.pol, s.version = &plan, pol, version
+	s.setExpiry(blocked)
+	return &plan
+}
+
+// onlyRemoved reports whether next is prev with some workloads taken out
+// and nothing else changed.
+func onlyRemoved(prev, next *policy.Policy) bool {
+	if prev == nil || next == nil || len(next.Workloads) > len(prev.Workloads) {
+		return false
+	}
+	a, b := *prev, *next
+	a.Workloads, b.Workloads = nil, nil
+	if !reflect.DeepEqual(a, b) {
+		return false
+	}
+	i := 0
+	for _, w := range next.Workloads {
+		for i < len(prev.Workloads) && prev.Workloads[i].Name != w.Name {
+			i++
+		}
+		if i == len(prev.Workloads) || !reflect.DeepEqual(prev.Workloads[i], w) {
+			return false
+		}
+		i++
+	}
+	return true
 }

@@ -118,7 +118,7 @@ func newSimulateCmd() *cobra.Command {
 against gpubroker's spot policies, to see what they cost and whether they keep deadlines
 and service. See docs/simulate.md.`,
 	}
-	cmd.AddCommand(newSimulateTrainingCmd(), newSimulateInferenceCmd())
+	cmd.AddCommand(newSimulateTrainingCmd(), newSimulateInferenceCmd(), newSimulateFleetCmd())
 	return cmd
 }
 

@@ -1,0 +1,172 @@
+package fleetsim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// MemStore is fleet.Store in memory: the same Load/Apply/Paused behaviour
+// as store.Fleet (tested against it in memstore_test.go), without SQL. The
+// simulator runs thousands of passes over thousands of slots; a pass that
+// re-read the whole fleet state from SQLite cost ~150 ms, this costs a
+// copy of the records.
+//
+// Load returns the records sorted by id (slots, instances) and by token
+// (open and failed intents), as store.Fleet does. Apply checks the fence
+// against the lease set with SetLease; the zero Fence skips the check.
+type MemStore struct {
+	// OnEvent, when set, receives every event Apply writes (the simulator
+	// counts moves; store.Fleet writes them to the events table).
+	OnEvent func(store.EventRecord)
+
+	mu       sync.Mutex
+	slots    map[string]store.SlotRecord
+	intents  map[string]store.IntentRecord
+	slotGen  map[slotGen]string
+	launched map[string]map[string]bool // instance id → tokens of its launched intents
+	insts    map[string]store.FleetInstanceRecord
+	pause    store.FleetPause
+	lease    store.Fence // Now is the lease's expiry
+
+	// Sorted copies, rebuilt after a change.
+	sortedS []store.SlotRecord
+	sortedI []store.IntentRecord
+	sortedN []store.FleetInstanceRecord
+	dirty   bool
+}
+
+type slotGen struct {
+	slot string
+	gen  int
+}
+
+// NewMemStore returns an empty store.
+func NewMemStore() *MemStore {
+	return &MemStore{slots: map[string]store.SlotRecord{}, intents: map[string]store.IntentRecord{},
+		slotGen: map[slotGen]string{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true}
+}
+
+// SetLease makes holder the holder of lease name at epoch until expires;
+// Apply then refuses fences of any other term (store.ErrFenced).
+func (m *MemStore) SetLease(name, holder string, epoch int64, expires time.Time) {
+	m.mu.Lock()
+	m.lease = store.Fence{Lease: name, Holder: holder, Epoch: epoch, Now: expires}
+	m.mu.Unlock()
+}
+
+// SetPaused pauses or resumes the fleet, as store.Fleet.SetPaused does.
+func (m *MemStore) SetPaused(p store.FleetPause) {
+	m.mu.Lock()
+	m.pause = p
+	m.mu.Unlock()
+}
+
+// Paused implements fleet.Store.
+func (m *MemStore) Paused(context.Context) (store.FleetPause, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pause, nil
+}
+
+// Load implements fleet.Store: slots, the open and failed intents, and the
+// recorded instances, each a copy the caller may change.
+func (m *MemStore) Load(context.Context) (store.FleetState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dirty {
+		m.sortedS = m.sortedS[:0]
+		for _, s := range m.slots {
+			m.sortedS = append(m.sortedS, s)
+		}
+		sort.Slice(m.sortedS, func(i, j int) bool { return m.sortedS[i].ID < m.sortedS[j].ID })
+		m.sortedI = m.sortedI[:0]
+		for _, in := range m.intents {
+			if in.State == store.IntentOpen || in.State == store.IntentFailed {
+				m.sortedI = append(m.sortedI, in)
+			}
+		}
+		sort.Slice(m.sortedI, func(i, j int) bool { return m.sortedI[i].Token < m.sortedI[j].Token })
+		m.sortedN = m.sortedN[:0]
+		for _, x := range m.insts {
+			m.sortedN = append(m.sortedN, x)
+		}
+		sort.Slice(m.sortedN, func(i, j int) bool { return m.sortedN[i].ID < m.sortedN[j].ID })
+		m.dirty = false
+	}
+	return store.FleetState{
+		Slots:     append([]store.SlotRecord(nil), m.sortedS...),
+		Intents:   append([]store.IntentRecord(nil), m.sortedI...),
+		Instances: append([]store.FleetInstanceRecord(nil), m.sortedN...),
+	}, nil
+}
+
+// Apply implements fleet.Store: all of c or, on a fence or intent
+// conflict, nothing.
+func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges) error {
+	if c.Empty() {
+		return nil
+	}
+	now := f.Now
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f.Lease != "" {
+		l := m.lease
+		if l.Lease != f.Lease || l.Holder != f.Holder || l.Epoch != f.Epoch || !l.Now.After(f.Now) {
+			return fmt.Errorf("recording fleet changes: %w (lease %s, epoch %d)", store.ErrFenced, f.Lease, f.Epoch)
+		}
+	}
+	// The unique (slot, generation) of intents, checked before any write
+	// so that a conflict writes nothing, as the transaction would.
+	for _, in := range c.Intents {
+		if tok, ok := m.slotGen[slotGen{in.SlotID, in.Generation}]; ok && tok != in.Token {
+			return fmt.Errorf("recording fleet changes: launch intents: %w", store.ErrConflict)
+		}
+	}
+	m.dirty = true
+	for _, s := range c.Slots {
+		m.slots[s.ID] = s
+	}
+	for _, id := range c.DeleteSlots {
+		delete(m.slots, id)
+	}
+	for _, in := range c.Intents {
+		if old, ok := m.intents[in.Token]; ok {
+			delete(m.slotGen, slotGen{old.SlotID, old.Generation})
+			if old.InstanceID != "" {
+				delete(m.launched[old.InstanceID], in.Token)
+			}
+		}
+		m.intents[in.Token] = in
+		m.slotGen[slotGen{in.SlotID, in.Generation}] = in.Token
+		if in.State == store.IntentLaunched && in.InstanceID != "" {
+			if m.launched[in.InstanceID] == nil {
+				m.launched[in.InstanceID] = map[string]bool{}
+			}
+			m.launched[in.InstanceID][in.Token] = true
+		}
+	}
+	for _, x := range c.Instances {
+		m.insts[x.ID] = x
+	}
+	for _, id := range c.DeleteInstances {
+		delete(m.insts, id)
+		// Their launched intents retire: nothing needs them any more.
+		for tok := range m.launched[id] {
+			in := m.intents[tok]
+			in.State, in.UpdatedAt = store.IntentRetired, now.UTC()
+			m.intents[tok] = in
+		}
+		delete(m.launched, id)
+	}
+	if m.OnEvent != nil {
+		for _, ev := range c.Events {
+			m.OnEvent(ev)
+		}
+	}
+	return nil
+}

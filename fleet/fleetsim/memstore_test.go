@@ -1,0 +1,152 @@
+package fleetsim
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpubroker/gpubroker/fleet"
+	"github.com/gpubroker/gpubroker/internal/testpg"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// fleetStores are the two implementations of fleet.Store: MemStore and
+// store.Fleet on dsn. Every case runs on both and must load the same.
+func fleetStores(t *testing.T, dsn string) map[string]fleet.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b, err := st.Broker(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := b.Fleet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]fleet.Store{"sql": f, "memory": NewMemStore()}
+}
+
+func TestMemStoreBehavesLikeStoreFleet(t *testing.T) {
+	compareStores(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "fleet.db") })
+}
+
+func TestMemStoreBehavesLikeStoreFleetOnPostgres(t *testing.T) {
+	compareStores(t, func(t *testing.T) string { return testpg.DSN(t) })
+}
+
+var ts0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+func slot(id, state string, gen int) store.SlotRecord {
+	return store.SlotRecord{ID: id, Workload: "w", Kind: "training", State: state, Generation: gen, Cloud: "aws", Zone: "us-east-1a",
+		InstanceType: "p3.2xlarge", Capacity: "spot", PricePerHour: 0.97, CreatedAt: ts0, StateSince: ts0}
+}
+
+func intent(tok, slotID string, gen int, state, inst string) store.IntentRecord {
+	return store.IntentRecord{Token: tok, SlotID: slotID, Generation: gen, Cloud: "aws", Capacity: "spot", Request: []byte(`{}`),
+		State: state, InstanceID: inst, CreatedAt: ts0, UpdatedAt: ts0}
+}
+
+func instance(id, slotID string) store.FleetInstanceRecord {
+	return store.FleetInstanceRecord{ID: id, Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p3.2xlarge",
+		Capacity: "spot", State: "running", SlotID: slotID, FirstSeen: ts0, LaunchedAt: ts0}
+}
+
+func compareStores(t *testing.T, dsn func(t *testing.T) string) {
+	fence := store.Fence{Now: ts0.Add(time.Hour)}
+	cases := []struct {
+		name    string
+		batches []store.FleetChanges
+		wantErr error // of the last batch
+	}{
+		{name: "empty"},
+		{name: "upserts and deletes", batches: []store.FleetChanges{
+			{Slots: []store.SlotRecord{slot("w/1", "pending", 0), slot("w/0", "pending", 0)},
+				Events: []store.EventRecord{{At: ts0, Kind: "fleet.slot", Message: "new"}}},
+			{Slots: []store.SlotRecord{slot("w/0", "launching", 1)}, Intents: []store.IntentRecord{intent("t1", "w/0", 1, store.IntentOpen, "")}},
+			{DeleteSlots: []string{"w/1"}},
+		}},
+		{name: "launched intents are not loaded, failed ones are", batches: []store.FleetChanges{
+			{Intents: []store.IntentRecord{intent("t1", "w/0", 1, store.IntentOpen, ""), intent("t2", "w/1", 1, store.IntentFailed, "")}},
+			{Intents: []store.IntentRecord{intent("t1", "w/0", 1, store.IntentLaunched, "i-1")}, Instances: []store.FleetInstanceRecord{instance("i-1", "w/0")}},
+		}},
+		{name: "deleting an instance retires its launched intent", batches: []store.FleetChanges{
+			{Intents: []store.IntentRecord{intent("t1", "w/0", 1, store.IntentLaunched, "i-1"), intent("t2", "w/0", 2, store.IntentOpen, "")},
+				Instances: []store.FleetInstanceRecord{instance("i-1", "w/0"), instance("i-2", "")}},
+			{DeleteInstances: []string{"i-1"}},
+		}},
+		{name: "a second token for one slot generation conflicts and writes nothing", batches: []store.FleetChanges{
+			{Intents: []store.IntentRecord{intent("t1", "w/0", 1, store.IntentOpen, "")}},
+			{Slots: []store.SlotRecord{slot("w/9", "pending", 0)}, Intents: []store.IntentRecord{intent("t9", "w/0", 1, store.IntentOpen, "")}},
+		}, wantErr: store.ErrConflict},
+		{name: "a fence of no lease term is refused", batches: []store.FleetChanges{
+			{Slots: []store.SlotRecord{slot("w/0", "pending", 0)}},
+		}, wantErr: store.ErrFenced},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var loads []store.FleetState
+			var names []string
+			for name, fs := range fleetStores(t, dsn(t)) {
+				ctx := context.Background()
+				var err error
+				for i, c := range tc.batches {
+					f := fence
+					if tc.wantErr == store.ErrFenced && i == len(tc.batches)-1 {
+						f = store.Fence{Lease: "broker-leader", Holder: "a", Epoch: 1, Now: ts0}
+					}
+					err = fs.Apply(ctx, f, c)
+					if i < len(tc.batches)-1 && err != nil {
+						t.Fatalf("%s: batch %d: %v", name, i, err)
+					}
+				}
+				if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+					t.Fatalf("%s: last batch: got %v, want %v", name, err, tc.wantErr)
+				}
+				if tc.wantErr == nil && err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				st, err := fs.Load(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pause, err := fs.Paused(ctx)
+				if err != nil || pause.Paused {
+					t.Fatalf("%s: paused %+v, %v", name, pause, err)
+				}
+				loads = append(loads, normalize(st))
+				names = append(names, name)
+			}
+			if !reflect.DeepEqual(loads[0], loads[1]) {
+				t.Fatalf("%s loads\n%+v\n%s loads\n%+v", names[0], loads[0], names[1], loads[1])
+			}
+		})
+	}
+}
+
+// normalize makes the two stores' loads comparable: times in UTC, empty
+// slices as nil, raw JSON as text.
+func normalize(st store.FleetState) store.FleetState {
+	out := store.FleetState{}
+	for _, s := range st.Slots {
+		s.CreatedAt, s.StateSince, s.LaunchedAt, s.RunningAt = s.CreatedAt.UTC(), s.StateSince.UTC(), s.LaunchedAt.UTC(), s.RunningAt.UTC()
+		out.Slots = append(out.Slots, s)
+	}
+	for _, in := range st.Intents {
+		in.CreatedAt, in.UpdatedAt = in.CreatedAt.UTC(), in.UpdatedAt.UTC()
+		in.Request = append([]byte(nil), in.Request...)
+		out.Intents = append(out.Intents, in)
+	}
+	for _, x := range st.Instances {
+		x.FirstSeen, x.LaunchedAt, x.OrphanSince, x.RetiredAt = x.FirstSeen.UTC(), x.LaunchedAt.UTC(), x.OrphanSince.UTC(), x.RetiredAt.UTC()
+		out.Instances = append(out.Instances, x)
+	}
+	return out
+}
