@@ -32,7 +32,29 @@ type TrainingConfig struct {
 	// 6 hours): a price that flips back and forth averages out, a lasting
 	// drop comes through within a few half-lives.
 	PriceHalfLife time.Duration
+	// Boot is the time from a launch to the job starting to load its
+	// checkpoint: pending, booting, the agent registering. A restart costs
+	// Boot + the workload's restart_overhead. Default 0: restart_overhead
+	// counts all of it (docs/policy.md). The fleet simulator sets it to
+	// its launch latency plus ready delay.
+	Boot time.Duration
+	// Reserve is held back from each deadline for the controller's own
+	// reaction time (default 5 minutes): a decision is taken at a tick, acted
+	// on at the next pass, and a lost spot instance is seen a pass late, so
+	// the safety net switches to on-demand while the policy's own slack
+	// still covers those minutes.
+	Reserve time.Duration
 }
+
+func (c TrainingConfig) reserve() time.Duration {
+	if c.Reserve <= 0 {
+		return DefaultTrainingReserve
+	}
+	return c.Reserve
+}
+
+// DefaultTrainingReserve is TrainingConfig.Reserve's default.
+const DefaultTrainingReserve = 5 * time.Minute
 
 // DefaultMoveMargin is TrainingConfig.MoveMargin's default.
 const DefaultMoveMargin = 0.2
@@ -326,7 +348,9 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 			first = s
 		}
 	}
-	if start.IsZero() {
+	// A slot replaced or re-created later must not move the deadline:
+	// keep the earliest start this leader has seen.
+	if start.IsZero() || (!j.start.IsZero() && j.start.Before(start)) {
 		if j.start.IsZero() {
 			j.start = now
 		}
@@ -335,7 +359,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	j.start = start
 	gap := t.Config.tick()
 	work := jobWork(w, p)
-	s := &spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: w.Deadline.Seconds(), Changeover: w.RestartOverhead.Seconds(),
+	s := &spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
 		Checkpoint: ckptWork(w, work), OnDemandPrice: od.OnDemandPrice * float64(p.Instances), Pools: make([]spotpolicy.Pool, len(pools))}
 	s.Tick = int(now.Sub(start) / gap)
 
@@ -427,6 +451,20 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	a = spotpolicy.Guard(s, a)
 	a, j.reason = t.hysteresis(s, pools, a, j.reason)
+	if cur == spotpolicy.RunOnDemand && State(first.State) != Running && a != spotpolicy.RunOnDemand {
+		// An on-demand instance still booting has its changeover under
+		// way. Leaving it for a spot pool that may only look available
+		// because its block ran out can cost a second changeover (the
+		// launch refused, back to on-demand) that the safety net does
+		// not count; take that chance only for a pool that has looked
+		// available for a changeover's time, and while the slack covers it.
+		twice := *s
+		twice.Deadline -= s.Changeover
+		fresh := a.Capacity == spotpolicy.Spot && a.Pool < len(s.Pools) && float64(s.Pools[a.Pool].Run)*s.Gap < s.Changeover
+		if fresh || !twice.Safe(a) {
+			a, j.reason = spotpolicy.RunOnDemand, "on-demand still booting; the spot pool only just looks available"
+		}
+	}
 	j.reported = reported
 	j.decision = a
 	j.lastAt = now

@@ -53,6 +53,9 @@ type FleetTraining struct {
 	// PriceHalfLife smooths the spot prices a move is judged on (1m to 7
 	// days).
 	PriceHalfLife time.Duration
+	// Boot is the time from a launch to the job starting, on top of each
+	// workload's restart_overhead (0 to 2h; default 0).
+	Boot time.Duration
 }
 
 // FleetCloud is one cloud's launch configuration. Which keys a cloud needs
@@ -149,6 +152,9 @@ func (p *parser) fleet(n *yaml.Node, dst *FleetConfig) error {
 			return p.mapping(n, "fleet.training", map[string]func(*yaml.Node) error{
 				"tick": func(n *yaml.Node) error {
 					return p.bounded(n, "fleet.training.tick", time.Second, time.Hour, &t.Tick)
+				},
+				"boot": func(n *yaml.Node) error {
+					return p.bounded(n, "fleet.training.boot", 0, 2*time.Hour, &t.Boot)
 				},
 				"price_half_life": func(n *yaml.Node) error {
 					return p.bounded(n, "fleet.training.price_half_life", time.Minute, 7*24*time.Hour, &t.PriceHalfLife)

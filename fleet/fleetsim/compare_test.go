@@ -31,13 +31,12 @@ workloads:
 // (the default live policy, adaptive) from the same trace tick, and
 // compares cost and deadlines. Where the fleet saw no preemption both run
 // the same instance-hours at the same prices and must cost the same (the
-// billing and the work model agree). The fleet runs the job as the
-// optimizer plans it (the live training stage is not in the chain yet):
-// after a preemption blocks the spot pool it re-plans the job onto
-// on-demand and keeps it there, while the per-job adaptive policy goes
-// back to spot, so today the fleet costs about 2.2 × the per-job
-// simulator on these starts. The bound (2.5) is what the controller on
-// main keeps; the live training stage is expected to bring it under 1.1.
+// billing and the work model agree). The fleet runs the live training
+// stage (fleet.TrainingSource, the same adaptive policy) on what a live
+// controller can know: its own launches, preemptions and pool blocks, not
+// the trace. On these 12 starts it costs 1.128 × the per-job simulator
+// (docs/BENCHMARKS.md) with no missed deadline; the bound (1.15) keeps
+// that figure honest.
 func TestTrainingAgainstPerJobSimulator(t *testing.T) {
 	path := filepath.Join(sharedTraces(t, "availability/1-node/aws-10-26-2022"), "us-west-2a_v100_1.json")
 	st, err := sim.LoadTrace(path)
@@ -60,7 +59,7 @@ func TestTrainingAgainstPerJobSimulator(t *testing.T) {
 	deadlineTicks := int(setting.Deadline.Seconds())/st.Gap + 1
 	var fleetCost, jobCost float64
 	runs := 0
-	for seed := uint64(1); runs < 4 && seed < 50; seed++ {
+	for seed := uint64(1); runs < 12 && seed < 100; seed++ {
 		s, err := New(Config{Policy: mustPolicy(t, compareJob), Catalog: cat, Traces: []fake.Trace{ft}, Seed: seed, Duration: 4 * 24 * time.Hour, ReadyDelay: ready})
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +97,7 @@ func TestTrainingAgainstPerJobSimulator(t *testing.T) {
 	}
 	ratio := fleetCost / jobCost
 	t.Logf("%d runs: fleet $%.2f, per-job $%.2f, ratio %.3f", runs, fleetCost, jobCost, ratio)
-	if ratio > 2.5 {
-		t.Errorf("the fleet costs %.3f × the per-job simulator; want at most 2.5", ratio)
+	if ratio > 1.15 {
+		t.Errorf("the fleet costs %.3f × the per-job simulator; want at most 1.15", ratio)
 	}
 }

@@ -232,10 +232,14 @@ func New(cfg Config) (*Sim, error) {
 		// A full solve per pool block does not scale to a thousand
 		// workloads over a month (see fleet.SolverSource.Incremental).
 		IncrementalReplan: true,
-		// The live training stage (on its way to NewPlanChain) reads the
-		// fleet's slots and the jobs' reported progress: s.store is a
-		// fleet reader, and Sim.JobProgress is what the simulated agents
-		// report.
+		// The live training stage reads the fleet's slots and the jobs'
+		// reported progress: s.store is a fleet reader, and
+		// Sim.JobProgress is what the simulated agents report.
+		Fleet:    s.store,
+		Progress: simProgress{s},
+		// A restart here costs the launch latency and ready delay before
+		// the workload's restart_overhead; the policies must count them.
+		Training: fleet.TrainingConfig{Boot: cfg.LaunchLatency + cfg.ReadyDelay},
 	})}
 	s.rec = &fleet.Reconciler{Store: s.store, Computes: computes, Agents: s.agents, Plans: s.tap, Tokens: minter{s},
 		Now: s.clk.Now, Log: cfg.Log, Options: cfg.Options}
@@ -659,6 +663,15 @@ func (s *Sim) JobProgress(workload string) (done float64, at time.Time, ok bool)
 		return 0, time.Time{}, false
 	}
 	return j.done / j.work, s.clk.Now(), true
+}
+
+// simProgress is the simulated agents' progress reports as the live
+// training stage reads them.
+type simProgress struct{ s *Sim }
+
+func (p simProgress) JobProgress(_ context.Context, workload string) (fleet.JobProgress, bool, error) {
+	done, at, ok := p.s.JobProgress(workload)
+	return fleet.JobProgress{Done: done, At: at}, ok, nil
 }
 
 // updateJobs starts and stops the jobs' progress with their slots, and
