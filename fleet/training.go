@@ -534,16 +534,38 @@ func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spo
 	if c.Capacity != spotpolicy.Spot || a.Capacity != spotpolicy.Spot || !s.Pools[c.Pool].Available {
 		return a, reason
 	}
+	// Only a pool that has looked available for a changeover's time is
+	// worth leaving a working instance for: one that looks available just
+	// because its block ran out may refuse the launch, and the job would
+	// pay the changeover for nothing (and hop back and forth).
+	// It must also have held capacity at least as steadily as the pool the
+	// job is in (Frac), and for an hour or a changeover, whichever is
+	// longer: spot pools that flap make every move a gamble.
+	hold := math.Max(s.Changeover, 3600)
+	// A pool nothing was ever heard of (no launch refused there, no
+	// preemption) has no record against it and counts as settled.
+	settled := func(k int) bool {
+		if !s.Pools[k].Available {
+			return false
+		}
+		if !t.Tracker.Known(pools[k].key) {
+			return true
+		}
+		return float64(s.Pools[k].Run)*s.Gap >= hold && s.Pools[k].Frac >= s.Pools[c.Pool].Frac
+	}
 	target := a.Pool
+	if target != c.Pool && !settled(target) {
+		target = c.Pool
+	}
 	for k, lp := range pools {
-		if s.Pools[k].Available && lp.price < pools[target].price {
+		if settled(k) && lp.price < pools[target].price {
 			target = k
 		}
 	}
 	if target == c.Pool {
 		return c, reason
 	}
-	if t.movePays(s, pools[c.Pool].price, pools[target].price) {
+	if t.movePays(s, target, pools[c.Pool].price, pools[target].price) {
 		moved := spotpolicy.RunSpot(target)
 		if spotpolicy.Guard(s, moved) == moved {
 			return moved, fmt.Sprintf("moving to %s: saving beats changeover and lost work by more than %.0f%%", pools[target].key, 100*t.Config.margin())
@@ -555,9 +577,12 @@ func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spo
 // movePays compares the saving of running the remaining work at price to
 // instead of from with what a move costs: the changeover and the lost work
 // redone at the new price.
-func (t *TrainingSource) movePays(s *spotpolicy.State, from, to float64) bool {
+func (t *TrainingSource) movePays(s *spotpolicy.State, target int, from, to float64) bool {
 	remaining := s.RemainingWork() / 3600
-	saving := (from - to) * remaining
+	// The move may fail (the launch refused, the new pool lost soon): count
+	// the saving only with the chance the target pool holds, its recent
+	// share of time with capacity.
+	saving := (from - to) * remaining * math.Min(1, math.Max(0, s.Pools[target].Frac))
 	lost := s.Done - s.Saved
 	cost := (s.Changeover + lost) / 3600 * to
 	return saving > cost*(1+t.Config.margin()) && saving > 0

@@ -239,7 +239,9 @@ func New(cfg Config) (*Sim, error) {
 		Progress: simProgress{s},
 		// A restart here costs the launch latency and ready delay before
 		// the workload's restart_overhead; the policies must count them.
-		Training: fleet.TrainingConfig{Boot: cfg.LaunchLatency + cfg.ReadyDelay},
+		// Passes come at events and at least every Tick: a decision may
+		// wait that long to be acted on, so the deadline reserve covers it.
+		Training: fleet.TrainingConfig{Boot: cfg.LaunchLatency + cfg.ReadyDelay, Reserve: cfg.Tick + fleet.DefaultTrainingReserve},
 	})}
 	s.rec = &fleet.Reconciler{Store: s.store, Computes: computes, Agents: s.agents, Plans: s.tap, Tokens: minter{s},
 		Now: s.clk.Now, Log: cfg.Log, Options: cfg.Options}
