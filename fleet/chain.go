@@ -23,6 +23,24 @@ type ChainConfig struct {
 	Load LoadSource
 	// StopScaling says a stop-scaling budget over the workload is spent.
 	StopScaling func(ctx context.Context, w policy.Workload, now time.Time) bool
+	// SpotOnly says a spot-only budget over the workload is spent; nil
+	// leaves workloads as written (SpotOnlySource).
+	SpotOnly func(ctx context.Context, w policy.Workload, now time.Time) bool
+	// Fleet, when set, turns on live spot hedging of inference services
+	// (HedgedSource) on the autoscaled target; Agents tells ready replicas
+	// by their heartbeats.
+	Fleet  FleetReader
+	Agents Agents
+	Hedge  HedgeOptions
+}
+
+// HedgeOptions are the live hedging settings (config keys fleet.hedge_tick,
+// fleet.ready_delay, fleet.hedge_max_zones); zero values take
+// HedgedSource's defaults.
+type HedgeOptions struct {
+	Tick       time.Duration
+	ReadyDelay time.Duration
+	MaxZones   int
 }
 
 // NewPlanChain returns the plan source the reconciler reads. Each stage
@@ -30,16 +48,32 @@ type ChainConfig struct {
 //
 //	SolverSource   the optimizer's plan of the policy on the catalog,
 //	               blocked pools ruled out
+//	SpotOnlySource workloads of a spent spot-only budget planned on spot
+//	               (the policy every stage reads)
 //	ScaledSource   inference replicas sized to live load (fleet/autoscale)
+//	HedgedSource   inference replicas spread over spot pools with an
+//	               on-demand fallback (fleet/spotpolicy, live)
 func NewPlanChain(c ChainConfig) PlanSource {
 	log := c.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: c.Policy, Now: c.Now}
-	if c.Load == nil {
-		return src
+	pol := c.Policy
+	var spotOnly *SpotOnlySource
+	if c.SpotOnly != nil {
+		spotOnly = &SpotOnlySource{Policy: c.Policy, Catalog: c.Catalog, SpotOnly: c.SpotOnly, Now: c.Now, Log: log}
+		pol = spotOnly.Current
 	}
-	src = &ScaledSource{Inner: src, Policy: c.Policy, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling}
+	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: pol, Now: c.Now}
+	if spotOnly != nil {
+		spotOnly.Inner, src = src, spotOnly
+	}
+	if c.Load != nil {
+		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling}
+	}
+	if c.Fleet != nil {
+		src = &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
+			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones}
+	}
 	return src
 }

@@ -39,6 +39,9 @@ func fleetSetup(fc config.FleetConfig, log *slog.Logger) (setup *broker.FleetSet
 		OrphanGrace: fc.OrphanGrace, BootTimeout: fc.BootTimeout, HeartbeatTimeout: fc.HeartbeatTimeout, UnavailableBackoff: fc.UnavailableBackoff, BrokerURL: fc.BrokerURL,
 		Commands: fc.Commands, MaxPerCloud: map[pricing.Cloud]int{}, UserData: map[pricing.Cloud]*template.Template{}}
 	setup = &broker.FleetSetup{Options: o, Interval: fc.Interval, Computes: map[pricing.Cloud]providers.Compute{}}
+	if fc.Hedge {
+		setup.Hedge = &fleet.HedgeOptions{Tick: fc.HedgeTick, ReadyDelay: fc.ReadyDelay, MaxZones: fc.HedgeMaxZones}
+	}
 	names := make([]string, 0, len(fc.Clouds))
 	for n := range fc.Clouds {
 		names = append(names, n)
