@@ -89,7 +89,7 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 		chain.Fleet, chain.Agents, chain.Hedge = fst, b, *fs.Hedge
 	}
 	rec := &fleet.Reconciler{Store: fst, Computes: fs.Computes, Agents: b,
-		Plans: fleet.NewPlanChain(chain),
+		Plans:  fleet.NewPlanChain(chain),
 		Tokens: tokens, Metrics: fm, Log: log.With("part", "fleet"), Now: cfg.Now, Options: fs.Options}
 	loop := &fleet.Loop{Reconciler: rec, Leading: elector.Leading, Lease: LeaseName, Holder: cfg.ReplicaID, Interval: fs.Interval}
 	loop.Init()
