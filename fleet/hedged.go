@@ -160,7 +160,6 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	tick, _, _, _ := h.defaults()
 	h.tracker.Gap = tick
-	h.observe(st.Slots, u, now)
 	out := *plan
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
 	for _, i := range todo {
@@ -215,30 +214,6 @@ func live(s *store.SlotRecord) bool {
 	return false
 }
 
-// observe feeds the live spot signals into the tracker: a blocked spot
-// pool (a launch refused for capacity, a preempted spot instance: the
-// reconciler blocks both) is not available; a pool where a spot slot
-// boots or runs is.
-func (h *HedgedSource) observe(slots []store.SlotRecord, u *Unavailable, now time.Time) {
-	blocked := map[string]bool{}
-	for _, e := range u.Entries(now) {
-		if e.Pool.Capacity == pricing.Spot {
-			blocked[poolName(e.Pool)] = true
-			h.tracker.Observe(poolName(e.Pool), now, false)
-		}
-	}
-	for i := range slots {
-		s := &slots[i]
-		k := slotPool(s)
-		if k.Capacity != pricing.Spot || blocked[poolName(k)] {
-			continue
-		}
-		if st := State(s.State); st == Booting || st == Running {
-			h.tracker.Observe(poolName(k), now, true)
-		}
-	}
-}
-
 func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
 	zone := g.Zone
 	if zone == "" {
@@ -286,9 +261,16 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	zones := make([]spotpolicy.Zone, len(hg.zones))
 	keys := make([]providers.PoolKey, len(hg.zones))
 	for k, o := range hg.zones {
+		// The live signal of a spot pool is the unavailable cache: the
+		// reconciler blocks a pool that refused a launch for capacity or
+		// whose spot instance was preempted, and clears it when a launch
+		// there succeeds. Unblocked, the cloud sells it: available, as a
+		// trace's tick with capacity is in the simulator.
 		keys[k] = PoolOf(o, pricing.Spot)
+		blocked := u.Blocked(keys[k], now)
+		h.tracker.Observe(poolName(keys[k]), now, !blocked)
 		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
-		if !u.Blocked(keys[k], now) {
+		if !blocked {
 			zones[k].Capacity = optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
 		}
 	}
