@@ -513,7 +513,7 @@ func zoneOrRegion(zone, region string) string {
 }
 
 // onDemandOffer is where the service's on-demand replicas go: the plan's
-// on-demand group when it has one, else the cheapest on-demand offer of
+// on-demand group when it has one not blocked, else the cheapest on-demand offer of
 // the planned GPU model and count that its limits admit and that is not
 // blocked.
 func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
@@ -521,9 +521,10 @@ func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, 
 		return nil
 	}
 	for _, g := range p.Groups {
-		if g.Capacity == pricing.OnDemand {
-			return &pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
-				GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
+		o := pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
+			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
+		if g.Capacity == pricing.OnDemand && !u.Blocked(PoolOf(o, pricing.OnDemand), now) {
+			return &o
 		}
 	}
 	if cat == nil {
