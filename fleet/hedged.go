@@ -64,7 +64,7 @@ type HedgedSource struct {
 
 // hedge is one service's live policy and what it was built for.
 type hedge struct {
-	key    string // GPU model and count the pools were chosen for
+	key    string // policy name, GPU model and count it was built for
 	policy spotpolicy.Inference
 	zones  []pricing.Offer // spot pools, in the policy's zone order
 	start  time.Time
@@ -238,13 +238,13 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			mine = append(mine, &slots[i])
 		}
 	}
-	key := fmt.Sprintf("%s×%d", ref.GPU, ref.GPUsPerInstance)
+	name := w.SpotDecider
+	if name == "" {
+		name = spotpolicy.DefaultInference
+	}
+	key := fmt.Sprintf("%s %s×%d", name, ref.GPU, ref.GPUsPerInstance)
 	hg := h.hedges[w.Name]
 	if hg == nil || hg.key != key {
-		name := w.SpotDecider
-		if name == "" {
-			name = spotpolicy.DefaultInference
-		}
 		dec, err := spotpolicy.NewInference(name)
 		if err != nil {
 			return p, err
@@ -324,11 +324,11 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		for k := range f.Spot {
 			f.Spot[k] = min(f.Spot[k], zones[k].Capacity)
 		}
-		if w.Spot == policy.SpotOnly && f.OnDemand > 0 {
-			h.log().Info("hedging: spot-only service; on-demand fallback not taken", "workload", w.Name, "on_demand_asked", f.OnDemand)
-			f.OnDemand = 0
-		}
-		if od == nil {
+		if od == nil && f.OnDemand > 0 {
+			// Spot only (the policy's, or a spent spot-only budget's), or
+			// no on-demand offer: the replicas the policy wanted on demand
+			// go to spot pools with room, round robin in pool order.
+			spreadRest(f.Spot, zones, f.OnDemand)
 			f.OnDemand = 0
 		}
 		hg.tick, hg.fleet = t, f
@@ -374,6 +374,24 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	p.Explanation = append(slices.Clip(p.Explanation), fmt.Sprintf("live hedging (%s, tick %d): %d spot over %d pools + %d on-demand for a target of %d",
 		hg.policy.Name(), hg.tick, n-hg.fleet.OnDemand, len(hg.last.Spot), hg.fleet.OnDemand, target))
 	return p, nil
+}
+
+// spreadRest adds n replicas to sp, one per pool with capacity left per
+// round.
+func spreadRest(sp []int, zones []spotpolicy.Zone, n int) {
+	for n > 0 {
+		placed := false
+		for k := range sp {
+			if n > 0 && sp[k] < zones[k].Capacity {
+				sp[k]++
+				n--
+				placed = true
+			}
+		}
+		if !placed {
+			return
+		}
+	}
 }
 
 func mapsEqual(a, b map[string]int) bool {

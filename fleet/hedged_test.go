@@ -288,6 +288,13 @@ func TestHedgedSourceLeavesOthers(t *testing.T) {
 			t.Fatalf("spot only: %d on-demand", od)
 		}
 	})
+	// A fresh spot-only service, whose policy would still hedge on
+	// demand, is spread over the spot pools instead.
+	w, h = newHedgeWorld(t, policy.SpotOnly)
+	p := w.step(h, 1, nil)
+	if spot, od, zones := capacities(p); od != 0 || spot < 4 || len(zones) != 3 {
+		t.Fatalf("fresh spot only: spot %d over %v, on-demand %d", spot, zones, od)
+	}
 	if plan, _ := h.Plan(context.Background(), w.u); !reflect.DeepEqual(plan.Placements[1], inner.Placements[1]) {
 		t.Fatalf("training placement changed: %+v", plan.Placements[1])
 	}
