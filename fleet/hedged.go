@@ -160,12 +160,17 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	tick, _, _, _ := h.defaults()
 	h.tracker.Gap = tick
+	bySvc := map[string][]*store.SlotRecord{}
+	for i := range st.Slots {
+		s := &st.Slots[i]
+		bySvc[s.Workload] = append(bySvc[s.Workload], s)
+	}
 	out := *plan
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
 	for _, i := range todo {
 		p := out.Placements[i]
 		w := byName[p.Workload]
-		np, err := h.hedgePlacement(pol, cat, w, p, st.Slots, beats, u, now)
+		np, err := h.hedgePlacement(pol, cat, w, p, bySvc[w.Name], beats, u, now)
 		if err != nil {
 			h.log().Warn("hedging: leaving the service as planned", "workload", w.Name, "err", err)
 			continue
@@ -225,18 +230,12 @@ func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
 // hedgePlacement runs w's policy (at a tick boundary) and returns p with
 // the decision's groups.
 func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement,
-	slots []store.SlotRecord, beats map[string]time.Time, u *Unavailable, now time.Time) (optimizer.Placement, error) {
+	mine []*store.SlotRecord, beats map[string]time.Time, u *Unavailable, now time.Time) (optimizer.Placement, error) {
 	tick, readyDelay, fresh, maxZones := h.defaults()
 	ref := p.Groups[0]
 	target := 0
 	for _, g := range p.Groups {
 		target += g.Instances
-	}
-	var mine []*store.SlotRecord
-	for i := range slots {
-		if slots[i].Workload == w.Name {
-			mine = append(mine, &slots[i])
-		}
 	}
 	name := w.SpotDecider
 	if name == "" {
