@@ -459,7 +459,8 @@ func pinSlots(groups []optimizer.Group, mine []*store.SlotRecord) {
 // planned GPU model and count that its limits admit, one (the cheapest)
 // per cloud/zone/GPU pool (the instance type it runs there, if it does);
 // pools the service already runs spot replicas in first, then the
-// cheapest, at most maxZones.
+// cheapest, at most maxZones (or spread.min_zones, if more), taking in
+// further clouds as spread.min_clouds asks.
 func spotPools(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement, mine []*store.SlotRecord, maxZones int) []pricing.Offer {
 	ref := p.Groups[0]
 	// Pools the service runs spot replicas in, with the instance type they
@@ -516,10 +517,42 @@ func spotPools(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p op
 		}
 		return out[i].Key() < out[j].Key()
 	})
-	if len(out) > maxZones {
-		out = out[:maxZones]
+	// The policy's spread limits: at least spread.min_zones pools, and
+	// the cheapest pool of further clouds until spread.min_clouds clouds
+	// are in the set.
+	limit := max(maxZones, w.Spread.MinZones)
+	if len(out) <= limit {
+		return out
 	}
-	return out
+	picked := make([]bool, len(out))
+	clouds := map[pricing.Cloud]bool{}
+	n := 0
+	for i := 0; i < len(out) && n < limit; i++ {
+		_, run := running[string(out[i].Cloud)+"/"+zoneOf(out[i])+"/"+string(out[i].GPU)]
+		if run {
+			picked[i], clouds[out[i].Cloud] = true, true
+			n++
+		}
+	}
+	for i := 0; i < len(out) && n < limit && len(clouds) < w.Spread.MinClouds; i++ {
+		if !picked[i] && !clouds[out[i].Cloud] {
+			picked[i], clouds[out[i].Cloud] = true, true
+			n++
+		}
+	}
+	for i := 0; i < len(out) && n < limit; i++ {
+		if !picked[i] {
+			picked[i] = true
+			n++
+		}
+	}
+	sel := out[:0]
+	for i, o := range out {
+		if picked[i] {
+			sel = append(sel, o)
+		}
+	}
+	return sel
 }
 
 func zoneOrRegion(zone, region string) string {

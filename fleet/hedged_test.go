@@ -395,3 +395,46 @@ func BenchmarkHedgedPlan(b *testing.B) {
 		}
 	}
 }
+
+// TestSpotPoolsSpread: the cheapest pools within the limits, running ones
+// first, and as many clouds as spread.min_clouds asks even when dearer.
+func TestSpotPoolsSpread(t *testing.T) {
+	offers := hedgeCatalog().Offers()
+	offers = append(offers, pricing.Offer{Cloud: pricing.GCP, Region: "us-east4", Zone: "us-east4-a", InstanceType: "n1-standard-4+t4",
+		GPU: pricing.T4, GPUCount: 1, OnDemandPrice: 0.54, SpotPrice: 0.25})
+	cat := pricing.NewCatalog(offers, time.Now(), "test")
+	pol := hedgePolicy(policy.SpotPrefer)
+	w := pol.Workloads[0]
+	w.Limits = policy.Limits{Regions: []string{"us-east*"}}
+	p := hedgePlan(4).Placements[0]
+	zones := func(os []pricing.Offer) []string {
+		var z []string
+		for _, o := range os {
+			z = append(z, o.Zone)
+		}
+		return z
+	}
+	cases := []struct {
+		name      string
+		minClouds int
+		running   string
+		want      []string
+	}{
+		{"cheapest", 0, "", []string{"us-east-1a", "us-east-1b"}},
+		{"running first", 0, "us-east-1c", []string{"us-east-1c", "us-east-1a"}},
+		{"two clouds", 2, "", []string{"us-east-1a", "us-east4-a"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w.Spread.MinClouds = c.minClouds
+			var mine []*store.SlotRecord
+			if c.running != "" {
+				mine = append(mine, &store.SlotRecord{Workload: "chat", Cloud: "aws", Zone: c.running, InstanceType: "g4dn.xlarge",
+					GPU: "T4", Capacity: "spot", State: string(Running)})
+			}
+			if got := zones(spotPools(pol, cat, w, p, mine, 2)); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
