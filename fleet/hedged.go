@@ -237,6 +237,9 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	for _, g := range p.Groups {
 		target += g.Instances
 	}
+	if target == 0 {
+		return p, nil // nothing to hedge
+	}
 	name := w.SpotDecider
 	if name == "" {
 		name = spotpolicy.DefaultInference
