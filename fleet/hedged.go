@@ -133,6 +133,8 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if len(todo) == 0 {
 		return plan, nil
 	}
+	// Without the fleet's state the pass stops: falling back to the inner
+	// plan would renumber the services' slots and move live replicas.
 	st, err := h.Fleet.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hedging: reading the fleet: %w", err)
