@@ -214,6 +214,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.wg.Go(func() { a.heartbeats(ctx, coll, benchReq) })
 	a.wg.Go(func() { a.benchmarks(ctx, coll, benchReq) })
 	a.wg.Go(func() { a.notices(ctx) })
+	a.wg.Go(func() { a.progress(ctx) })
 	<-ctx.Done()
 	a.wg.Wait()
 	return nil

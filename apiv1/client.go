@@ -362,6 +362,13 @@ func (c *Client) Heartbeat(ctx context.Context, id string, hb Heartbeat) (Heartb
 	return out, err
 }
 
+// ReportProgress sends the progress of agent id's job.
+func (c *Client) ReportProgress(ctx context.Context, id string, p ProgressReport) (ProgressResponse, error) {
+	var out ProgressResponse
+	err := c.send(ctx, http.MethodPost, PathAgents+seg(id)+SuffixProgress, p, &out)
+	return out, err
+}
+
 func (c *Client) report(ctx context.Context, id, suffix, key string, body any) (Accepted, error) {
 	var h http.Header
 	if key != "" {

@@ -40,6 +40,7 @@ const (
 	SuffixNotices       = "/notices"
 	SuffixDrains        = "/drains"
 	SuffixBenchmarks    = "/benchmarks"
+	SuffixProgress      = "/progress"
 	HeaderIdempotency   = "Idempotency-Key"
 	HeaderAuthorization = "Authorization"
 )

@@ -576,6 +576,28 @@ type Heartbeat struct {
 	Utilization *float64 `json:"gpu_utilization,omitempty"`
 }
 
+// ProgressReport is the body of POST /api/v1/agents/{id}/progress: how far
+// the job on the agent's instance has got (docs/agent.md, "Progress").
+type ProgressReport struct {
+	// Done is the fraction of the job's whole work done, 0 to 1.
+	Done float64 `json:"done"`
+	// Step is the job's own step counter; ETASeconds its own estimate of
+	// the time to finish. Both optional, for display.
+	Step       *int64   `json:"step,omitempty"`
+	ETASeconds *float64 `json:"eta_seconds,omitempty"`
+	// ReportedAt is when the job measured it. A report with the same or an
+	// older time than the stored one changes nothing (retries are safe).
+	ReportedAt time.Time `json:"reported_at"`
+}
+
+// ProgressResponse answers a progress report.
+type ProgressResponse struct {
+	// Status is "stored", or "unchanged" when a report as new or newer
+	// was already stored.
+	Status   string `json:"status"`
+	Workload string `json:"workload"`
+}
+
 // HeartbeatResponse is the answer to a heartbeat.
 type HeartbeatResponse struct {
 	// BenchmarkRequested asks the agent to run the GPU benchmark now.

@@ -37,6 +37,8 @@ type FleetSetup struct {
 	// Hedge, when set, turns on live spot hedging of inference services
 	// (fleet.HedgedSource) with these settings.
 	Hedge *fleet.HedgeOptions
+	// Training configures the live training stage (fleet.training).
+	Training fleet.TrainingConfig
 }
 
 // fleetParts is the wired fleet of one broker process.
@@ -72,6 +74,10 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 	if err != nil {
 		return nil, fmt.Errorf("fleet metrics: %w", err)
 	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	tokens := fs.Tokens
 	if tokens == nil {
 		tokens = &StoreMinter{Broker: b, Fleet: fst}
@@ -84,10 +90,10 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 		},
 		SpotOnly: func(ctx context.Context, w policy.Workload, now time.Time) bool {
 			return budgetReached(ctx, b, pol, w, now, policy.BudgetSpotOnly, log)
-		}}
-	if fs.Hedge != nil {
-		chain.Fleet, chain.Agents, chain.Hedge = fst, b, *fs.Hedge
-	}
+		},
+		Fleet: fst, Progress: storeProgress{b}, Training: fs.Training,
+		SpeedRatio: (&speedRatios{b: b, catalog: cat.Load, now: now, log: log, refresh: 10 * time.Minute}).Ratio,
+		Hedge:      fs.Hedge, Agents: b}
 	rec := &fleet.Reconciler{Store: fst, Computes: fs.Computes, Agents: b,
 		Plans:  fleet.NewPlanChain(chain),
 		Tokens: tokens, Metrics: fm, Log: log.With("part", "fleet"), Now: cfg.Now, Options: fs.Options}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
@@ -26,12 +27,19 @@ type ChainConfig struct {
 	// SpotOnly says a spot-only budget over the workload is spent; nil
 	// leaves workloads as written (SpotOnlySource).
 	SpotOnly func(ctx context.Context, w policy.Workload, now time.Time) bool
-	// Fleet, when set, turns on live spot hedging of inference services
-	// (HedgedSource) on the autoscaled target; Agents tells ready replicas
-	// by their heartbeats.
-	Fleet  FleetReader
+	// Fleet is the fleet's stored slots; with it the live training stage
+	// runs each deadline job's spot policy (TrainingSource). Progress is
+	// what the jobs reported (nil: estimated), SpeedRatio their measured
+	// speed against the planned one, Training the stage's settings.
+	Fleet      FleetReader
+	Progress   ProgressSource
+	SpeedRatio func(cloud pricing.Cloud, instanceType string) float64
+	Training   TrainingConfig
+	// Hedge, with Fleet set, turns on live spot hedging of inference
+	// services (HedgedSource) on the autoscaled target; Agents tells
+	// ready replicas by their heartbeats.
+	Hedge  *HedgeOptions
 	Agents Agents
-	Hedge  HedgeOptions
 }
 
 // HedgeOptions are the live hedging settings (config keys fleet.hedge_tick,
@@ -50,6 +58,8 @@ type HedgeOptions struct {
 //	               blocked pools ruled out
 //	SpotOnlySource workloads of a spent spot-only budget planned on spot
 //	               (the policy every stage reads)
+//	TrainingSource deadline jobs on the capacity their live spot policy
+//	               decides (fleet/spotpolicy), when Fleet is set
 //	ScaledSource   inference replicas sized to live load (fleet/autoscale)
 //	HedgedSource   inference replicas spread over spot pools with an
 //	               on-demand fallback (fleet/spotpolicy, live)
@@ -68,10 +78,15 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	if spotOnly != nil {
 		spotOnly.Inner, src = src, spotOnly
 	}
+	if c.Fleet != nil {
+		src = &TrainingSource{Inner: src, Policy: pol, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
+			SpeedRatio: c.SpeedRatio, Tracker: &spotpolicy.LiveTracker{Gap: c.Training.tick()}, Now: c.Now, Log: log,
+			Config: c.Training}
+	}
 	if c.Load != nil {
 		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling}
 	}
-	if c.Fleet != nil {
+	if c.Fleet != nil && c.Hedge != nil {
 		src = &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
 			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones}
 	}

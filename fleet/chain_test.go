@@ -19,10 +19,14 @@ func TestNewPlanChainStages(t *testing.T) {
 	if _, ok := NewPlanChain(c).(*SolverSource); !ok {
 		t.Fatal("bare chain is not the solver")
 	}
+	// Fleet without Hedge: training stage, no hedging.
+	c.Fleet = &hedgeWorld{}
+	if _, ok := NewPlanChain(c).(*TrainingSource); !ok {
+		t.Fatal("fleet without hedge options: hedging on")
+	}
 	c.Load = AgentLoad{Agents: agentsList{}}
 	c.SpotOnly = func(context.Context, policy.Workload, time.Time) bool { return false }
-	c.Fleet = &hedgeWorld{}
-	c.Hedge = HedgeOptions{Tick: 30 * time.Second, ReadyDelay: 5 * time.Minute, MaxZones: 2}
+	c.Hedge = &HedgeOptions{Tick: 30 * time.Second, ReadyDelay: 5 * time.Minute, MaxZones: 2}
 	h, ok := NewPlanChain(c).(*HedgedSource)
 	if !ok || h.Tick != 30*time.Second || h.ReadyDelay != 5*time.Minute || h.MaxZones != 2 {
 		t.Fatalf("outer stage %T %+v", h, h)
@@ -31,14 +35,18 @@ func TestNewPlanChainStages(t *testing.T) {
 	if !ok {
 		t.Fatalf("under hedging: %T", h.Inner)
 	}
-	so, ok := sc.Inner.(*SpotOnlySource)
+	tr, ok := sc.Inner.(*TrainingSource)
 	if !ok {
 		t.Fatalf("under scaling: %T", sc.Inner)
+	}
+	so, ok := tr.Inner.(*SpotOnlySource)
+	if !ok {
+		t.Fatalf("under training: %T", tr.Inner)
 	}
 	if _, ok := so.Inner.(*SolverSource); !ok {
 		t.Fatalf("under spot-only: %T", so.Inner)
 	}
-	if sc.Policy() != pol || h.Policy() != pol {
+	if sc.Policy() != pol || h.Policy() != pol || tr.Policy() != pol {
 		t.Fatal("stages do not read the spot-only stage's policy")
 	}
 }

@@ -17,11 +17,6 @@ import (
 	"github.com/gpubroker/gpubroker/store"
 )
 
-// FleetReader reads the fleet's slots; *store.Fleet implements it.
-type FleetReader interface {
-	Load(ctx context.Context) (store.FleetState, error)
-}
-
 // HedgedSource is the live spot hedging stage: for each inference service
 // that may run on spot, it runs the service's inference policy
 // (fleet/spotpolicy, the code the simulator proves on traces) on the live
@@ -198,10 +193,6 @@ func (h *HedgedSource) Decisions() map[string]HedgeDecision {
 		out[k] = v.last
 	}
 	return out
-}
-
-func poolName(k providers.PoolKey) string {
-	return string(k.Cloud) + "/" + k.Zone + "/" + k.InstanceType + "/" + string(k.Capacity)
 }
 
 func slotPool(s *store.SlotRecord) providers.PoolKey {

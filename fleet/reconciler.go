@@ -531,6 +531,8 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 		p.replace(s, spec, rec, "cloud state "+string(inst.State), inst.Capacity == pricing.Spot, inst.State != providers.StateTerminated)
 	case registered && (agent.State == store.StatePreempting || agent.State == store.StateDraining || agent.State == store.StateDrained || !agent.PreemptAt.IsZero()):
 		p.replace(s, spec, rec, reasonPreempted, inst.Capacity == pricing.Spot, true)
+	case spec.Move && elsewhere(s, spec):
+		p.replace(s, spec, rec, fmt.Sprintf("moved by the training policy to %s %s", zoneOf(spec.Offer), spec.Capacity), false, true)
 	case State(s.State) == Booting:
 		if registered || (!*o.RequireAgent && inst.State == providers.StateRunning) {
 			p.move(s, Running, "agent registered")
@@ -548,6 +550,12 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 			p.replace(s, spec, rec, fmt.Sprintf("no heartbeat for %s", p.now.Sub(last).Round(time.Second)), false, true)
 		}
 	}
+}
+
+// elsewhere says the slot's instance is not in the spec's pool.
+func elsewhere(s *store.SlotRecord, spec *Spec) bool {
+	o := spec.Offer
+	return s.Cloud != string(o.Cloud) || s.Zone != o.Zone || s.InstanceType != o.InstanceType || s.Capacity != string(spec.Capacity)
 }
 
 // replace retires a slot's instance and launches a replacement in the next

@@ -74,6 +74,9 @@ type Spec struct {
 	// Alternatives are further offers of the same cloud to try in the same
 	// launch, best first (the plan's runner-up where it fits).
 	Alternatives []pricing.Offer
+	// Move asks for a running instance elsewhere to be replaced by one
+	// here (optimizer.Group.Move, set by the live training stage).
+	Move bool
 }
 
 // SlotID is the stable identity of the index-th instance of a workload.
@@ -109,7 +112,7 @@ func Desired(plan *optimizer.Plan) []Spec {
 				out = append(out, Spec{ID: SlotID(p.Workload, slot), Workload: p.Workload, Kind: p.Kind, Index: slot,
 					Offer: pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType,
 						GPU: g.GPU, GPUCount: g.GPUsPerInstance},
-					Capacity: g.Capacity, PricePerHour: g.PricePerHour, Alternatives: a})
+					Capacity: g.Capacity, PricePerHour: g.PricePerHour, Alternatives: a, Move: g.Move})
 				idx++
 			}
 		}

@@ -180,6 +180,11 @@ type Group struct {
 	// replica keeps its slot while others move between pools; empty, the
 	// slots are numbered in group order.
 	Slots []int `json:"slots,omitempty"`
+	// Move is set by the fleet's live training stage when its policy moves
+	// a running job here: the reconciler replaces a running instance that
+	// is elsewhere. Without it a running instance stays where it runs
+	// when the plan changes (fleet/training.go).
+	Move bool `json:"move,omitempty"`
 }
 
 // RunnerUp is the alternative that came closest, and why it lost.

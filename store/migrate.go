@@ -21,7 +21,8 @@ import (
 //	5: the token revocation log (broker_token_revocations)
 //	6: the spend ledger (spend_ledger)
 //	7: the fleet's slots, launch intents, instances and settings
-const SchemaVersion = 7
+//	8: the jobs' reported progress (job_progress)
+const SchemaVersion = 8
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.
@@ -33,7 +34,8 @@ var ErrSchemaTooNew = errors.New("database schema is newer than this gpubroker")
 var models = []any{&offerRow{}, &pricePointRow{},
 	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
 	&planRow{}, &alertRow{}, &tokenRevocationRow{}, &spendRow{},
-	&slotRow{}, &intentRow{}, &fleetInstanceRow{}, &fleetSettingRow{}}
+	&slotRow{}, &intentRow{}, &fleetInstanceRow{}, &fleetSettingRow{},
+	&progressRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {

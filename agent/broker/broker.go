@@ -44,6 +44,7 @@ const (
 	KindNotice    = "notice"
 	KindDrain     = "drain"
 	KindBenchmark = "benchmark"
+	KindProgress  = "progress"
 )
 
 // Report is one message for the broker. ID is sent as Idempotency-Key so a
@@ -232,6 +233,12 @@ func (c *Client) Send(ctx context.Context, r Report) error {
 			return fmt.Errorf("%w: benchmark report %s: %w", ErrRejected, r.ID, err)
 		}
 		call = func(api *apiv1.Client, id string) error { _, err := api.ReportBenchmark(ctx, id, r.ID, b); return err }
+	case KindProgress:
+		var p apiv1.ProgressReport
+		if err := json.Unmarshal(r.Body, &p); err != nil {
+			return fmt.Errorf("%w: progress report %s: %w", ErrRejected, r.ID, err)
+		}
+		call = func(api *apiv1.Client, id string) error { _, err := api.ReportProgress(ctx, id, p); return err }
 	default:
 		return fmt.Errorf("%w: unknown report kind %q", ErrRejected, r.Kind)
 	}

@@ -34,6 +34,14 @@ type Config struct {
 	Drain             []Step
 	EarlyDrain        EarlyDrain
 	Benchmark         Benchmark
+	Progress          Progress
+}
+
+// Progress configures where the agent reads its job's progress
+// (docs/agent.md, "Progress").
+type Progress struct {
+	File     string        // JSON file the job rewrites; empty = none
+	Interval time.Duration // how often the file is checked (default 30s)
 }
 
 // Step is one drain step as configured.
@@ -113,6 +121,12 @@ func Parse(name string, b []byte) (Config, error) {
 					}
 				},
 				"steps": func(n *yaml.Node) { c.EarlyDrain.Steps = d.steps(n) },
+			})
+		},
+		"progress": func(n *yaml.Node) {
+			d.mapping(n, map[string]func(*yaml.Node){
+				"file":     func(n *yaml.Node) { c.Progress.File = d.str(n) },
+				"interval": func(n *yaml.Node) { c.Progress.Interval = d.duration(n, time.Second, time.Hour) },
 			})
 		},
 		"benchmark": func(n *yaml.Node) {

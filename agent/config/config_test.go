@@ -22,7 +22,8 @@ func TestFullConfig(t *testing.T) {
 		len(c.Drain) != 3 || c.Drain[0].Kind != "signal" || c.Drain[0].PIDFile != "/run/trainer.pid" || !c.Drain[0].KillOnTimeout ||
 		c.Drain[1].Command != "/opt/train/checkpoint.sh --now" || c.Drain[2].URL != "http://127.0.0.1:8080/drain" ||
 		len(c.EarlyDrain.On) != 2 || len(c.EarlyDrain.Steps) != 1 || c.Benchmark.OnStart == nil || *c.Benchmark.OnStart ||
-		c.Benchmark.DType != "fp16" || c.Benchmark.Threshold != 0.6 || c.Benchmark.CUDALibDirs[0] != "/usr/local/cuda/lib64" {
+		c.Benchmark.DType != "fp16" || c.Benchmark.Threshold != 0.6 || c.Benchmark.CUDALibDirs[0] != "/usr/local/cuda/lib64" ||
+		c.Progress.File != "/run/trainer/progress.json" || c.Progress.Interval != 15*time.Second {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -37,6 +38,8 @@ func TestEmptyConfigIsDefaults(t *testing.T) {
 func TestBadConfigs(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"unknown key", "cloud: aws\npoll_intervall: 1s\n", "bad.yaml:2:1: unknown key \"poll_intervall\"; known keys: benchmark, broker,"},
+		{"progress interval range", "progress:\n  interval: 5h\n", "bad.yaml:2:13: 5h is out of range"},
+		{"progress unknown key", "progress:\n  path: /x\n", "bad.yaml:2:3: unknown key \"path\"; known keys: file, interval"},
 		{"bad cloud", "cloud: oracle\n", "bad.yaml:1:8: \"oracle\" is not allowed; want one of auto, aws, gcp, azure"},
 		{"bad duration", "poll_interval: fast\n", "bad.yaml:1:16: \"fast\" is not a duration; want e.g. 500ms, 30s or 2m"},
 		{"duration range", "poll_interval: 5m\n", "bad.yaml:1:16: 5m is out of range; want 10ms to 1m0s"},

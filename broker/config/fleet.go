@@ -44,9 +44,23 @@ type FleetConfig struct {
 	HedgeMaxZones int
 	// Commands maps a workload to its own command, started after the agent.
 	Commands map[string]string
+	// Training configures the live training stage (fleet.training).
+	Training FleetTraining
 	// Clouds holds the launch configuration per cloud (aws, gcp, azure; and
 	// the test-only "fake").
 	Clouds map[string]FleetCloud
+}
+
+// FleetTraining are the live training stage's settings (docs/fleet.md,
+// "Training jobs, live"); zero values take the defaults.
+type FleetTraining struct {
+	// Tick is how often a job's spot policy decides (1s to 1h).
+	Tick time.Duration
+	// MoveMargin is the hysteresis of moving between spot pools (0 to 10).
+	MoveMargin float64
+	// PriceHalfLife smooths the spot prices a move is judged on (1m to 7
+	// days).
+	PriceHalfLife time.Duration
 }
 
 // FleetCloud is one cloud's launch configuration. Which keys a cloud needs
@@ -154,6 +168,31 @@ func (p *parser) fleet(n *yaml.Node, dst *FleetConfig) error {
 				return p.errorf(n, "fleet.hedge_max_zones %d: want 1 to 64 spot pools per service", dst.HedgeMaxZones)
 			}
 			return nil
+		},
+		"training": func(n *yaml.Node) error {
+			t := &dst.Training
+			return p.mapping(n, "fleet.training", map[string]func(*yaml.Node) error{
+				"tick": func(n *yaml.Node) error {
+					return p.bounded(n, "fleet.training.tick", time.Second, time.Hour, &t.Tick)
+				},
+				"price_half_life": func(n *yaml.Node) error {
+					return p.bounded(n, "fleet.training.price_half_life", time.Minute, 7*24*time.Hour, &t.PriceHalfLife)
+				},
+				"move_margin": func(n *yaml.Node) error {
+					if err := p.scalar(n, "fleet.training.move_margin", "a fraction such as 0.2"); err != nil {
+						return err
+					}
+					v, err := strconv.ParseFloat(strings.TrimSuffix(n.Value, "%"), 64)
+					if strings.HasSuffix(n.Value, "%") {
+						v /= 100
+					}
+					if err != nil || !(v > 0 && v <= 10) {
+						return p.errorf(n, "fleet.training.move_margin %q: want a fraction above 0 and at most 10, such as 0.2 or 20%% (a move must save 20%% more than it costs)", n.Value)
+					}
+					t.MoveMargin = v
+					return nil
+				},
+			})
 		},
 		"commands": func(n *yaml.Node) error {
 			if n.Kind != yaml.MappingNode {

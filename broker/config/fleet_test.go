@@ -20,7 +20,8 @@ func TestParseFleetGood(t *testing.T) {
 	}
 	f := cfg.Fleet
 	if !f.Enabled || f.Mode != "apply" || f.Name != "ml-platform" || f.Interval != 15*time.Second || f.MaxInstances != 40 ||
-		f.LaunchesPerMinute != 10 || f.Commands["llm-finetune"] == "" || len(f.Clouds) != 3 {
+		f.LaunchesPerMinute != 10 || f.Commands["llm-finetune"] == "" || len(f.Clouds) != 3 ||
+		f.Training.Tick != time.Minute || f.Training.MoveMargin != 0.2 || f.Training.PriceHalfLife != 6*time.Hour {
 		t.Fatalf("%+v", f)
 	}
 	if !f.Hedge || f.HedgeTick != 30*time.Second || f.ReadyDelay != 8*time.Minute || f.HedgeMaxZones != 4 {
@@ -57,6 +58,10 @@ func TestParseFleetErrors(t *testing.T) {
 	}
 	cases := []struct{ yaml, want string }{
 		{"fleet:\n  mode: yolo\n", `c.yaml:2:9: fleet.mode "yolo": want dry-run (record what would be done) or apply`},
+		{"fleet:\n  training:\n    move_margin: lots\n", `c.yaml:3:18: fleet.training.move_margin "lots": want a fraction above 0 and at most 10`},
+		{"fleet:\n  training:\n    move_margin: -0.1\n", `c.yaml:3:18: fleet.training.move_margin "-0.1": want a fraction above 0`},
+		{"fleet:\n  training:\n    tick: 2h\n", `c.yaml:3:11: fleet.training.tick`},
+		{"fleet:\n  training:\n    tik: 1m\n", `c.yaml:3:5: unknown key "tik" in fleet.training; known keys: move_margin, price_half_life, tick`},
 		{"fleet:\n  mod: apply\n", `c.yaml:2:3: unknown key "mod" in fleet; known keys: boot_timeout, broker_url, clouds`},
 		{"fleet:\n  name: My_Fleet\n", `c.yaml:2:9: fleet.name "My_Fleet": want 1-63 lower-case letters`},
 		{"fleet:\n  max_instances: -1\n", `c.yaml:2:18: fleet.max_instances "-1": want a whole number from 1 to 1000000`},

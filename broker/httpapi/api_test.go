@@ -217,6 +217,7 @@ func TestAuthEveryRoute(t *testing.T) {
 		"POST /api/v1/agents/{id}/benchmarks": {"POST", "/api/v1/agents/%s/benchmarks", map[string]any{"method": "command", "gpus": []map[string]any{{"index": 0, "name": "NVIDIA A10G", "dtype": "bf16", "tflops": 60, "bandwidth_gbs": 550}}}, true},
 		"POST /api/v1/agents/{id}/notices":    {"POST", "/api/v1/agents/%s/notices", map[string]any{"kind": "preempt", "id": "n1", "cloud": "aws", "deadline": "2026-12-02T12:00:00Z"}, true},
 		"POST /api/v1/agents/{id}/drains":     {"POST", "/api/v1/agents/%s/drains", map[string]any{"ok": true, "steps": []any{}}, true},
+		"POST /api/v1/agents/{id}/progress":   {"POST", "/api/v1/agents/%s/progress", map[string]any{"done": 0.5, "reported_at": "2026-12-01T10:00:00Z"}, true},
 		"GET /api/v1/fleet":                   {"GET", "/api/v1/fleet", nil, false},
 		"GET /api/v1/fleet/diff":              {"GET", "/api/v1/fleet/diff", nil, false},
 		"POST /api/v1/fleet/pause":            {"POST", "/api/v1/fleet/pause", nil, false},
@@ -229,8 +230,9 @@ func TestAuthEveryRoute(t *testing.T) {
 				t.Fatalf("route %q has no auth test; add it to the table", p)
 			}
 		}
-		tokA := e.register("i-a", "")
-		e.register("i-b", "")
+		// Both run a workload, so progress reports reach the store.
+		tokA := e.register("i-a", "job")
+		e.register("i-b", "job")
 		if err := e.broker.AddToken(t.Context(), store.TokenRecord{Hash: store.HashToken("revoke-me"), Kind: store.TokenBootstrap,
 			Subject: "old", CreatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
@@ -650,4 +652,56 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestProgressReports(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		tok := e.register("i-train", "train")
+		tokIdle := e.register("i-idle", "")
+		at := time.Now().UTC().Truncate(time.Second)
+		body := map[string]any{"done": 0.42, "step": 4200, "eta_seconds": 5400, "reported_at": at.Format(time.RFC3339)}
+		out := e.want("POST", "/api/v1/agents/i-train/progress", tok, body, http.StatusOK)
+		if r := decode[apiv1.ProgressResponse](t, out); r.Status != "stored" || r.Workload != "train" {
+			t.Fatalf("first report: %s", out)
+		}
+		// A retry (same reported_at) and a late, older report change nothing.
+		out = e.want("POST", "/api/v1/agents/i-train/progress", tok, body, http.StatusOK)
+		if r := decode[apiv1.ProgressResponse](t, out); r.Status != "unchanged" {
+			t.Fatalf("retried report: %s", out)
+		}
+		older := map[string]any{"done": 0.1, "reported_at": at.Add(-time.Minute).Format(time.RFC3339)}
+		if r := decode[apiv1.ProgressResponse](t, e.want("POST", "/api/v1/agents/i-train/progress", tok, older, http.StatusOK)); r.Status != "unchanged" {
+			t.Fatalf("older report stored")
+		}
+		p, err := e.broker.JobProgress(t.Context(), "train")
+		if err != nil || p.Done != 0.42 || p.Step != 4200 || p.ETA != 90*time.Minute || p.Instance != "i-train" {
+			t.Fatalf("stored progress %+v, %v", p, err)
+		}
+		for _, tc := range []struct {
+			name, body, want string
+		}{
+			{"done above 1", `{"done":1.5,"reported_at":"2026-12-01T10:00:00Z"}`, "from 0 to 1"},
+			{"done negative", `{"done":-0.1,"reported_at":"2026-12-01T10:00:00Z"}`, "from 0 to 1"},
+			{"done a string", `{"done":"half","reported_at":"2026-12-01T10:00:00Z"}`, "done"},
+			{"no time", `{"done":0.5}`, "reported_at is missing"},
+			{"time far ahead", fmt.Sprintf(`{"done":0.5,"reported_at":%q}`, at.Add(time.Hour).Format(time.RFC3339)), "ahead of the broker's clock"},
+			{"negative step", `{"done":0.5,"step":-1,"reported_at":"2026-12-01T10:00:00Z"}`, "step"},
+			{"negative eta", `{"done":0.5,"eta_seconds":-3,"reported_at":"2026-12-01T10:00:00Z"}`, "eta_seconds"},
+			{"unknown field", `{"done":0.5,"percent":50,"reported_at":"2026-12-01T10:00:00Z"}`, "percent"},
+			{"not json", `done=0.5`, ""},
+		} {
+			code, out := e.do("POST", "/api/v1/agents/i-train/progress", tok, tc.body)
+			eb := decode[errBody](t, out)
+			if code != http.StatusBadRequest || eb.Error.Message == "" || !strings.Contains(eb.Error.Message, tc.want) {
+				t.Errorf("%s: status %d, body %s; want 400 mentioning %q", tc.name, code, out, tc.want)
+			}
+		}
+		code, out := e.do("POST", "/api/v1/agents/i-idle/progress", tokIdle, body)
+		if eb := decode[errBody](t, out); code != http.StatusConflict || !strings.Contains(eb.Error.Message, "no workload") {
+			t.Errorf("instance without a workload: %d %s, want 409", code, out)
+		}
+		if code, out := e.do("POST", "/api/v1/agents/i-ghost/progress", e.admin, body); code != http.StatusNotFound {
+			t.Errorf("unknown instance: %d %s, want 404", code, out)
+		}
+	})
 }

@@ -201,3 +201,47 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not met within 10 s")
 }
+
+// TestAgentProgressContract sends a progress file, parsed by the agent's
+// own parser and converter, through the agent's client to the real
+// handler, twice (a spool re-delivery), and reads what the fleet's
+// training stage will see.
+func TestAgentProgressContract(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		admin := apiv1.NewClient(e.srv.URL, e.admin, e.srv.Client())
+		boot, err := admin.CreateToken(ctx, apiv1.TokenInput{Kind: apiv1.TokenBootstrap, Name: "cloud-init"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		tokFile := filepath.Join(dir, "token")
+		if err := os.WriteFile(tokFile, []byte(boot.Secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := &agentbroker.Client{BaseURL: e.srv.URL, HTTP: e.srv.Client(), TokenFile: tokFile, StateFile: filepath.Join(dir, "agent.json"),
+			Register: apiv1.RegisterRequest{Hostname: "ip-10-0-0-13", Cloud: "aws", InstanceID: "i-0progress", AgentVersion: "v1.4.2",
+				Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p3.2xlarge", Capacity: "spot", Workload: "train"}}
+		p, err := agent.ParseProgress("progress.json", []byte(`{"done": 0.375, "step": 3000, "eta_seconds": 7200}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+		rep, err := agentbroker.NewReport(agentbroker.KindProgress, "progress-1", agent.ProgressReport(p, at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := c.Send(ctx, rep); err != nil {
+				t.Fatalf("progress: %v", err)
+			}
+		}
+		got, err := e.broker.JobProgress(ctx, "train")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Done != 0.375 || got.Step != 3000 || got.ETA != 2*time.Hour || got.Instance != "i-0progress" || !got.ReportedAt.Equal(at.UTC()) {
+			t.Fatalf("stored progress %+v", got)
+		}
+	})
+}

@@ -43,6 +43,7 @@ type Store interface {
 	ListTokens(ctx context.Context, kind, subject string) ([]store.TokenRecord, error)
 	RevokedTokensSince(ctx context.Context, afterID int64) ([]string, int64, error)
 	RevokeToken(ctx context.Context, id string) (store.TokenRecord, error)
+	RecordProgress(ctx context.Context, p store.ProgressRecord, now time.Time) (bool, error)
 }
 
 var _ Store = (*store.Broker)(nil)
@@ -197,6 +198,7 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/agents/{id}/benchmarks", agentOwner, s.benchmark)
 	s.handle("POST /api/v1/agents/{id}/notices", agentOwner, s.notice)
 	s.handle("POST /api/v1/agents/{id}/drains", agentOwner, s.drain)
+	s.handle("POST /api/v1/agents/{id}/progress", agentOwner, s.progress)
 	s.fleetRoutes()
 }
 

@@ -122,6 +122,10 @@ func (f *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.got = append(f.got, Received{Path: suffix, Body: body})
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"benchmark_requested":%t,"heartbeat_interval_seconds":%d}`, f.benchReq, f.interval)
+	case "progress":
+		f.got = append(f.got, Received{Path: suffix, Body: body})
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"status":"stored","workload":"train"}`)
 	case "notices", "drains", "benchmarks":
 		if key == "" {
 			http.Error(w, `{"error":"Idempotency-Key required"}`, http.StatusBadRequest)

@@ -1,0 +1,559 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// TrainingConfig are the live training stage's settings (config keys
+// fleet.training.*, docs/fleet.md).
+type TrainingConfig struct {
+	// Tick is how often a job's policy decides (default 1 minute): the
+	// tick of the simulator the policies were tuned in.
+	Tick time.Duration
+	// MoveMargin is the hysteresis of a move between spot pools (default
+	// 0.2): a running job moves to a cheaper pool only when the saving over
+	// its remaining work beats the changeover plus the work lost since its
+	// last checkpoint by this fraction.
+	MoveMargin float64
+	// PriceHalfLife smooths the spot prices a move is judged on (default
+	// 6 hours): a price that flips back and forth averages out, a lasting
+	// drop comes through within a few half-lives.
+	PriceHalfLife time.Duration
+}
+
+// DefaultMoveMargin is TrainingConfig.MoveMargin's default.
+const DefaultMoveMargin = 0.2
+
+func (c TrainingConfig) tick() time.Duration {
+	if c.Tick <= 0 {
+		return time.Minute
+	}
+	return c.Tick
+}
+
+func (c TrainingConfig) halfLife() time.Duration {
+	if c.PriceHalfLife <= 0 {
+		return 6 * time.Hour
+	}
+	return c.PriceHalfLife
+}
+
+func (c TrainingConfig) margin() float64 {
+	if c.MoveMargin <= 0 {
+		return DefaultMoveMargin
+	}
+	return c.MoveMargin
+}
+
+// JobProgress is the progress a job reported through its agent
+// (docs/agent.md): Done is the fraction of the work done, At when the
+// workload reported it.
+type JobProgress struct {
+	Done float64
+	At   time.Time
+}
+
+// ProgressSource reads the latest progress a job reported; ok is false
+// when it never reported any.
+type ProgressSource interface {
+	JobProgress(ctx context.Context, workload string) (p JobProgress, ok bool, err error)
+}
+
+// FleetReader reads the fleet's slots; *store.Fleet implements it.
+type FleetReader interface {
+	Load(ctx context.Context) (store.FleetState, error)
+}
+
+// TrainingSource is the plan stage that runs each deadline job's live spot
+// policy (fleet/spotpolicy: adaptive unless the workload's spot_policy
+// names another). For each training or batch placement with a deadline
+// whose workload may run on spot, it builds the policy's State from live
+// signals once per tick — progress reported by the job or estimated from
+// its running time, time left to the deadline counted from the job's first
+// slot, the spot pools of the planned instance type seen through a
+// LiveTracker, the catalog's prices — applies spotpolicy.Guard (no missed
+// deadline while on-demand exists), and rewrites the placement to the
+// decision: on-demand, or spot in one pool. A move between two spot pools
+// is taken only when it pays (TrainingConfig.MoveMargin). Group.Move asks
+// the reconciler to replace a running instance that is elsewhere; without
+// it a running instance stays where it is.
+type TrainingSource struct {
+	Inner    PlanSource
+	Policy   func() *policy.Policy
+	Catalog  func() *pricing.Catalog
+	Fleet    FleetReader
+	Progress ProgressSource // nil: progress is always estimated
+	// SpeedRatio is an instance type's measured speed against the speed
+	// the plan assumed for it (agents' benchmarks); nil or 0 means 1.
+	SpeedRatio func(cloud pricing.Cloud, instanceType string) float64
+	Tracker    *spotpolicy.LiveTracker
+	Now        func() time.Time
+	Log        *slog.Logger
+	Config     TrainingConfig
+
+	mu     sync.Mutex
+	jobs   map[string]*liveJob
+	prices map[string]*smoothed
+}
+
+// smoothed is a pool's exponentially weighted spot price.
+type smoothed struct {
+	price float64
+	at    time.Time
+}
+
+// smooth folds the pool's current price into its weighted mean and returns
+// the mean.
+func (t *TrainingSource) smooth(key string, price float64, now time.Time) float64 {
+	if t.prices == nil {
+		t.prices = map[string]*smoothed{}
+	}
+	p := t.prices[key]
+	if p == nil {
+		t.prices[key] = &smoothed{price: price, at: now}
+		return price
+	}
+	if dt := now.Sub(p.at); dt > 0 {
+		alpha := 1 - math.Exp2(-dt.Seconds()/t.Config.halfLife().Seconds())
+		p.price += alpha * (price - p.price)
+		p.at = now
+	}
+	return p.price
+}
+
+// liveJob is what the stage keeps of one job between passes. All of it
+// can be rebuilt from the store after a leader change: the start from the
+// job's oldest slot, progress from the job's reports (an estimate restarts
+// from what the job reported last, or from zero: the safe direction).
+type liveJob struct {
+	policy   spotpolicy.Training
+	name     string
+	start    time.Time
+	tick     int // last tick decided, -1 before the first
+	decision spotpolicy.Action
+	reason   string
+	// Progress estimate: base is the progress at the current instance's
+	// start, inst the instance it was taken for.
+	inst           string
+	base, estimate float64
+	spent          float64
+	lastAt         time.Time
+	lastPrice      float64
+	reported       bool
+}
+
+// TrainingDecision is a job's latest decision, for status.
+type TrainingDecision struct {
+	Policy   string    `json:"policy"`
+	Tick     int       `json:"tick"`
+	Action   string    `json:"action"`
+	Pool     string    `json:"pool,omitempty"`
+	Done     float64   `json:"done"`
+	Reported bool      `json:"reported"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// livePool is one spot pool a job can use.
+type livePool struct {
+	offer pricing.Offer
+	key   string
+	// price is the smoothed spot price moves are judged on.
+	price float64
+}
+
+// Plan returns the inner plan with each live training placement set to its
+// policy's decision.
+func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
+	plan, err := t.Inner.Plan(ctx, u)
+	if err != nil || plan == nil {
+		return plan, err
+	}
+	pol := t.Policy()
+	if pol == nil {
+		return plan, nil
+	}
+	now := time.Now()
+	if t.Now != nil {
+		now = t.Now()
+	}
+	byName := map[string]policy.Workload{}
+	for _, w := range pol.Workloads {
+		byName[w.Name] = w
+	}
+	var st store.FleetState
+	loaded := false
+	out := *plan
+	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.jobs == nil {
+		t.jobs = map[string]*liveJob{}
+	}
+	for i, p := range out.Placements {
+		w, ok := byName[p.Workload]
+		if !ok || !liveTraining(w) || len(p.Groups) == 0 {
+			continue
+		}
+		if !loaded {
+			if st, err = t.Fleet.Load(ctx); err != nil {
+				return nil, fmt.Errorf("training stage: reading the fleet: %w", err)
+			}
+			loaded = true
+		}
+		np, err := t.decide(ctx, w, p, st, u, now)
+		if err != nil {
+			t.log().Warn("training stage: keeping the solver's placement", "workload", w.Name, "err", err)
+			continue
+		}
+		out.Placements[i] = np
+	}
+	return &out, nil
+}
+
+// Decisions returns each live job's latest decision.
+func (t *TrainingSource) Decisions() map[string]TrainingDecision {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]TrainingDecision{}
+	for k, j := range t.jobs {
+		out[k] = TrainingDecision{Policy: j.policy.Name(), Tick: j.tick, Action: j.decision.Capacity.String(), Done: j.estimate, Reported: j.reported,
+			Reason: j.reason, At: j.lastAt}
+	}
+	return out
+}
+
+func (t *TrainingSource) log() *slog.Logger {
+	if t.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return t.Log
+}
+
+// liveTraining says whether a workload's placement is the stage's: a job
+// with a deadline that may run on spot.
+func liveTraining(w policy.Workload) bool {
+	return (w.Kind == policy.Training || w.Kind == policy.Batch) && w.Deadline > 0 && w.Spot != policy.SpotNever
+}
+
+// jobWork is the job's work in seconds of compute on the planned shape.
+func jobWork(w policy.Workload, p optimizer.Placement) float64 {
+	speed := float64(p.GPUs)
+	if p.RelativeSpeed > 0 {
+		speed *= p.RelativeSpeed
+	}
+	if p.ScalingEfficiency > 0 {
+		speed *= p.ScalingEfficiency
+	}
+	if speed <= 0 {
+		speed = 1
+	}
+	return w.WorkGPUHours * 3600 / speed
+}
+
+// pools lists the spot pools of the placement's instance type in its
+// cloud and region, by zone.
+func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer, bool) {
+	g := p.Groups[0]
+	var pools []livePool
+	var od pricing.Offer
+	haveOD := false
+	if cat := t.Catalog(); cat != nil {
+		for _, o := range cat.Offers() {
+			if o.Cloud != g.Cloud || o.Region != g.Region || o.InstanceType != g.InstanceType {
+				continue
+			}
+			if o.SpotPrice > 0 {
+				pools = append(pools, livePool{offer: o, key: poolName(PoolOf(o, pricing.Spot))})
+			}
+			if o.OnDemandPrice > 0 && (!haveOD || o.Zone == g.Zone) {
+				od, haveOD = o, true
+			}
+		}
+	}
+	sort.Slice(pools, func(a, b int) bool { return pools[a].key < pools[b].key })
+	return pools, od, haveOD
+}
+
+// decide runs the job's policy for this tick and returns its placement.
+func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimizer.Placement, st store.FleetState, u *Unavailable, now time.Time) (optimizer.Placement, error) {
+	name := w.SpotDecider
+	if name == "" {
+		name = spotpolicy.DefaultTraining
+	}
+	j := t.jobs[w.Name]
+	if j == nil || j.name != name {
+		pol, err := spotpolicy.NewTraining(name)
+		if err != nil {
+			return p, err
+		}
+		j = &liveJob{policy: pol, name: name, tick: -1}
+		t.jobs[w.Name] = j
+	}
+	pools, od, haveOD := t.pools(p)
+	if !haveOD {
+		return p, fmt.Errorf("no on-demand price for %s in %s/%s: the safety net needs one", p.Groups[0].InstanceType, p.Cloud, p.Region)
+	}
+	if len(pools) == 0 {
+		return p, fmt.Errorf("no spot pool sells %s in %s/%s", p.Groups[0].InstanceType, p.Cloud, p.Region)
+	}
+	// The job's slots: its start is its oldest slot's creation, its
+	// current capacity that of its first slot.
+	var first *store.SlotRecord
+	start := time.Time{}
+	for i := range st.Slots {
+		s := &st.Slots[i]
+		if s.Workload != w.Name {
+			continue
+		}
+		if start.IsZero() || s.CreatedAt.Before(start) {
+			start = s.CreatedAt
+		}
+		if first == nil || s.Index < first.Index {
+			first = s
+		}
+	}
+	if start.IsZero() {
+		if j.start.IsZero() {
+			j.start = now
+		}
+		start = j.start
+	}
+	j.start = start
+	gap := t.Config.tick()
+	work := jobWork(w, p)
+	s := &spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: w.Deadline.Seconds(), Changeover: w.RestartOverhead.Seconds(),
+		Checkpoint: ckptWork(w, work), OnDemandPrice: od.OnDemandPrice * float64(p.Instances), Pools: make([]spotpolicy.Pool, len(pools))}
+	s.Tick = int(now.Sub(start) / gap)
+
+	// Live signals into the trackers: a blocked pool has no capacity, a
+	// pool the job runs on spot in has.
+	running := first != nil && (State(first.State) == Running || State(first.State) == Booting)
+	cur := spotpolicy.Idle
+	for k, lp := range pools {
+		// The job's own running instance proves capacity even where
+		// another launch was just refused.
+		if running && first.Capacity == string(pricing.Spot) && first.Zone == lp.offer.Zone && first.InstanceType == lp.offer.InstanceType {
+			t.Tracker.Observe(lp.key, now, true)
+			cur = spotpolicy.RunSpot(k)
+		} else if u != nil && u.Blocked(PoolOf(lp.offer, pricing.Spot), now) {
+			t.Tracker.Observe(lp.key, now, false)
+		} else if t.Tracker.Known(lp.key) {
+			// The block ran out: the pool is worth a launch again, as the
+			// reconciler sees it. Without this a pool that lost capacity
+			// once would look lost for good.
+			t.Tracker.Observe(lp.key, now, true)
+		}
+	}
+	if running && first.Capacity == string(pricing.OnDemand) {
+		cur = spotpolicy.RunOnDemand
+	}
+	anyUp := false
+	for k, lp := range pools {
+		pools[k].price = t.smooth(lp.key, lp.offer.SpotPrice, now)
+		s.Pools[k] = t.Tracker.Pool(lp.key, now)
+		anyUp = anyUp || s.Pools[k].Available
+	}
+	anyKey := "any:" + w.Name
+	t.Tracker.Observe(anyKey, now, anyUp)
+	s.Any = t.Tracker.Pool(anyKey, now)
+	cheapest := 0
+	for k, lp := range pools {
+		if lp.offer.SpotPrice < pools[cheapest].offer.SpotPrice {
+			cheapest = k
+		}
+	}
+	s.SpotPrice = pools[cheapest].offer.SpotPrice * float64(p.Instances)
+
+	// Progress: reported by the job, else estimated from its running time.
+	var rep JobProgress
+	reported := false
+	if t.Progress != nil {
+		var err error
+		if rep, reported, err = t.Progress.JobProgress(ctx, w.Name); err != nil {
+			return p, fmt.Errorf("reading progress: %w", err)
+		}
+		// A report from before this run of the job (an earlier job of the
+		// same name) says nothing about it.
+		reported = reported && !rep.At.Before(start)
+	}
+	t.account(j, first, running, s, p.Instances, now)
+	if reported {
+		s.Done = math.Min(1, math.Max(0, rep.Done)) * work
+		if !running && s.Checkpoint > 0 && s.Done < work {
+			s.Done = math.Floor(s.Done/s.Checkpoint) * s.Checkpoint // the job restarts from its checkpoint
+		}
+		j.estimate = s.Done
+	} else {
+		s.Done = j.estimate
+	}
+	s.Current = cur
+	s.Overhead = s.Changeover
+	if running && !first.RunningAt.IsZero() {
+		s.Overhead = math.Max(0, s.Changeover-now.Sub(first.RunningAt).Seconds())
+	}
+	s.Saved = s.Done
+	if s.Checkpoint > 0 {
+		s.Saved = math.Floor(s.Done/s.Checkpoint) * s.Checkpoint
+	}
+	s.Spent = j.spent
+
+	a := j.decision
+	if s.Tick != j.tick {
+		a = j.policy.Decide(s)
+		j.tick, j.reason = s.Tick, ""
+	}
+	if a.Capacity == spotpolicy.Spot && cur.Capacity != spotpolicy.Spot && a.Pool < len(pools) {
+		// A new spot instance pays a changeover wherever it starts: take
+		// the cheapest pool that looks as good to the policy.
+		for k, lp := range pools {
+			if s.Pools[k].Available && s.Pools[k].Frac >= s.Pools[a.Pool].Frac && lp.price < pools[a.Pool].price {
+				a = spotpolicy.RunSpot(k)
+			}
+		}
+	}
+	a = spotpolicy.Guard(s, a)
+	a, j.reason = t.hysteresis(s, pools, a, j.reason)
+	j.reported = reported
+	j.decision = a
+	j.lastAt = now
+	return place(p, pools, od, a, cur), nil
+}
+
+// poolName names a pool in the tracker and in status.
+func poolName(k providers.PoolKey) string {
+	return string(k.Cloud) + "/" + k.Zone + "/" + k.InstanceType + "/" + string(k.Capacity)
+}
+
+// ckptWork is the work between two checkpoints.
+func ckptWork(w policy.Workload, work float64) float64 {
+	if w.CheckpointInterval <= 0 {
+		return 0
+	}
+	return math.Min(work, w.CheckpointInterval.Seconds())
+}
+
+// account advances the job's cost (for the adaptive policy's cost cap)
+// and progress estimate to now: the
+// current instance makes progress from its start plus the changeover, at
+// its measured speed; a new instance starts from the last checkpoint.
+func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bool, s *spotpolicy.State, instances int, now time.Time) {
+	if !j.lastAt.IsZero() && j.lastPrice > 0 {
+		j.spent += j.lastPrice * now.Sub(j.lastAt).Hours()
+	}
+	j.lastPrice = 0
+	if !running {
+		// The instance is gone (preempted, or never up): what it did since
+		// its last checkpoint is lost.
+		j.inst = ""
+		if s.Checkpoint > 0 && j.estimate < s.Work {
+			j.estimate = math.Floor(j.estimate/s.Checkpoint) * s.Checkpoint
+		}
+		return
+	}
+	j.lastPrice = first.PricePerHour * float64(max(1, instances)) // the job's instances run alike
+	if first.InstanceID != j.inst {
+		j.base = j.estimate
+		if s.Checkpoint > 0 {
+			j.base = math.Floor(j.base/s.Checkpoint) * s.Checkpoint
+		}
+		j.inst = first.InstanceID
+	}
+	if first.RunningAt.IsZero() {
+		j.estimate = j.base
+		return
+	}
+	ratio := 1.0
+	if t.SpeedRatio != nil {
+		if r := t.SpeedRatio(pricing.Cloud(first.Cloud), first.InstanceType); r > 0 {
+			ratio = r
+		}
+	}
+	ran := math.Max(0, now.Sub(first.RunningAt).Seconds()-s.Changeover)
+	j.estimate = math.Min(s.Work, j.base+ran*ratio)
+}
+
+// hysteresis keeps a job running on spot where it is unless moving to the
+// cheapest available pool (by smoothed price) pays: the saving over the remaining work must
+// beat the changeover plus the work lost since the last checkpoint by the
+// margin. Moves the policy or the safety net make for capacity (the current
+// pool lost it, or on-demand is needed) are not held back.
+func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spotpolicy.Action, reason string) (spotpolicy.Action, string) {
+	c := s.Current
+	if c.Capacity != spotpolicy.Spot || a.Capacity != spotpolicy.Spot || !s.Pools[c.Pool].Available {
+		return a, reason
+	}
+	target := a.Pool
+	for k, lp := range pools {
+		if s.Pools[k].Available && lp.price < pools[target].price {
+			target = k
+		}
+	}
+	if target == c.Pool {
+		return c, reason
+	}
+	if t.movePays(s, pools[c.Pool].price, pools[target].price) {
+		moved := spotpolicy.RunSpot(target)
+		if spotpolicy.Guard(s, moved) == moved {
+			return moved, fmt.Sprintf("moving to %s: saving beats changeover and lost work by more than %.0f%%", pools[target].key, 100*t.Config.margin())
+		}
+	}
+	return c, "staying: a move would not pay"
+}
+
+// movePays compares the saving of running the remaining work at price to
+// instead of from with what a move costs: the changeover and the lost work
+// redone at the new price.
+func (t *TrainingSource) movePays(s *spotpolicy.State, from, to float64) bool {
+	remaining := s.RemainingWork() / 3600
+	saving := (from - to) * remaining
+	lost := s.Done - s.Saved
+	cost := (s.Changeover + lost) / 3600 * to
+	return saving > cost*(1+t.Config.margin()) && saving > 0
+}
+
+// place rewrites the placement's groups to the decision, instance counts
+// and group order kept so slot identities stay the same. Idle keeps the
+// job pending on its best spot pool: the reconciler launches when the pool
+// is unblocked, which is what waiting for spot means.
+func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spotpolicy.Action) optimizer.Placement {
+	ct, o := pricing.OnDemand, od
+	switch a.Capacity {
+	case spotpolicy.Spot:
+		ct, o = pricing.Spot, pools[a.Pool].offer
+	case spotpolicy.None:
+		ct, o = pricing.Spot, pools[0].offer
+		if cur.Capacity == spotpolicy.Spot {
+			o = pools[cur.Pool].offer
+		}
+	}
+	price, _ := o.Price(ct)
+	move := cur.Capacity != spotpolicy.None && cur != a
+	groups := make([]optimizer.Group, len(p.Groups))
+	total := 0.0
+	for i, g := range p.Groups {
+		g.Zone, g.Capacity, g.PricePerHour, g.Move = o.Zone, ct, price*float64(g.Instances), move
+		g.SpotPool = ""
+		if ct == pricing.Spot {
+			g.SpotPool = string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU) // the optimizer's naming
+		}
+		total += g.PricePerHour
+		groups[i] = g
+	}
+	p.Groups = groups
+	p.Zone, p.Capacity, p.PricePerHour = o.Zone, ct, total
+	return p
+}

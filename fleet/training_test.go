@@ -1,0 +1,414 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// fakeFleet is a FleetReader over slots the test owns.
+type fakeFleet struct{ slots []store.SlotRecord }
+
+func (f *fakeFleet) Load(context.Context) (store.FleetState, error) {
+	return store.FleetState{Slots: append([]store.SlotRecord(nil), f.slots...)}, nil
+}
+
+// fakeProgress is a ProgressSource.
+type fakeProgress map[string]JobProgress
+
+func (f fakeProgress) JobProgress(_ context.Context, w string) (JobProgress, bool, error) {
+	p, ok := f[w]
+	return p, ok, nil
+}
+
+func trainPlacement(instances int, groups ...int) *optimizer.Plan {
+	p := optimizer.Placement{Workload: "train", Kind: "training", Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1a",
+		InstanceType: "p3.2xlarge", GPU: pricing.V100, Capacity: pricing.Spot, GPUs: instances, Instances: instances, RelativeSpeed: 1}
+	if len(groups) == 0 {
+		groups = []int{instances}
+	}
+	for i, n := range groups {
+		p.Groups = append(p.Groups, optimizer.Group{Cloud: pricing.AWS, Region: "us-east-1", Zone: fmt.Sprintf("us-east-1%c", 'a'+i),
+			InstanceType: "p3.2xlarge", GPU: pricing.V100, GPUsPerInstance: 1, Instances: n, Capacity: pricing.Spot, PricePerHour: 0.9 * float64(n)})
+	}
+	return &optimizer.Plan{Placements: []optimizer.Placement{p}}
+}
+
+func trainWorkload(decider string, work, deadline, changeover, ckpt time.Duration) policy.Workload {
+	return policy.Workload{Name: "train", Kind: policy.Training, WorkGPUHours: work.Hours(), Deadline: deadline,
+		RestartOverhead: changeover, CheckpointInterval: ckpt, Spot: policy.SpotPrefer, SpotDecider: decider}
+}
+
+// driver plays the reconciler and the cloud for one single-instance job in
+// virtual time: it launches where the plan says, preempts spot instances
+// whose pool lost capacity, blocks pools like the reconciler does, and
+// keeps the job's true progress and cost.
+type driver struct {
+	src      *TrainingSource
+	fleet    *fakeFleet
+	u        *Unavailable
+	now      time.Time
+	gap      time.Duration
+	avail    func(zone string, tick int) bool
+	work     float64 // seconds
+	ckpt     float64
+	changeov float64
+
+	done, saved, overhead, cost float64
+	finish                      float64 // seconds after start, 0 until done
+	moves, preemptions, gen     int
+	onDemand                    float64 // seconds run on on-demand
+	// oracle feeds the trackers every pool's true capacity each tick, as
+	// the simulator's trackers see it (for measuring what live signals
+	// cost, not how the broker runs).
+	oracle []string
+}
+
+func newDriver(t *testing.T, w policy.Workload, plan *optimizer.Plan, offers func(tick int) []pricing.Offer, avail func(string, int) bool, cfg TrainingConfig) *driver {
+	t.Helper()
+	d := &driver{fleet: &fakeFleet{}, u: &Unavailable{}, now: t0, gap: cfg.tick(), avail: avail,
+		changeov: w.RestartOverhead.Seconds(), ckpt: w.CheckpointInterval.Seconds(), work: w.WorkGPUHours * 3600}
+	pol := &policy.Policy{Workloads: []policy.Workload{w}}
+	d.fleet.slots = []store.SlotRecord{{ID: "train/0", Workload: "train", Kind: "training", State: string(Pending), CreatedAt: t0}}
+	d.src = &TrainingSource{Inner: staticPlan{plan}, Policy: func() *policy.Policy { return pol },
+		Catalog: func() *pricing.Catalog {
+			return pricing.NewCatalog(offers(d.tick()), t0, "test")
+		},
+		Fleet: d.fleet, Tracker: &spotpolicy.LiveTracker{Gap: cfg.tick()}, Now: func() time.Time { return d.now }, Config: cfg}
+	return d
+}
+
+func (d *driver) tick() int { return int(d.now.Sub(t0) / d.gap) }
+
+// step runs one tick: preemption, a plan pass, the launches it asks for,
+// and the tick's progress.
+func (d *driver) step(t *testing.T) {
+	t.Helper()
+	i := d.tick()
+	s := &d.fleet.slots[0]
+	if State(s.State) == Running && s.Capacity == string(pricing.Spot) && !d.avail(s.Zone, i) {
+		d.preemptions++
+		d.done, d.overhead = d.saved, 0
+		d.u.Block(poolKey(s), "preempted", d.now)
+		s.State, s.InstanceID = string(Draining), ""
+	}
+	for _, z := range d.oracle {
+		o := p3(z, 0)
+		d.src.Tracker.Observe(poolName(PoolOf(o, pricing.Spot)), d.now, d.avail(z, i))
+		if !d.avail(z, i) {
+			d.u.Block(PoolOf(o, pricing.Spot), "capacity", d.now)
+		} else {
+			d.u.Clear(PoolOf(o, pricing.Spot))
+		}
+	}
+	plan, err := d.src.Plan(context.Background(), d.u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := plan.Placements[0].Groups[0]
+	spec := Desired(plan)[0]
+	if State(s.State) != Running || (g.Move && elsewhere(s, &spec)) {
+		if State(s.State) == Running {
+			d.moves++
+			d.saved = d.done // a voluntary stop checkpoints first
+		}
+		if g.Capacity == pricing.Spot && (!d.avail(g.Zone, i) || d.u.Blocked(PoolOf(spec.Offer, pricing.Spot), d.now)) {
+			if !d.avail(g.Zone, i) {
+				d.u.Block(PoolOf(spec.Offer, pricing.Spot), "capacity", d.now)
+			}
+			s.State, s.InstanceID = string(Pending), ""
+		} else {
+			d.gen++
+			s.State, s.Zone, s.Cloud, s.InstanceType, s.Capacity = string(Running), g.Zone, string(g.Cloud), g.InstanceType, string(g.Capacity)
+			s.InstanceID, s.RunningAt, s.PricePerHour = fmt.Sprintf("i-%d", d.gen), d.now, g.PricePerHour
+			d.done, d.overhead = d.saved, d.changeov
+		}
+	}
+	if State(s.State) == Running {
+		gap := d.gap.Seconds()
+		d.cost += s.PricePerHour * gap / 3600
+		if s.Capacity == string(pricing.OnDemand) {
+			d.onDemand += gap
+		}
+		ov := math.Min(gap, d.overhead)
+		d.overhead -= ov
+		prog := gap - ov
+		if d.done+prog >= d.work && d.finish == 0 {
+			d.finish = float64(i)*gap + ov + (d.work - d.done)
+		}
+		d.done = math.Min(d.work, d.done+prog)
+		d.saved = d.done
+		if d.ckpt > 0 && d.done < d.work {
+			d.saved = math.Floor(d.done/d.ckpt) * d.ckpt
+		}
+	}
+	d.now = d.now.Add(d.gap)
+}
+
+func poolKey(s *store.SlotRecord) providers.PoolKey {
+	return providers.PoolKey{Cloud: pricing.Cloud(s.Cloud), Zone: s.Zone, InstanceType: s.InstanceType, Capacity: pricing.CapacityType(s.Capacity)}
+}
+
+func (d *driver) run(t *testing.T, maxTicks int) {
+	t.Helper()
+	for range maxTicks {
+		if d.finish > 0 {
+			return
+		}
+		d.step(t)
+	}
+}
+
+func p3Offers(prices ...float64) []pricing.Offer {
+	var out []pricing.Offer
+	for i, p := range prices {
+		out = append(out, p3(fmt.Sprintf("us-east-1%c", 'a'+i), p))
+	}
+	return out
+}
+
+func TestTrainingSafetyNet(t *testing.T) {
+	const work, deadline, changeover = 4 * time.Hour, 6 * time.Hour, 6 * time.Minute
+	for _, decider := range spotpolicy.TrainingPolicies() {
+		for _, tc := range []struct {
+			name string
+			dies time.Duration // all spot capacity gone from then on
+		}{
+			{"never", 100 * time.Hour},
+			{"at start", 0},
+			{"half way", 3 * time.Hour},
+			{"near the deadline", 5*time.Hour + 30*time.Minute},
+			{"just before the slack runs out", deadline - work - changeover + time.Hour},
+		} {
+			for _, ckpt := range []time.Duration{0, 30 * time.Minute} {
+				t.Run(fmt.Sprintf("%s/%s/ckpt=%s", decider, tc.name, ckpt), func(t *testing.T) {
+					w := trainWorkload(decider, work, deadline, changeover, ckpt)
+					dieTick := int(tc.dies / time.Minute)
+					avail := func(zone string, tick int) bool {
+						return tick < dieTick && (zone != "us-east-1b" || tick%90 < 60)
+					}
+					d := newDriver(t, w, trainPlacement(1), func(int) []pricing.Offer { return p3Offers(0.90, 0.95) }, avail, TrainingConfig{})
+					d.run(t, int(deadline/time.Minute)+10)
+					if d.finish == 0 || d.finish > deadline.Seconds()+1e-6 {
+						t.Fatalf("missed the deadline: finished at %.0f s (0: never), deadline %.0f s; done %.0f of %.0f s", d.finish, deadline.Seconds(), d.done, d.work)
+					}
+					if tc.dies > deadline && decider != spotpolicy.PolicyOnDemand && d.onDemand > 0 {
+						t.Errorf("spot never failed, yet %.0f s ran on on-demand", d.onDemand)
+					}
+					if tc.dies == 0 && d.onDemand < work.Seconds() {
+						t.Errorf("no spot at all, yet only %.0f s on on-demand for %.0f s of work", d.onDemand, work.Seconds())
+					}
+				})
+			}
+		}
+	}
+}
+
+// runningSlot puts the job's first slot on a running instance.
+func runningSlot(zone string, ct pricing.CapacityType, since time.Time) store.SlotRecord {
+	return store.SlotRecord{ID: "train/0", Workload: "train", Kind: "training", Index: 0, Cloud: "aws", Region: "us-east-1", Zone: zone,
+		InstanceType: "p3.2xlarge", Capacity: string(ct), State: string(Running), InstanceID: "i-1", CreatedAt: t0, LaunchedAt: since, RunningAt: since, PricePerHour: 0.9}
+}
+
+func TestTrainingProgressReportedVsEstimated(t *testing.T) {
+	const work = 10 * time.Hour
+	now := t0.Add(2 * time.Hour)
+	for _, tc := range []struct {
+		name     string
+		progress fakeProgress
+		ratio    float64
+		slot     store.SlotRecord
+		want     float64 // seconds of work done
+	}{
+		{"reported", fakeProgress{"train": {Done: 0.42, At: now}}, 1, runningSlot("us-east-1a", pricing.Spot, t0.Add(time.Hour)), 0.42 * work.Seconds()},
+		{"reported beyond the end is clamped", fakeProgress{"train": {Done: 1.5, At: now}}, 1, runningSlot("us-east-1a", pricing.Spot, t0), work.Seconds()},
+		// Running for 1 h, 6 min of it the changeover.
+		{"estimated at the planned speed", nil, 0, runningSlot("us-east-1a", pricing.Spot, t0.Add(time.Hour)), 54 * 60},
+		{"estimated at the measured speed", nil, 0.5, runningSlot("us-east-1a", pricing.Spot, t0.Add(time.Hour)), 27 * 60},
+		{"estimated, not running", nil, 1, store.SlotRecord{ID: "train/0", Workload: "train", State: string(Pending), CreatedAt: t0}, 0},
+		{"reported while not running falls back to its checkpoint", fakeProgress{"train": {Done: 0.42, At: now}}, 1,
+			store.SlotRecord{ID: "train/0", Workload: "train", State: string(Pending), CreatedAt: t0}, 4 * 3600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := trainWorkload("", work, 20*time.Hour, 6*time.Minute, time.Hour)
+			pol := &policy.Policy{Workloads: []policy.Workload{w}}
+			src := &TrainingSource{Inner: staticPlan{trainPlacement(1)}, Policy: func() *policy.Policy { return pol },
+				Catalog: func() *pricing.Catalog { return pricing.NewCatalog(p3Offers(0.9, 0.95), t0, "test") },
+				Fleet:   &fakeFleet{slots: []store.SlotRecord{tc.slot}}, Tracker: &spotpolicy.LiveTracker{},
+				Now: func() time.Time { return now }, SpeedRatio: func(pricing.Cloud, string) float64 { return tc.ratio }}
+			if tc.progress != nil {
+				src.Progress = tc.progress
+			}
+			if _, err := src.Plan(context.Background(), &Unavailable{}); err != nil {
+				t.Fatal(err)
+			}
+			d := src.Decisions()["train"]
+			if math.Abs(d.Done-tc.want) > 1e-6 {
+				t.Errorf("done = %.1f s, want %.1f s", d.Done, tc.want)
+			}
+			if d.Reported != (tc.progress != nil) {
+				t.Errorf("reported = %v, want %v", d.Reported, tc.progress != nil)
+			}
+			if d.Tick != 120 {
+				t.Errorf("tick = %d, want 120 (2 h of 1 min ticks from the slot's creation)", d.Tick)
+			}
+		})
+	}
+}
+
+func TestTrainingHysteresis(t *testing.T) {
+	const work, deadline = 20 * time.Hour, 40 * time.Hour
+	always := func(string, int) bool { return true }
+	for _, tc := range []struct {
+		name   string
+		prices func(tick int) []pricing.Offer
+		margin float64
+		moves  int
+	}{
+		{"price flips around every tick", func(i int) []pricing.Offer {
+			if i%2 == 0 {
+				return p3Offers(0.90, 0.86)
+			}
+			return p3Offers(0.86, 0.90)
+		}, 0, 0},
+		{"price flips around every hour", func(i int) []pricing.Offer {
+			if (i/60)%2 == 0 {
+				return p3Offers(0.90, 0.87)
+			}
+			return p3Offers(0.87, 0.90)
+		}, 0, 0},
+		{"a lasting drop elsewhere", func(i int) []pricing.Offer {
+			if i < 60 {
+				return p3Offers(0.90, 0.95)
+			}
+			return p3Offers(0.90, 0.45)
+		}, 0, 1},
+		{"a lasting drop that does not beat the margin", func(i int) []pricing.Offer {
+			if i < 60 {
+				return p3Offers(0.90, 0.95)
+			}
+			return p3Offers(0.90, 0.88)
+		}, 5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := trainWorkload(spotpolicy.PolicyAdaptive, work, deadline, 6*time.Minute, 30*time.Minute)
+			d := newDriver(t, w, trainPlacement(1), tc.prices, always, TrainingConfig{MoveMargin: tc.margin})
+			d.run(t, int(deadline/time.Minute))
+			if d.finish == 0 || d.finish > deadline.Seconds() {
+				t.Fatalf("missed the deadline: finish %.0f s", d.finish)
+			}
+			if d.moves != tc.moves {
+				t.Errorf("moves = %d, want %d", d.moves, tc.moves)
+			}
+		})
+	}
+}
+
+func TestTrainingKeepsSlotIdentities(t *testing.T) {
+	// 50 GPU-hours on 5 GPUs: 10 hours of work; the deadline is tight,
+	// no slack to wait for spot.
+	w := trainWorkload("", 50*time.Hour, 11*time.Hour+6*time.Minute, 6*time.Minute, 0)
+	pol := &policy.Policy{Workloads: []policy.Workload{w}}
+	plan := trainPlacement(5, 2, 3)
+	now := t0.Add(time.Hour)
+	u := &Unavailable{}
+	// Every spot pool blocked, the instance running on spot in 1a just
+	// lost its capacity (draining): the safety net cannot wait, so the job
+	// goes on-demand; its slots keep their identities.
+	for _, o := range p3Offers(0.9, 0.95) {
+		u.Block(PoolOf(o, pricing.Spot), "capacity", now)
+	}
+	src := &TrainingSource{Inner: staticPlan{plan}, Policy: func() *policy.Policy { return pol },
+		Catalog: func() *pricing.Catalog { return pricing.NewCatalog(p3Offers(0.9, 0.95), t0, "test") },
+		Fleet:   &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train", State: string(Draining), CreatedAt: t0}}},
+		Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	got, err := src.Plan(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := Desired(plan), Desired(got)
+	if len(before) != len(after) {
+		t.Fatalf("%d slots, want %d", len(after), len(before))
+	}
+	for i := range before {
+		if before[i].ID != after[i].ID {
+			t.Errorf("slot %d: id %s, want %s", i, after[i].ID, before[i].ID)
+		}
+	}
+	if len(plan.Placements[0].Groups) != 2 || plan.Placements[0].Groups[0].Capacity != pricing.Spot {
+		t.Errorf("the inner plan was modified")
+	}
+	p := got.Placements[0]
+	if p.Capacity != pricing.OnDemand || p.Instances != 5 {
+		t.Errorf("placement %s x%d, want on-demand x5", p.Capacity, p.Instances)
+	}
+	if want := 3.06 * 5; math.Abs(p.PricePerHour-want) > 1e-9 {
+		t.Errorf("price %.2f/h, want %.2f/h", p.PricePerHour, want)
+	}
+}
+
+// testWriter sends log lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(b))
+	return len(b), nil
+}
+
+// TestReconcilerMovesOnlyWhenAsked runs the real reconciler: a plan that
+// puts a running job elsewhere leaves it where it runs, unless the
+// training stage set Group.Move.
+func TestReconcilerMovesOnlyWhenAsked(t *testing.T) {
+	e := newEnv(t, testPolicy)
+	e.pass()
+	e.step(time.Minute)
+	e.step(time.Minute)
+	for id, s := range e.slots() {
+		if State(s.State) != Running || s.Zone != "us-east-1a" {
+			t.Fatalf("slot %s not running in us-east-1a: %+v", id, s)
+		}
+	}
+	base, err := e.r.Plans.Plan(context.Background(), e.r.Unavailable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := func(move bool) *optimizer.Plan {
+		p := *base
+		p.Placements = append([]optimizer.Placement(nil), base.Placements...)
+		pl := &p.Placements[0]
+		pl.Groups = append([]optimizer.Group(nil), pl.Groups...)
+		for i := range pl.Groups {
+			pl.Groups[i].Zone, pl.Groups[i].Move = "us-east-1b", move
+		}
+		return &p
+	}
+	e.r.Plans = staticPlan{elsewhere(false)}
+	e.step(time.Minute)
+	for id, s := range e.slots() {
+		if State(s.State) != Running || s.Zone != "us-east-1a" || s.Generation != 1 {
+			t.Fatalf("slot %s moved without Move: %+v", id, s)
+		}
+	}
+	e.r.Plans = staticPlan{elsewhere(true)}
+	e.step(time.Minute)
+	for _, d := range []time.Duration{time.Minute, time.Minute, time.Minute} {
+		e.step(d)
+	}
+	for id, s := range e.slots() {
+		if s.Zone != "us-east-1b" || s.Generation != 2 {
+			t.Fatalf("slot %s not moved to us-east-1b by one replacement: %+v", id, s)
+		}
+	}
+	e.checkNoDuplicates()
+}
