@@ -34,6 +34,9 @@ type FleetSetup struct {
 	// Tokens mints the registration tokens that go into user data; nil
 	// uses StoreMinter (bootstrap tokens in the store).
 	Tokens fleet.TokenMinter
+	// Hedge, when set, turns on live spot hedging of inference services
+	// (fleet.HedgedSource) with these settings.
+	Hedge *fleet.HedgeOptions
 	// Training configures the live training stage (fleet.training).
 	Training fleet.TrainingConfig
 }
@@ -79,15 +82,20 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 	if tokens == nil {
 		tokens = &StoreMinter{Broker: b, Fleet: fst}
 	}
+	chain := fleet.ChainConfig{
+		Catalog: cat.Load, Policy: func() *policy.Policy { return pol }, Now: cfg.Now, Log: log,
+		Load: fleet.AgentLoad{Agents: b},
+		StopScaling: func(ctx context.Context, w policy.Workload, now time.Time) bool {
+			return budgetReached(ctx, b, pol, w, now, policy.BudgetStopScaling, log)
+		},
+		SpotOnly: func(ctx context.Context, w policy.Workload, now time.Time) bool {
+			return budgetReached(ctx, b, pol, w, now, policy.BudgetSpotOnly, log)
+		},
+		Fleet: fst, Progress: storeProgress{b}, Training: fs.Training,
+		SpeedRatio: (&speedRatios{b: b, catalog: cat.Load, now: now, log: log, refresh: 10 * time.Minute}).Ratio,
+		Hedge:      fs.Hedge, Agents: b}
 	rec := &fleet.Reconciler{Store: fst, Computes: fs.Computes, Agents: b,
-		Plans: fleet.NewPlanChain(fleet.ChainConfig{
-			Catalog: cat.Load, Policy: func() *policy.Policy { return pol }, Now: cfg.Now, Log: log,
-			Load: fleet.AgentLoad{Agents: b},
-			StopScaling: func(ctx context.Context, w policy.Workload, now time.Time) bool {
-				return budgetStopsScaling(ctx, b, pol, w, now, log)
-			},
-			Fleet: fst, Progress: storeProgress{b}, Training: fs.Training,
-			SpeedRatio: (&speedRatios{b: b, catalog: cat.Load, now: now, log: log, refresh: 10 * time.Minute}).Ratio}),
+		Plans:  fleet.NewPlanChain(chain),
 		Tokens: tokens, Metrics: fm, Log: log.With("part", "fleet"), Now: cfg.Now, Options: fs.Options}
 	loop := &fleet.Loop{Reconciler: rec, Leading: elector.Leading, Lease: LeaseName, Holder: cfg.ReplicaID, Interval: fs.Interval}
 	loop.Init()

@@ -275,15 +275,15 @@ func withSpend(ctx context.Context, b *store.Broker, cat *pricing.Catalog, pol *
 	return bs, nil
 }
 
-// budgetStopsScaling says whether a budget with action stop-scaling that
-// covers w has reached 100% this month (from the ledger).
-func budgetStopsScaling(ctx context.Context, b *store.Broker, pol *policy.Policy, w policy.Workload, now time.Time, log *slog.Logger) bool {
+// budgetReached says whether a budget with the given action (stop-scaling,
+// spot-only) that covers w has reached 100% this month (from the ledger).
+func budgetReached(ctx context.Context, b *store.Broker, pol *policy.Policy, w policy.Workload, now time.Time, action string, log *slog.Logger) bool {
 	if pol == nil {
 		return false
 	}
 	var budgets []policy.Budget
 	for _, bd := range pol.Budgets {
-		if bd.Action == policy.BudgetStopScaling && (bd.Team == "" || bd.Team == w.Team) && (bd.Workload == "" || bd.Workload == w.Name) {
+		if bd.Action == action && (bd.Team == "" || bd.Team == w.Team) && (bd.Workload == "" || bd.Workload == w.Name) {
 			budgets = append(budgets, bd)
 		}
 	}
@@ -292,7 +292,7 @@ func budgetStopsScaling(ctx context.Context, b *store.Broker, pol *policy.Policy
 	}
 	rows, err := b.ListSpend(ctx, ledger.MonthStart(now), time.Time{})
 	if err != nil {
-		log.Warn("budget check: ledger unavailable; not holding scale", "err", err)
+		log.Warn("budget check: ledger unavailable; acting as if the budget were not reached", "action", action, "err", err)
 		return false
 	}
 	teamOf := map[string]string{}

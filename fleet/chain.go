@@ -24,6 +24,9 @@ type ChainConfig struct {
 	Load LoadSource
 	// StopScaling says a stop-scaling budget over the workload is spent.
 	StopScaling func(ctx context.Context, w policy.Workload, now time.Time) bool
+	// SpotOnly says a spot-only budget over the workload is spent; nil
+	// leaves workloads as written (SpotOnlySource).
+	SpotOnly func(ctx context.Context, w policy.Workload, now time.Time) bool
 	// Fleet is the fleet's stored slots; with it the live training stage
 	// runs each deadline job's spot policy (TrainingSource). Progress is
 	// what the jobs reported (nil: estimated), SpeedRatio their measured
@@ -36,6 +39,20 @@ type ChainConfig struct {
 	// block or a removed workload touches (SolverSource.Incremental); the
 	// fleet simulator sets it, the broker does not.
 	IncrementalReplan bool
+	// Hedge, with Fleet set, turns on live spot hedging of inference
+	// services (HedgedSource) on the autoscaled target; Agents tells
+	// ready replicas by their heartbeats.
+	Hedge  *HedgeOptions
+	Agents Agents
+}
+
+// HedgeOptions are the live hedging settings (config keys fleet.hedge_tick,
+// fleet.ready_delay, fleet.hedge_max_zones); zero values take
+// HedgedSource's defaults.
+type HedgeOptions struct {
+	Tick       time.Duration
+	ReadyDelay time.Duration
+	MaxZones   int
 }
 
 // NewPlanChain returns the plan source the reconciler reads. Each stage
@@ -43,23 +60,39 @@ type ChainConfig struct {
 //
 //	SolverSource   the optimizer's plan of the policy on the catalog,
 //	               blocked pools ruled out
+//	SpotOnlySource workloads of a spent spot-only budget planned on spot
+//	               (the policy every stage reads)
 //	TrainingSource deadline jobs on the capacity their live spot policy
 //	               decides (fleet/spotpolicy), when Fleet is set
 //	ScaledSource   inference replicas sized to live load (fleet/autoscale)
+//	HedgedSource   inference replicas spread over spot pools with an
+//	               on-demand fallback (fleet/spotpolicy, live)
 func NewPlanChain(c ChainConfig) PlanSource {
 	log := c.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: c.Policy, Now: c.Now, Incremental: c.IncrementalReplan}
+	pol := c.Policy
+	var spotOnly *SpotOnlySource
+	if c.SpotOnly != nil {
+		spotOnly = &SpotOnlySource{Policy: c.Policy, Catalog: c.Catalog, SpotOnly: c.SpotOnly, Now: c.Now, Log: log}
+		pol = spotOnly.Current
+	}
+	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: pol, Now: c.Now, Incremental: c.IncrementalReplan}
+	if spotOnly != nil {
+		spotOnly.Inner, src = src, spotOnly
+	}
 	if c.Fleet != nil {
-		src = &TrainingSource{Inner: src, Policy: c.Policy, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
+		src = &TrainingSource{Inner: src, Policy: pol, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
 			SpeedRatio: c.SpeedRatio, Tracker: &spotpolicy.LiveTracker{Gap: c.Training.tick()}, Now: c.Now, Log: log,
 			Config: c.Training}
 	}
-	if c.Load == nil {
-		return src
+	if c.Load != nil {
+		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling}
 	}
-	src = &ScaledSource{Inner: src, Policy: c.Policy, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling}
+	if c.Fleet != nil && c.Hedge != nil {
+		src = &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
+			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones}
+	}
 	return src
 }

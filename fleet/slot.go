@@ -84,7 +84,8 @@ func SlotID(workload string, index int) string { return workload + "/" + strconv
 
 // Desired turns a plan into slots: one per instance of a training or batch
 // job, one per inference replica (hedge replicas included), numbered in
-// the plan's group order so the same plan gives the same identities.
+// the plan's group order so the same plan gives the same identities, or by
+// the groups' pinned Slots where a live stage set them.
 func Desired(plan *optimizer.Plan) []Spec {
 	if plan == nil {
 		return nil
@@ -97,14 +98,18 @@ func Desired(plan *optimizer.Plan) []Spec {
 		}
 		idx := 0
 		for _, g := range p.Groups {
-			for range g.Instances {
+			for j := range g.Instances {
 				var a []pricing.Offer
 				for _, o := range alt {
 					if o.Zone != g.Zone || o.InstanceType != g.InstanceType {
 						a = append(a, o)
 					}
 				}
-				out = append(out, Spec{ID: SlotID(p.Workload, idx), Workload: p.Workload, Kind: p.Kind, Index: idx,
+				slot := idx
+				if len(g.Slots) == g.Instances {
+					slot = g.Slots[j] // pinned by a live stage (HedgedSource)
+				}
+				out = append(out, Spec{ID: SlotID(p.Workload, slot), Workload: p.Workload, Kind: p.Kind, Index: slot,
 					Offer: pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType,
 						GPU: g.GPU, GPUCount: g.GPUsPerInstance},
 					Capacity: g.Capacity, PricePerHour: g.PricePerHour, Alternatives: a, Move: g.Move})

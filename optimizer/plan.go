@@ -175,6 +175,11 @@ type Group struct {
 	// "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma",
 	// "infiniband"), empty when it has none.
 	Interconnect string `json:"interconnect,omitempty"`
+	// Slots, when a live stage pinned them (fleet.HedgedSource), are the
+	// fleet slot indexes of the group's instances, one per instance, so a
+	// replica keeps its slot while others move between pools; empty, the
+	// slots are numbered in group order.
+	Slots []int `json:"slots,omitempty"`
 	// Move is set by the fleet's live training stage when its policy moves
 	// a running job here: the reconciler replaces a running instance that
 	// is elsewhere. Without it a running instance stays where it runs

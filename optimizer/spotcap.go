@@ -59,6 +59,15 @@ func capacityOf(p *policy.Policy, o *pricing.Offer, score int) (int, string) {
 	return def, "default"
 }
 
+// SpotPoolCapacity is the spot GPUs the pool of offer o gives the fleet
+// under policy p (spot_capacity, else the default scaled by o's placement
+// score): the figure Solve plans with, for the live stages that place spot
+// replicas themselves (fleet.HedgedSource).
+func SpotPoolCapacity(p *policy.Policy, o *pricing.Offer) int {
+	c, _ := capacityOf(p, o, o.Spot.PlacementScore)
+	return c
+}
+
 // initSpotPools gives every spot offer its pool and per-offer capacity
 // limit; rows come later (spotPoolRows), once the workloads' demand is
 // known.

@@ -34,6 +34,14 @@ type FleetConfig struct {
 	// UnavailableBackoff is the first block of a pool after a capacity
 	// error or a preemption.
 	UnavailableBackoff time.Duration
+	// Hedge turns live spot hedging of inference services on (default
+	// true); HedgeTick is its decision period, ReadyDelay how long a new
+	// replica takes to serve, HedgeMaxZones the most spot pools one
+	// service spreads over (zero: the defaults in docs/fleet.md).
+	Hedge         bool
+	HedgeTick     time.Duration
+	ReadyDelay    time.Duration
+	HedgeMaxZones int
 	// Commands maps a workload to its own command, started after the agent.
 	Commands map[string]string
 	// Training configures the live training stage (fleet.training).
@@ -116,6 +124,7 @@ var tmplLine = regexp.MustCompile(`^template: [^:]*:(\d+):(?:(\d+):)? (.*)$`)
 func (p *parser) fleet(n *yaml.Node, dst *FleetConfig) error {
 	dst.Enabled = true
 	dst.Mode = "dry-run"
+	dst.Hedge = true
 	return p.mapping(n, "fleet", map[string]func(*yaml.Node) error{
 		"mode": func(n *yaml.Node) error {
 			if err := p.str(n, "fleet.mode", &dst.Mode); err != nil {
@@ -146,6 +155,22 @@ func (p *parser) fleet(n *yaml.Node, dst *FleetConfig) error {
 		"heartbeat_timeout": func(n *yaml.Node) error { return p.duration(n, "fleet.heartbeat_timeout", &dst.HeartbeatTimeout) },
 		"unavailable_backoff": func(n *yaml.Node) error {
 			return p.duration(n, "fleet.unavailable_backoff", &dst.UnavailableBackoff)
+		},
+		"hedge": func(n *yaml.Node) error { return p.boolean(n, "fleet.hedge", &dst.Hedge) },
+		"hedge_tick": func(n *yaml.Node) error {
+			return p.bounded(n, "fleet.hedge_tick", time.Second, time.Hour, &dst.HedgeTick)
+		},
+		"ready_delay": func(n *yaml.Node) error {
+			return p.bounded(n, "fleet.ready_delay", time.Second, 24*time.Hour, &dst.ReadyDelay)
+		},
+		"hedge_max_zones": func(n *yaml.Node) error {
+			if err := p.count(n, "fleet.hedge_max_zones", &dst.HedgeMaxZones); err != nil {
+				return err
+			}
+			if dst.HedgeMaxZones > 64 {
+				return p.errorf(n, "fleet.hedge_max_zones %d: want 1 to 64 spot pools per service", dst.HedgeMaxZones)
+			}
+			return nil
 		},
 		"training": func(n *yaml.Node) error {
 			t := &dst.Training

@@ -24,6 +24,9 @@ func TestParseFleetGood(t *testing.T) {
 		f.Training.Tick != time.Minute || f.Training.MoveMargin != 0.2 || f.Training.PriceHalfLife != 6*time.Hour || f.Training.Boot != 4*time.Minute {
 		t.Fatalf("%+v", f)
 	}
+	if !f.Hedge || f.HedgeTick != 30*time.Second || f.ReadyDelay != 8*time.Minute || f.HedgeMaxZones != 4 {
+		t.Fatalf("hedging keys: %+v", f)
+	}
 	aws := f.Clouds["aws"]
 	if aws.Image != "ami-0abcdef1234567890" || aws.UserData == nil || aws.MaxInstances != 20 || len(aws.SecurityGroups) != 1 {
 		t.Fatalf("aws %+v", aws)
@@ -39,8 +42,11 @@ func TestParseFleetGood(t *testing.T) {
 	if cfg, _ := ParseConfig("c.yaml", []byte("db: x\n")); cfg.Fleet.Enabled {
 		t.Fatal("fleet enabled without a section")
 	}
-	if cfg, err := ParseConfig("c.yaml", []byte("fleet: {}\n")); err != nil || cfg.Fleet.Mode != "dry-run" {
-		t.Fatalf("default mode %q %v", cfg.Fleet.Mode, err)
+	if cfg, err := ParseConfig("c.yaml", []byte("fleet: {}\n")); err != nil || cfg.Fleet.Mode != "dry-run" || !cfg.Fleet.Hedge {
+		t.Fatalf("default mode %q hedge %v %v", cfg.Fleet.Mode, cfg.Fleet.Hedge, err)
+	}
+	if cfg, err := ParseConfig("c.yaml", []byte("fleet: {hedge: false}\n")); err != nil || cfg.Fleet.Hedge {
+		t.Fatalf("hedge: false kept hedging on (%v)", err)
 	}
 }
 
@@ -72,6 +78,11 @@ func TestParseFleetErrors(t *testing.T) {
 			bad + `:3:6: user data: unknown field .Tokn`},
 		{"fleet:\n  clouds:\n    aws:\n      image: a\n      subnet: s\n      user_data_file: /nonexistent/x.sh\n",
 			`c.yaml:6:23: fleet.clouds.aws.user_data_file: open /nonexistent/x.sh: no such file or directory`},
+		{"fleet:\n  hedge_tick: 0.5s\n", `c.yaml:2:15: fleet.hedge_tick 500ms: want a duration from 1s to 1h0m0s`},
+		{"fleet:\n  hedge_tick: soon\n", `c.yaml:2:15: fleet.hedge_tick "soon": want a positive duration such as 30s or 10m`},
+		{"fleet:\n  ready_delay: 48h\n", `c.yaml:2:16: fleet.ready_delay 48h0m0s: want a duration from 1s to 24h0m0s`},
+		{"fleet:\n  hedge_max_zones: 100\n", `c.yaml:2:20: fleet.hedge_max_zones 100: want 1 to 64 spot pools per service`},
+		{"fleet:\n  hedge: maybe\n", `c.yaml:2:10: fleet.hedge`},
 		{"fleet:\n  commands: [a]\n", `c.yaml:2:13: fleet.commands must map workload names to commands`},
 		{"fleet:\n  clouds:\n    fake:\n      pretend: ibm\n", `c.yaml:4:7: fleet.clouds.fake.pretend "ibm": want aws, gcp or azure`},
 	}

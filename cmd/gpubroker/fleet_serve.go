@@ -40,6 +40,9 @@ func fleetSetup(fc config.FleetConfig, log *slog.Logger) (setup *broker.FleetSet
 		Commands: fc.Commands, MaxPerCloud: map[pricing.Cloud]int{}, UserData: map[pricing.Cloud]*template.Template{}}
 	setup = &broker.FleetSetup{Options: o, Interval: fc.Interval, Computes: map[pricing.Cloud]providers.Compute{},
 		Training: fleet.TrainingConfig{Tick: fc.Training.Tick, MoveMargin: fc.Training.MoveMargin, PriceHalfLife: fc.Training.PriceHalfLife, Boot: fc.Training.Boot}}
+	if fc.Hedge {
+		setup.Hedge = &fleet.HedgeOptions{Tick: fc.HedgeTick, ReadyDelay: fc.ReadyDelay, MaxZones: fc.HedgeMaxZones}
+	}
 	names := make([]string, 0, len(fc.Clouds))
 	for n := range fc.Clouds {
 		names = append(names, n)

@@ -242,6 +242,11 @@ func New(cfg Config) (*Sim, error) {
 		// Passes come at events and at least every Tick: a decision may
 		// wait that long to be acted on, so the deadline reserve covers it.
 		Training: fleet.TrainingConfig{Boot: cfg.LaunchLatency + cfg.ReadyDelay, Reserve: cfg.Tick + fleet.DefaultTrainingReserve},
+		// Inference services hedge their spot replicas live, as in the
+		// broker; a replica is ready when its simulated agent registers,
+		// LaunchLatency + ReadyDelay after its launch.
+		Hedge:  &fleet.HedgeOptions{ReadyDelay: cfg.LaunchLatency + cfg.ReadyDelay},
+		Agents: s.agents,
 	})}
 	s.rec = &fleet.Reconciler{Store: s.store, Computes: computes, Agents: s.agents, Plans: s.tap, Tokens: minter{s},
 		Now: s.clk.Now, Log: cfg.Log, Options: cfg.Options}

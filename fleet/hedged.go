@@ -1,0 +1,592 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+	"github.com/gpubroker/gpubroker/store"
+)
+
+// HedgedSource is the live spot hedging stage: for each inference service
+// that may run on spot, it runs the service's inference policy
+// (fleet/spotpolicy, the code the simulator proves on traces) on the live
+// fleet and turns its decision into the placement's groups: spot replicas
+// spread over the service's spot pools (zones, regions and clouds its
+// limits allow) plus on-demand replicas. The target is the replicas the
+// inner (autoscaled) plan asks for. Decisions are taken at tick
+// boundaries of Tick, one policy instance per service kept across passes;
+// between boundaries the last decision stands.
+//
+// Replicas keep their slots: a replica running or booting in a pool the
+// decision keeps stays in its slot (Group.Slots), new replicas take free
+// slot numbers, and replicas of pools the decision drops leave the plan and
+// are drained by the reconciler.
+type HedgedSource struct {
+	Inner   PlanSource
+	Catalog func() *pricing.Catalog
+	Policy  func() *policy.Policy
+	Fleet   FleetReader
+	// Agents, when set, tells ready replicas by their heartbeats.
+	Agents Agents
+	Now    func() time.Time
+	Log    *slog.Logger
+	// Tick is the decision period (default 1 minute).
+	Tick time.Duration
+	// ReadyDelay is how long a new replica takes to serve (default 10
+	// minutes): a replica without a fresh heartbeat counts as ready once it
+	// has run this long.
+	ReadyDelay time.Duration
+	// Fresh is how recent a heartbeat must be (default 2 minutes).
+	Fresh time.Duration
+	// MaxZones bounds the spot pools one service spreads over (default 6):
+	// the cheapest, pools it already runs in first.
+	MaxZones int
+
+	mu      sync.Mutex
+	tracker spotpolicy.LiveTracker
+	hedges  map[string]*hedge
+}
+
+// hedge is one service's live policy and what it was built for.
+type hedge struct {
+	key    string // policy name, GPU model and count it was built for
+	policy spotpolicy.Inference
+	zones  []pricing.Offer // spot pools, in the policy's zone order
+	start  time.Time
+	tick   int // last tick decided; -1 none
+	fleet  spotpolicy.Fleet
+	last   HedgeDecision
+}
+
+// HedgeDecision is a service's latest hedging decision, for status and
+// logs.
+type HedgeDecision struct {
+	Workload string    `json:"workload"`
+	At       time.Time `json:"at"`
+	Tick     int       `json:"tick"`
+	Policy   string    `json:"policy"`
+	Target   int       `json:"target"`
+	Ready    int       `json:"ready"`
+	// Spot replicas per pool ("cloud/zone/instance type") and on-demand
+	// replicas asked for.
+	Spot     map[string]int `json:"spot"`
+	OnDemand int            `json:"on_demand"`
+}
+
+func (h *HedgedSource) defaults() (tick, ready, fresh time.Duration, zones int) {
+	tick, ready, fresh, zones = h.Tick, h.ReadyDelay, h.Fresh, h.MaxZones
+	if tick <= 0 {
+		tick = time.Minute
+	}
+	if ready <= 0 {
+		ready = 10 * time.Minute
+	}
+	if fresh <= 0 {
+		fresh = 2 * time.Minute
+	}
+	if zones <= 0 {
+		zones = 6
+	}
+	return
+}
+
+// Plan returns the inner plan with the hedged services' groups replaced.
+func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
+	plan, err := h.Inner.Plan(ctx, u)
+	if err != nil || plan == nil {
+		return plan, err
+	}
+	pol := h.Policy()
+	if pol == nil {
+		return plan, nil
+	}
+	now := time.Now()
+	if h.Now != nil {
+		now = h.Now()
+	}
+	byName := map[string]policy.Workload{}
+	for _, w := range pol.Workloads {
+		byName[w.Name] = w
+	}
+	var todo []int
+	for i, p := range plan.Placements {
+		w, ok := byName[p.Workload]
+		if ok && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(p.Groups) > 0 {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return plan, nil
+	}
+	// Without the fleet's state the pass stops: falling back to the inner
+	// plan would renumber the services' slots and move live replicas.
+	st, err := h.Fleet.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hedging: reading the fleet: %w", err)
+	}
+	beats := map[string]time.Time{}
+	if h.Agents != nil {
+		recs, err := h.Agents.ListInstances(ctx, "", "")
+		if err != nil {
+			return nil, fmt.Errorf("hedging: reading agents: %w", err)
+		}
+		for _, a := range recs {
+			if a.State == store.StateRunning {
+				beats[a.ID] = a.LastHeartbeat
+			}
+		}
+	}
+	var cat *pricing.Catalog
+	if h.Catalog != nil {
+		cat = h.Catalog()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hedges == nil {
+		h.hedges = map[string]*hedge{}
+	}
+	tick, _, _, _ := h.defaults()
+	h.tracker.Gap = tick
+	bySvc := map[string][]*store.SlotRecord{}
+	for i := range st.Slots {
+		s := &st.Slots[i]
+		bySvc[s.Workload] = append(bySvc[s.Workload], s)
+	}
+	out := *plan
+	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
+	for _, i := range todo {
+		p := out.Placements[i]
+		w := byName[p.Workload]
+		np, err := h.hedgePlacement(pol, cat, w, p, bySvc[w.Name], beats, u, now)
+		if err != nil {
+			h.log().Warn("hedging: leaving the service as planned", "workload", w.Name, "err", err)
+			continue
+		}
+		out.Placements[i] = np
+	}
+	return &out, nil
+}
+
+func (h *HedgedSource) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return h.Log
+}
+
+// Decisions returns each hedged service's latest decision.
+func (h *HedgedSource) Decisions() map[string]HedgeDecision {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]HedgeDecision, len(h.hedges))
+	for k, v := range h.hedges {
+		out[k] = v.last
+	}
+	return out
+}
+
+func slotPool(s *store.SlotRecord) providers.PoolKey {
+	zone := s.Zone
+	if zone == "" {
+		zone = s.Region
+	}
+	return providers.PoolKey{Cloud: pricing.Cloud(s.Cloud), Zone: zone, InstanceType: s.InstanceType, Capacity: pricing.CapacityType(s.Capacity)}
+}
+
+// live says whether a slot holds (or is getting) an instance.
+func live(s *store.SlotRecord) bool {
+	switch State(s.State) {
+	case Launching, Booting, Running:
+		return true
+	}
+	return false
+}
+
+func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
+	zone := g.Zone
+	if zone == "" {
+		zone = g.Region
+	}
+	return pricing.Cloud(k.Cloud) == g.Cloud && k.Zone == zone && k.InstanceType == g.InstanceType && k.Capacity == g.Capacity
+}
+
+// hedgePlacement runs w's policy (at a tick boundary) and returns p with
+// the decision's groups.
+func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement,
+	mine []*store.SlotRecord, beats map[string]time.Time, u *Unavailable, now time.Time) (optimizer.Placement, error) {
+	tick, readyDelay, fresh, maxZones := h.defaults()
+	ref := p.Groups[0]
+	target := 0
+	for _, g := range p.Groups {
+		target += g.Instances
+	}
+	if target == 0 {
+		return p, nil // nothing to hedge
+	}
+	name := w.SpotDecider
+	if name == "" {
+		name = spotpolicy.DefaultInference
+	}
+	key := fmt.Sprintf("%s %s×%d", name, ref.GPU, ref.GPUsPerInstance)
+	hg := h.hedges[w.Name]
+	if hg == nil || hg.key != key {
+		dec, err := spotpolicy.NewInference(name)
+		if err != nil {
+			return p, err
+		}
+		hg = &hedge{key: key, policy: dec, start: now, tick: -1}
+		hg.zones = spotPools(pol, cat, w, p, mine, maxZones)
+		h.hedges[w.Name] = hg
+	}
+	od := onDemandOffer(pol, cat, w, p, u, now)
+	if len(hg.zones) == 0 && od == nil {
+		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
+	}
+	// The live state, as the simulator builds it per tick.
+	zones := make([]spotpolicy.Zone, len(hg.zones))
+	keys := make([]providers.PoolKey, len(hg.zones))
+	for k, o := range hg.zones {
+		// The live signal of a spot pool is the unavailable cache: the
+		// reconciler blocks a pool that refused a launch for capacity or
+		// whose spot instance was preempted, and clears it when a launch
+		// there succeeds. Unblocked, the cloud sells it: available, as a
+		// trace's tick with capacity is in the simulator.
+		keys[k] = PoolOf(o, pricing.Spot)
+		blocked := u.Blocked(keys[k], now)
+		h.tracker.Observe(poolName(keys[k]), now, !blocked)
+		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
+		if !blocked {
+			zones[k].Capacity = optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
+		}
+	}
+	ready := func(s *store.SlotRecord) bool {
+		if State(s.State) != Running {
+			return false
+		}
+		if b, ok := beats[s.InstanceID]; ok && !b.IsZero() && now.Sub(b) <= fresh {
+			return true
+		}
+		return !s.RunningAt.IsZero() && now.Sub(s.RunningAt) >= readyDelay
+	}
+	state := spotpolicy.InferenceState{Gap: tick.Seconds(), Target: target, ReadyDelay: readyDelay.Seconds(), Zones: zones}
+	for _, s := range mine {
+		if !live(s) {
+			continue
+		}
+		k := slotPool(s)
+		if k.Capacity == pricing.Spot {
+			for z := range keys {
+				if keys[z] == k {
+					zones[z].Spot++
+					if ready(s) {
+						zones[z].SpotReady++
+					}
+				}
+			}
+			continue
+		}
+		state.OnDemand++
+		if ready(s) {
+			state.OnDemandReady++
+			continue
+		}
+		since := s.LaunchedAt
+		if since.IsZero() {
+			since = now
+		}
+		state.OnDemandReadyIn = append(state.OnDemandReadyIn, max(0, (readyDelay-now.Sub(since)).Seconds()))
+	}
+	if len(hg.zones) > 0 {
+		state.SpotPrice = hg.zones[0].SpotPrice
+	}
+	if od != nil {
+		state.OnDemandPrice = od.OnDemandPrice
+	}
+	t := int(now.Sub(hg.start) / tick)
+	if t > hg.tick {
+		state.Tick = t
+		f := hg.policy.Decide(&state)
+		for k := range f.Spot {
+			f.Spot[k] = min(f.Spot[k], zones[k].Capacity)
+		}
+		if od == nil && f.OnDemand > 0 {
+			// Spot only (the policy's, or a spent spot-only budget's), or
+			// no on-demand offer: the replicas the policy wanted on demand
+			// go to spot pools with room, round robin in pool order.
+			spreadRest(f.Spot, zones, f.OnDemand)
+			f.OnDemand = 0
+		}
+		hg.tick, hg.fleet = t, f
+		d := HedgeDecision{Workload: w.Name, At: now, Tick: t, Policy: hg.policy.Name(), Target: target, Ready: state.Ready(),
+			Spot: map[string]int{}, OnDemand: f.OnDemand}
+		for k, n := range f.Spot {
+			if n > 0 {
+				d.Spot[string(keys[k].Cloud)+"/"+keys[k].Zone+"/"+keys[k].InstanceType] = n
+			}
+		}
+		if hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot) {
+			h.log().Info("hedging decision", "workload", w.Name, "policy", d.Policy, "target", target, "ready", d.Ready,
+				"spot", d.Spot, "on_demand", d.OnDemand)
+		}
+		hg.last = d
+	}
+	// Groups of the decision, each pinned to the slots it keeps.
+	var groups []optimizer.Group
+	for k, n := range hg.fleet.Spot {
+		if n = min(n, zones[k].Capacity+zones[k].Spot); n <= 0 {
+			continue // a pool blocked since the tick keeps only what runs there
+		}
+		o := hg.zones[k]
+		groups = append(groups, optimizer.Group{Cloud: o.Cloud, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, GPU: o.GPU,
+			GPUsPerInstance: o.GPUCount, Instances: n, Capacity: pricing.Spot, PricePerHour: o.SpotPrice,
+			SpotPool: string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU), PlacementScore: o.Spot.PlacementScore,
+			Interconnect: optimizer.Interconnect(o.Cloud, o.InstanceType)})
+	}
+	if hg.fleet.OnDemand > 0 && od != nil {
+		groups = append(groups, optimizer.Group{Cloud: od.Cloud, Region: od.Region, Zone: od.Zone, InstanceType: od.InstanceType, GPU: od.GPU,
+			GPUsPerInstance: od.GPUCount, Instances: hg.fleet.OnDemand, Capacity: pricing.OnDemand, PricePerHour: od.OnDemandPrice,
+			Interconnect: optimizer.Interconnect(od.Cloud, od.InstanceType)})
+	}
+	if len(groups) == 0 {
+		return p, fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
+	}
+	pinSlots(groups, mine)
+	n := 0
+	for _, g := range groups {
+		n += g.Instances
+	}
+	p.Groups, p.Instances = groups, n
+	p.Explanation = append(slices.Clip(p.Explanation), fmt.Sprintf("live hedging (%s, tick %d): %d spot over %d pools + %d on-demand for a target of %d",
+		hg.policy.Name(), hg.tick, n-hg.fleet.OnDemand, len(hg.last.Spot), hg.fleet.OnDemand, target))
+	return p, nil
+}
+
+// spreadRest adds n replicas to sp, one per pool with capacity left per
+// round.
+func spreadRest(sp []int, zones []spotpolicy.Zone, n int) {
+	for n > 0 {
+		placed := false
+		for k := range sp {
+			if n > 0 && sp[k] < zones[k].Capacity {
+				sp[k]++
+				n--
+				placed = true
+			}
+		}
+		if !placed {
+			return
+		}
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// pinSlots gives each group's instances their slot numbers: a slot whose
+// instance launches, boots or runs in the group's pool keeps its number
+// (lowest first); a slot with nothing live (pending, draining) is reused
+// for any group; the rest take the lowest numbers no slot holds, so no
+// live instance is ever re-labelled to another pool.
+func pinSlots(groups []optimizer.Group, mine []*store.SlotRecord) {
+	sort.Slice(mine, func(i, j int) bool { return mine[i].Index < mine[j].Index })
+	used := map[int]bool{}
+	taken := map[int]bool{}
+	for _, s := range mine {
+		if State(s.State) != Gone {
+			used[s.Index] = true
+		}
+	}
+	for g := range groups {
+		groups[g].Slots = nil
+		for _, s := range mine {
+			if len(groups[g].Slots) == groups[g].Instances {
+				break
+			}
+			if live(s) && !taken[s.Index] && sameGroupPool(groups[g], slotPool(s)) {
+				groups[g].Slots = append(groups[g].Slots, s.Index)
+				taken[s.Index] = true
+			}
+		}
+	}
+	for g := range groups {
+		for _, s := range mine {
+			if len(groups[g].Slots) == groups[g].Instances {
+				break
+			}
+			if st := State(s.State); (st == Pending || st == Draining) && !taken[s.Index] {
+				groups[g].Slots = append(groups[g].Slots, s.Index)
+				taken[s.Index] = true
+			}
+		}
+	}
+	next := 0
+	for g := range groups {
+		for len(groups[g].Slots) < groups[g].Instances {
+			for used[next] || taken[next] {
+				next++
+			}
+			groups[g].Slots = append(groups[g].Slots, next)
+			taken[next] = true
+		}
+		sort.Ints(groups[g].Slots)
+	}
+}
+
+// spotPools chooses the spot pools a service spreads over: offers of the
+// planned GPU model and count that its limits admit, one (the cheapest)
+// per cloud/zone/GPU pool (the instance type it runs there, if it does);
+// pools the service already runs spot replicas in first, then the
+// cheapest, at most maxZones (or spread.min_zones, if more), taking in
+// further clouds as spread.min_clouds asks.
+func spotPools(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement, mine []*store.SlotRecord, maxZones int) []pricing.Offer {
+	ref := p.Groups[0]
+	// Pools the service runs spot replicas in, with the instance type they
+	// run, so they stay candidates as they are.
+	running := map[string]string{}
+	for _, s := range mine {
+		if live(s) && s.Capacity == string(pricing.Spot) {
+			running[s.Cloud+"/"+slotPool(s).Zone+"/"+s.GPU] = s.InstanceType
+		}
+	}
+	best := map[string]pricing.Offer{}
+	add := func(o pricing.Offer) {
+		if o.SpotPrice <= 0 || o.GPU != ref.GPU || o.GPUCount != ref.GPUsPerInstance ||
+			!policy.RegionAllowed(pol, &w, o.Cloud, o.Region, o.Zone) {
+			return
+		}
+		k := string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU)
+		b, ok := best[k]
+		switch {
+		case !ok, o.InstanceType == running[k] && b.InstanceType != running[k]:
+			best[k] = o
+		case b.InstanceType == running[k]:
+		case o.SpotPrice < b.SpotPrice || (o.SpotPrice == b.SpotPrice && o.InstanceType < b.InstanceType):
+			best[k] = o
+		}
+	}
+	if cat != nil {
+		for _, o := range cat.Query(pricing.Query{GPUs: []pricing.GPUModel{ref.GPU}}) {
+			add(o)
+		}
+	}
+	// Planned spot groups are candidates even when the catalog no longer
+	// lists them (a live stage must not drop what the solver chose).
+	for _, g := range p.Groups {
+		if g.Capacity == pricing.Spot {
+			if _, ok := best[string(g.Cloud)+"/"+zoneOrRegion(g.Zone, g.Region)+"/"+string(g.GPU)]; !ok {
+				add(pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
+					GPUCount: g.GPUsPerInstance, SpotPrice: g.PricePerHour, Spot: pricing.SpotSignal{PlacementScore: g.PlacementScore}})
+			}
+		}
+	}
+	out := make([]pricing.Offer, 0, len(best))
+	for _, o := range best {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		_, ri := running[string(out[i].Cloud)+"/"+zoneOf(out[i])+"/"+string(out[i].GPU)]
+		_, rj := running[string(out[j].Cloud)+"/"+zoneOf(out[j])+"/"+string(out[j].GPU)]
+		if ri != rj {
+			return ri
+		}
+		if out[i].SpotPrice != out[j].SpotPrice {
+			return out[i].SpotPrice < out[j].SpotPrice
+		}
+		return out[i].Key() < out[j].Key()
+	})
+	// The policy's spread limits: at least spread.min_zones pools, and
+	// the cheapest pool of further clouds until spread.min_clouds clouds
+	// are in the set.
+	limit := max(maxZones, w.Spread.MinZones)
+	if len(out) <= limit {
+		return out
+	}
+	picked := make([]bool, len(out))
+	clouds := map[pricing.Cloud]bool{}
+	n := 0
+	for i := 0; i < len(out) && n < limit; i++ {
+		_, run := running[string(out[i].Cloud)+"/"+zoneOf(out[i])+"/"+string(out[i].GPU)]
+		if run {
+			picked[i], clouds[out[i].Cloud] = true, true
+			n++
+		}
+	}
+	for i := 0; i < len(out) && n < limit && len(clouds) < w.Spread.MinClouds; i++ {
+		if !picked[i] && !clouds[out[i].Cloud] {
+			picked[i], clouds[out[i].Cloud] = true, true
+			n++
+		}
+	}
+	for i := 0; i < len(out) && n < limit; i++ {
+		if !picked[i] {
+			picked[i] = true
+			n++
+		}
+	}
+	sel := out[:0]
+	for i, o := range out {
+		if picked[i] {
+			sel = append(sel, o)
+		}
+	}
+	return sel
+}
+
+func zoneOrRegion(zone, region string) string {
+	if zone != "" {
+		return zone
+	}
+	return region
+}
+
+// onDemandOffer is where the service's on-demand replicas go: the plan's
+// on-demand group when it has one not blocked, else the cheapest on-demand offer of
+// the planned GPU model and count that its limits admit and that is not
+// blocked.
+func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
+	if w.Spot == policy.SpotOnly {
+		return nil
+	}
+	for _, g := range p.Groups {
+		o := pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
+			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
+		if g.Capacity == pricing.OnDemand && !u.Blocked(PoolOf(o, pricing.OnDemand), now) {
+			return &o
+		}
+	}
+	if cat == nil {
+		return nil
+	}
+	ref := p.Groups[0]
+	var best *pricing.Offer
+	for _, o := range cat.Query(pricing.Query{GPUs: []pricing.GPUModel{ref.GPU}}) {
+		if o.OnDemandPrice <= 0 || o.GPUCount != ref.GPUsPerInstance || !policy.RegionAllowed(pol, &w, o.Cloud, o.Region, o.Zone) ||
+			u.Blocked(PoolOf(o, pricing.OnDemand), now) {
+			continue
+		}
+		if best == nil || o.OnDemandPrice < best.OnDemandPrice || (o.OnDemandPrice == best.OnDemandPrice && o.Key() < best.Key()) {
+			o := o
+			best = &o
+		}
+	}
+	return best
+}
