@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
+	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
@@ -95,4 +96,28 @@ func NewPlanChain(c ChainConfig) PlanSource {
 			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones}
 	}
 	return src
+}
+
+// stageInput is what every stage after the solver starts from: the inner
+// plan, the policy and its workloads by name, and the time. ok is false when
+// there is nothing for the stage to do (no plan, no policy): it returns
+// plan, err.
+func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf func() *policy.Policy, clock func() time.Time) (
+	plan *optimizer.Plan, pol *policy.Policy, byName map[string]policy.Workload, now time.Time, ok bool, err error) {
+	plan, err = inner.Plan(ctx, u)
+	if err != nil || plan == nil {
+		return plan, nil, nil, now, false, err
+	}
+	if pol = policyOf(); pol == nil {
+		return plan, nil, nil, now, false, nil
+	}
+	now = time.Now()
+	if clock != nil {
+		now = clock()
+	}
+	byName = make(map[string]policy.Workload, len(pol.Workloads))
+	for _, w := range pol.Workloads {
+		byName[w.Name] = w
+	}
+	return plan, pol, byName, now, true, nil
 }

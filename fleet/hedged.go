@@ -102,21 +102,9 @@ func (h *HedgedSource) defaults() (tick, ready, fresh time.Duration, zones int) 
 
 // Plan returns the inner plan with the hedged services' groups replaced.
 func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
-	plan, err := h.Inner.Plan(ctx, u)
-	if err != nil || plan == nil {
+	plan, pol, byName, now, ok, err := stageInput(ctx, h.Inner, u, h.Policy, h.Now)
+	if !ok {
 		return plan, err
-	}
-	pol := h.Policy()
-	if pol == nil {
-		return plan, nil
-	}
-	now := time.Now()
-	if h.Now != nil {
-		now = h.Now()
-	}
-	byName := map[string]policy.Workload{}
-	for _, w := range pol.Workloads {
-		byName[w.Name] = w
 	}
 	var todo []int
 	for i, p := range plan.Placements {

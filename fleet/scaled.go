@@ -42,21 +42,9 @@ type ScaledSource struct {
 
 // Plan returns the inner plan with inference replicas resized.
 func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
-	plan, err := s.Inner.Plan(ctx, u)
-	if err != nil || plan == nil {
+	plan, _, byName, now, ok, err := stageInput(ctx, s.Inner, u, s.Policy, s.Now)
+	if !ok {
 		return plan, err
-	}
-	pol := s.Policy()
-	if pol == nil {
-		return plan, nil
-	}
-	now := time.Now()
-	if s.Now != nil {
-		now = s.Now()
-	}
-	byName := map[string]policy.Workload{}
-	for _, w := range pol.Workloads {
-		byName[w.Name] = w
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

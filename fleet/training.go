@@ -200,21 +200,9 @@ type livePool struct {
 // Plan returns the inner plan with each live training placement set to its
 // policy's decision.
 func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
-	plan, err := t.Inner.Plan(ctx, u)
-	if err != nil || plan == nil {
+	plan, _, byName, now, ok, err := stageInput(ctx, t.Inner, u, t.Policy, t.Now)
+	if !ok {
 		return plan, err
-	}
-	pol := t.Policy()
-	if pol == nil {
-		return plan, nil
-	}
-	now := time.Now()
-	if t.Now != nil {
-		now = t.Now()
-	}
-	byName := map[string]policy.Workload{}
-	for _, w := range pol.Workloads {
-		byName[w.Name] = w
 	}
 	var st store.FleetState
 	loaded := false
