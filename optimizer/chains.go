@@ -24,11 +24,17 @@ const chainFleet = 150
 // chainSize is the most workloads one chain neighbourhood frees.
 const chainSize = 16
 
+// chainMin is the fewest workloads a chain neighbourhood aims for.
+const chainMin = 8
+
 // chainWork is chains' budget of candidate scans per workload.
 const chainWork = 2_000_000
 
 // chainStale stops chains after this many sets in a row found nothing.
-const chainStale = 400
+const chainStale = 800
+
+// chainNodes is the node limit of one set's search.
+const chainNodes = 500
 
 // chains improves choice with sampled ejection-chain neighbourhoods (see
 // above), within about budget candidate scans. The generator's seed is
@@ -57,8 +63,9 @@ func (s *solver) chains(evals []*eval, choice []int, mu []float64, budget int) [
 	refresh()
 	var set, off []int
 	var short []int32
+	size := chainSize
 	add := func(v int) {
-		if len(set) < chainSize && !inSet[v] && st.choice[v] >= 0 {
+		if len(set) < size && !inSet[v] && st.choice[v] >= 0 {
 			inSet[v] = true
 			set = append(set, v)
 		}
@@ -73,9 +80,12 @@ func (s *solver) chains(evals []*eval, choice []int, mu []float64, budget int) [
 		if len(off) == 0 {
 			break
 		}
+		// Sets of varied size: small ones are cheap to re-solve and
+		// large ones reach further.
+		size = chainMin + rng.IntN(chainSize-chainMin+1)
 		set = set[:0]
 		add(off[rng.IntN(len(off))])
-		for k := 0; k < len(set) && len(set) < chainSize; k++ {
+		for k := 0; k < len(set) && len(set) < size; k++ {
 			v := set[k]
 			e := evals[v]
 			cur := st.choice[v]
@@ -130,7 +140,7 @@ func (s *solver) chains(evals []*eval, choice []int, mu []float64, budget int) [
 			old += evals[v].cands[st.choice[v]].cost
 			work += len(evals[v].cands)
 		}
-		r := s.search(st, set, old, 2000*work, false, mu)
+		r := s.search(st, set, old, chainNodes*work, false, mu)
 		spent += r.nodes * work
 		if r.pick == nil || r.cost >= old-eps*max(1, old) {
 			stale++
