@@ -16,9 +16,9 @@ import (
 // other options lack room in to theirs, and the workloads that want the
 // room a holder would leave; each set is re-solved exactly by search.
 
-// chainFleet is the largest constrained fleet chains runs on: beyond it
-// lns's neighbourhoods have enough workloads to recombine and the sampled
-// sets rarely hit.
+// chainFleet is the largest constrained fleet chains runs on. On the
+// 200-workload bench/placement instance it found nothing even with five
+// times the sets (docs/BENCHMARKS.md), so larger fleets are spared the CPU.
 const chainFleet = 150
 
 // chainSize is the most workloads one chain neighbourhood frees.
