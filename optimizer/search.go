@@ -61,8 +61,29 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 	nodeLimit := max(100, budget/max(1, work))
 	res := searchResult{cost: incumbent}
 	var priced map[int][]float64
+	// touched lists the rows with a positive multiplier that some freed
+	// workload's candidates use: a row no candidate uses only adds
+	// −μ·rem to the bound, valid but loose.
+	var touched []int32
 	if mu != nil {
 		priced = make(map[int][]float64, len(ws))
+		seen := make(map[int32]bool)
+		mark := func(r int32) {
+			if mu[r] > 0 && !seen[r] {
+				seen[r] = true
+				touched = append(touched, r)
+			}
+		}
+		for _, w := range ws {
+			for _, r := range evals[w].budgetRows {
+				mark(r)
+			}
+			for j := range evals[w].cands {
+				for _, u := range evals[w].cands[j].uses {
+					mark(u.row)
+				}
+			}
+		}
 		for _, w := range ws {
 			e := evals[w]
 			bmu := 0.0
@@ -101,22 +122,26 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 		}
 		// Forward check and bound: every remaining workload needs a fitting
 		// candidate; pick the one with the fewest to branch on next.
+		// Two bounds, the larger wins: the plain sum of each remaining
+		// workload's cheapest fitting candidate, and the Lagrangian one
+		// (cost + Σ min priced − μ·rem over the rows the set touches),
+		// which is tighter on congested rows and looser where the
+		// multipliers price slack the set cannot use.
 		bestI, bestN := -1, math.MaxInt
-		lower := cost
-		if priced != nil {
-			for r, m := range mu {
-				lower -= m * max(0, st.rem[r])
-			}
+		lower, lagr := cost, cost
+		for _, r := range touched {
+			lagr -= mu[r] * max(0, st.rem[r])
 		}
 		for i := depth; i < len(free); i++ {
 			e := evals[free[i]]
-			n, cheapest := 0, math.Inf(1)
+			n, cheapest, cheapestPriced := 0, 0.0, math.Inf(1)
 			for j := range e.cands {
 				if st.fits(e, &e.cands[j]) {
-					if priced != nil {
-						cheapest = min(cheapest, priced[free[i]][j])
-					} else if n == 0 {
+					if n == 0 {
 						cheapest = e.cands[j].cost
+					}
+					if priced != nil {
+						cheapestPriced = min(cheapestPriced, priced[free[i]][j])
 					}
 					n++
 				}
@@ -125,9 +150,13 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 				return false
 			}
 			lower += cheapest
+			lagr += cheapestPriced
 			if n < bestN {
 				bestI, bestN = i, n
 			}
+		}
+		if priced != nil {
+			lower = max(lower, lagr)
 		}
 		if res.pick != nil && lower >= res.cost-eps*max(1, res.cost) {
 			return false

@@ -407,6 +407,10 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 				choice, ub = alt, c
 			}
 		}
+		if len(evals) <= chainFleet && ub-lb > eps*lb && !s.probe {
+			choice = s.chains(evals, choice, mu, chainWork*len(evals))
+			ub = planCost(evals, choice)
+		}
 		if len(evals) <= polishSize && ub-lb > eps*lb && !s.probe {
 			st := newState(s, evals, choice)
 			if r := s.search(st, allIdx(len(evals)), ub, searchWork, false, mu); r.pick != nil && r.cost < ub {

@@ -47,6 +47,12 @@ func Parse(name string, data []byte) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodePolicy(name, root)
+}
+
+// decodePolicy decodes and validates a parsed policy document; positions in
+// its errors are the nodes' lines and columns in the text name names.
+func decodePolicy(name string, root *yaml.Node) (*Policy, error) {
 	d := &decoder{file: name, loc: newLocator()}
 	p := &Policy{File: name}
 	d.policy(root, p)

@@ -17,6 +17,16 @@ func TestPolicyCheck(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("workloads:\n  - name: a\n    kind: training\n    gpu: {models: [A100-80]}\n    work: {gpu_hours: -1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	recurring := filepath.Join(dir, "recurring.yaml")
+	if err := os.WriteFile(recurring, []byte(`workloads:
+  - {name: nightly, kind: training, schedule: "0 2 * * *", gpu: {models: [H100], count: 8}, work: {gpu_hours: 64}}
+  - name: search
+    kind: inference
+    replicas: {min: 1, max: 20}
+    load: {replicas_by_hour: [1, 1, 1, 1, 1, 1, 2, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8, 6, 4, 2, 2, 1, 1, 1]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name       string
 		args       []string
@@ -28,6 +38,8 @@ func TestPolicyCheck(t *testing.T) {
 			[]string{"../../examples/fleet.yaml: OK. 3 workloads (1 training, 1 inference, 1 batch) on [aws, gcp, azure]; 3 quotas, 3 budgets"}, nil},
 		{"eu example", []string{"policy", "check", "--file", "../../examples/eu-residency.yaml"}, 0,
 			[]string{"data kept in eu"}, nil},
+		{"scheduled job and load-profiled service", []string{"policy", "check", "-f", recurring}, 0,
+			[]string{"2 workloads (1 training, 1 inference), 1 scheduled (nightly 30 runs/month), 1 load-profiled (search 101 replica-hours/day, peak 8) on "}, nil},
 		{"minimal example", []string{"policy", "check", "-f", "../../examples/minimal.yaml"}, 0,
 			[]string{"1 workload (1 training)"}, nil},
 		{"errors, one per line", []string{"policy", "check", "-f", bad}, 2, nil,

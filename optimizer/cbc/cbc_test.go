@@ -150,9 +150,10 @@ func TestSolveModelTiny(t *testing.T) {
 // budgets, spot and inference mixed) over the same candidates and cost
 // model: the heuristic must place every fleet CBC places, never beat
 // CBC's proven optimum (which would mean a broken constraint), keep its
-// lower bound under that optimum, and stay close to it: a median gap of
-// at most 0.5% and none above 6% (docs/BENCHMARKS.md has the figures;
-// the 0.1% target is not met on the hardest seeds).
+// lower bound under that optimum, and stay close to it: none above the
+// issue's 0.1% target and a median of at most 0.01% (every seed is at
+// 0.000% today, docs/BENCHMARKS.md; the margin is for floating-point
+// ties that another platform may break differently).
 func TestMILPComparison(t *testing.T) {
 	s := requireCBC(t)
 	s.TimeLimit = 20 * time.Second
@@ -194,7 +195,7 @@ func TestMILPComparison(t *testing.T) {
 		gap := 100 * (h.Totals.ExpectedCost - opt) / opt
 		gaps = append(gaps, gap)
 		t.Logf("seed %d n=%d tight=%.1f: heuristic %.2f, %s %.2f, gap %.3f%%", seed, len(p.Workloads), tight, h.Totals.ExpectedCost, x.Solver, opt, gap)
-		if gap > 6 {
+		if gap > 0.1 {
 			t.Errorf("seed %d: heuristic %.3f%% above CBC", seed, gap)
 		}
 	}
@@ -203,8 +204,8 @@ func TestMILPComparison(t *testing.T) {
 		t.Fatalf("only %d fleets compared", len(gaps))
 	}
 	t.Logf("gaps: median %.3f%%, max %.3f%%", gaps[len(gaps)/2], gaps[len(gaps)-1])
-	if gaps[len(gaps)/2] > 0.5 {
-		t.Errorf("median gap %.3f%% above 0.5%%", gaps[len(gaps)/2])
+	if gaps[len(gaps)/2] > 0.01 {
+		t.Errorf("median gap %.3f%% above 0.01%%", gaps[len(gaps)/2])
 	}
 }
 
@@ -212,7 +213,8 @@ func TestMILPComparison(t *testing.T) {
 // spot pools are held to half the most the unconstrained plan puts in one
 // (spot_capacity.default_gpus_per_pool): the exact model carries the pool
 // rows, and the heuristic must place what CBC places, never beat it, keep
-// its bound under it and stay within a few percent.
+// its bound under it and stay within the 0.1% on every seed, a
+// median of at most 0.01% (all 0.000% today).
 func TestMILPComparisonSpotPools(t *testing.T) {
 	s := requireCBC(t)
 	s.TimeLimit = 20 * time.Second
@@ -291,7 +293,7 @@ func TestMILPComparisonSpotPools(t *testing.T) {
 		gaps = append(gaps, gap)
 		t.Logf("seed %d n=%d pool cap %d (%d pool rows in the full model, %d held in the plan): heuristic %.2f, %s %.2f, gap %.3f%%",
 			seed, len(p.Workloads), p.SpotCapacity.DefaultGPUsPerPool, rows, bound, h.Totals.ExpectedCost, x.Solver, opt, gap)
-		if gap > 6 {
+		if gap > 0.1 {
 			t.Errorf("seed %d: heuristic %.3f%% above CBC", seed, gap)
 		}
 	}
@@ -300,7 +302,7 @@ func TestMILPComparisonSpotPools(t *testing.T) {
 		t.Fatalf("only %d fleets compared, %d with binding pool rows", len(gaps), withRows)
 	}
 	t.Logf("gaps: median %.3f%%, max %.3f%%", gaps[len(gaps)/2], gaps[len(gaps)-1])
-	if gaps[len(gaps)/2] > 1 {
-		t.Errorf("median gap %.3f%% above 1%%", gaps[len(gaps)/2])
+	if gaps[len(gaps)/2] > 0.01 {
+		t.Errorf("median gap %.3f%% above 0.01%%", gaps[len(gaps)/2])
 	}
 }
