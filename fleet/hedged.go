@@ -472,7 +472,7 @@ func spotPools(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p op
 		}
 	}
 	if cat != nil {
-		for _, o := range cat.Query(pricing.Query{GPUs: []pricing.GPUModel{ref.GPU}}) {
+		for o := range cat.GPUOffers(ref.GPU) {
 			add(o)
 		}
 	}
@@ -566,12 +566,13 @@ func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, 
 	}
 	ref := p.Groups[0]
 	var best *pricing.Offer
-	for _, o := range cat.Query(pricing.Query{GPUs: []pricing.GPUModel{ref.GPU}}) {
+	// In key order: of equal prices the first is the least key.
+	for o := range cat.GPUOffers(ref.GPU) {
 		if o.OnDemandPrice <= 0 || o.GPUCount != ref.GPUsPerInstance || !policy.RegionAllowed(pol, &w, o.Cloud, o.Region, o.Zone) ||
 			u.Blocked(PoolOf(o, pricing.OnDemand), now) {
 			continue
 		}
-		if best == nil || o.OnDemandPrice < best.OnDemandPrice || (o.OnDemandPrice == best.OnDemandPrice && o.Key() < best.Key()) {
+		if best == nil || o.OnDemandPrice < best.OnDemandPrice {
 			o := o
 			best = &o
 		}
