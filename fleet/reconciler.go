@@ -325,8 +325,24 @@ func (p *passState) move(s *store.SlotRecord, to State, reason string) {
 		}
 	}
 	p.event("fleet.slot", s.InstanceID, s.Workload, fmt.Sprintf("slot %s: %s → %s: %s", s.ID, orNone(string(from)), to, reason),
-		map[string]any{"slot": s.ID, "from": from, "to": to, "reason": reason, "generation": s.Generation, "cloud": s.Cloud,
-			"zone": s.Zone, "instance_type": s.InstanceType, "capacity": s.Capacity})
+		slotMove{Slot: s.ID, From: from, To: to, Reason: reason, Generation: s.Generation, Cloud: s.Cloud,
+			Zone: s.Zone, InstanceType: s.InstanceType, Capacity: s.Capacity})
+}
+
+// slotMove is a fleet.slot event's data. Its fields are in the order of
+// their JSON names so that it encodes to the bytes the map it replaced
+// did (encoding/json sorts map keys); a struct encodes without the map's
+// allocations and sorting, and every pass moves slots.
+type slotMove struct {
+	Capacity     string `json:"capacity"`
+	Cloud        string `json:"cloud"`
+	From         State  `json:"from"`
+	Generation   int    `json:"generation"`
+	InstanceType string `json:"instance_type"`
+	Reason       string `json:"reason"`
+	Slot         string `json:"slot"`
+	To           State  `json:"to"`
+	Zone         string `json:"zone"`
 }
 
 func orNone(s string) string {
