@@ -282,7 +282,7 @@ func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer
 	var od pricing.Offer
 	haveOD := false
 	if cat := t.Catalog(); cat != nil {
-		for _, o := range cat.Offers() {
+		for o := range cat.All() {
 			if o.Cloud != g.Cloud || o.Region != g.Region || o.InstanceType != g.InstanceType {
 				continue
 			}

@@ -229,6 +229,9 @@ func TestGPUOffersMatchesQuery(t *testing.T) {
 			}
 		}
 	}
+	if all := slices.Collect(cat.All()); !slices.Equal(all, cat.Offers()) {
+		t.Fatalf("All yields %d offers, Offers returns %d or they differ", len(all), cat.Len())
+	}
 	n := 0
 	for range cat.GPUOffers(T4) {
 		n++
