@@ -108,7 +108,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	var todo []int
 	for i, p := range plan.Placements {
-		w, ok := byName[p.Workload]
+		w, ok := byName.get(p.Workload)
 		if ok && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(p.Groups) > 0 {
 			todo = append(todo, i)
 		}
@@ -154,7 +154,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
 	for _, i := range todo {
 		p := out.Placements[i]
-		w := byName[p.Workload]
+		w, _ := byName.get(p.Workload)
 		np, err := h.hedgePlacement(pol, cat, w, p, bySvc[w.Name], beats, u, now)
 		if err != nil {
 			h.log().Warn("hedging: leaving the service as planned", "workload", w.Name, "err", err)

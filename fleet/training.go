@@ -214,7 +214,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		t.jobs = map[string]*liveJob{}
 	}
 	for i, p := range out.Placements {
-		w, ok := byName[p.Workload]
+		w, ok := byName.get(p.Workload)
 		if !ok || !liveTraining(w) || len(p.Groups) == 0 {
 			continue
 		}
