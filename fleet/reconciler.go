@@ -275,9 +275,10 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
 	}
-	for _, s := range Desired(plan) {
-		s := s
-		p.specs[s.ID] = &s
+	specs := Desired(plan)
+	for i := range specs {
+		s := &specs[i]
+		p.specs[s.ID] = s
 		p.order = append(p.order, s.ID)
 	}
 	var rest []string
