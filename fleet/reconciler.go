@@ -205,9 +205,7 @@ type terminatePlan struct {
 
 func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 	now := r.Now().UTC()
-	p := &passState{r: r, now: now, specs: map[string]*Spec{}, slots: map[string]*store.SlotRecord{},
-		intents: map[string]*store.IntentRecord{}, bySlot: map[string]*store.IntentRecord{},
-		records: map[string]*store.FleetInstanceRecord{}, cloud: map[string]providers.Instance{},
+	p := &passState{r: r, now: now, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
 		listed: map[pricing.Cloud]bool{}, agents: map[string]store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
@@ -221,6 +219,11 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Sized from the state: a pass builds these every time.
+	p.slots = make(map[string]*store.SlotRecord, len(st.Slots))
+	p.bySlot = make(map[string]*store.IntentRecord, len(st.Slots))
+	p.intents = make(map[string]*store.IntentRecord, len(st.Intents))
+	p.records = make(map[string]*store.FleetInstanceRecord, len(st.Instances))
 	for i := range st.Slots {
 		s := &st.Slots[i]
 		p.slots[s.ID] = s
@@ -276,6 +279,7 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
 	}
 	specs := Desired(plan)
+	p.specs = make(map[string]*Spec, len(specs))
 	for i := range specs {
 		s := &specs[i]
 		p.specs[s.ID] = s
