@@ -160,7 +160,10 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 			return fmt.Errorf("recording fleet changes: launch intents: %w", store.ErrConflict)
 		}
 	}
-	m.dirty = true
+	// Events alone leave the state, and so its snapshot, as they were.
+	if len(c.Slots)+len(c.DeleteSlots)+len(c.Intents)+len(c.Instances)+len(c.DeleteInstances) > 0 {
+		m.dirty = true
+	}
 	for _, s := range c.Slots {
 		m.slots[s.ID] = s
 	}
