@@ -169,9 +169,9 @@ type passState struct {
 	fence store.Fence
 	acts  bool // Apply mode and not paused
 
-	specs    map[string]*Spec
+	specs map[string]*Spec
 	// planned holds the workloads the plan has any slot of.
-	planned map[string]bool
+	planned  map[string]bool
 	order    []string // slot ids: desired first (plan order), then the rest
 	slots    map[string]*store.SlotRecord
 	intents  map[string]*store.IntentRecord // by token
