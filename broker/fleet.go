@@ -145,9 +145,9 @@ func (f fleetAPI) Status(ctx context.Context) (apiv1.FleetStatus, error) {
 }
 
 // liveDecisions are the live stages' latest decisions. Only the leader's
-// are current: a follower's stages never run a pass (a diff may run one,
-// which decides nothing), so a follower reports none rather than stale
-// ones.
+// are acted on: a follower's stages run only for `fleet diff`, whose
+// decisions nobody carries out, so a follower reports none rather than
+// those.
 func (f fleetAPI) liveDecisions(now time.Time) ([]apiv1.FleetDecision, string) {
 	out := []apiv1.FleetDecision{}
 	if f.leading == nil || !f.leading() {
