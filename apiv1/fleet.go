@@ -37,6 +37,63 @@ type FleetStatus struct {
 	Blocked []BlockedPool `json:"blocked"`
 	// LastPass is the answering replica's latest pass; absent on followers.
 	LastPass *FleetReport `json:"last_pass,omitempty"`
+	// Decisions are the live spot policies' latest decisions, one per
+	// deadline job (training stage) and hedged service (inference stage).
+	// They live in the leader's memory: DecisionsFrom says whether this
+	// replica has them (DecisionsFromLeader) or not (DecisionsNone: a
+	// follower; ask the leader). Empty on the leader until a stage ran.
+	Decisions     []FleetDecision `json:"decisions"`
+	DecisionsFrom string          `json:"decisions_from"`
+}
+
+// FleetStatus.DecisionsFrom values.
+const (
+	DecisionsFromLeader = "leader"
+	DecisionsNone       = "none on this replica"
+)
+
+// FleetDecision is one workload's latest live spot decision.
+type FleetDecision struct {
+	Workload string `json:"workload"`
+	// Stage is "training" (a deadline job's spot policy) or "inference"
+	// (a service's spot hedging).
+	Stage  string `json:"stage"`
+	Policy string `json:"policy"`
+	// Action is "spot <cloud>/<zone>/<instance type>", "on-demand" or
+	// "wait" for a job; for a service its spot replicas per pool and its
+	// on-demand replicas ("spot aws/us-east-1a/g4dn.xlarge×2 + on-demand×1").
+	Action string    `json:"action"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+	// Tick is the policy's decision tick since the workload started.
+	Tick int `json:"tick"`
+	// Progress is a job's (training stage only).
+	Progress *FleetProgress `json:"progress,omitempty"`
+	// Replicas are a service's (inference stage only).
+	Replicas *FleetReplicas `json:"replicas,omitempty"`
+}
+
+// FleetProgress is a training job's progress as its policy saw it.
+type FleetProgress struct {
+	// Done is the fraction of the work done, 0 to 1: reported by the job
+	// through its agent when Reported, else estimated from its running
+	// time.
+	Done     float64 `json:"done"`
+	Reported bool    `json:"reported"`
+	// Deadline is the job's start plus its deadline; TimeLeftSeconds is
+	// from the status's At to it (negative once past).
+	Deadline        time.Time `json:"deadline"`
+	TimeLeftSeconds float64   `json:"time_left_seconds"`
+}
+
+// FleetReplicas is a hedged service's decision in replicas.
+type FleetReplicas struct {
+	// Spot is replicas per spot pool ("cloud/zone/instance type").
+	Spot     map[string]int `json:"spot"`
+	OnDemand int            `json:"on_demand"`
+	// Target is the replicas the service needs, Ready those serving.
+	Target int `json:"target"`
+	Ready  int `json:"ready"`
 }
 
 // FleetSlot is one slot: where one instance of a workload must run.

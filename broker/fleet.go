@@ -93,18 +93,25 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 		},
 		Fleet: fst, Progress: storeProgress{b}, Training: fs.Training,
 		SpeedRatio: (&speedRatios{b: b, catalog: cat.Load, now: now, log: log, refresh: 10 * time.Minute}).Ratio,
-		Hedge:      fs.Hedge, Agents: b}
+		Hedge:      fs.Hedge, Agents: b, Decisions: &fleet.DecisionBoard{}}
 	rec := &fleet.Reconciler{Store: fst, Computes: fs.Computes, Agents: b,
 		Plans:  fleet.NewPlanChain(chain),
 		Tokens: tokens, Metrics: fm, Log: log.With("part", "fleet"), Now: cfg.Now, Options: fs.Options}
 	loop := &fleet.Loop{Reconciler: rec, Leading: elector.Leading, Lease: LeaseName, Holder: cfg.ReplicaID, Interval: fs.Interval}
 	loop.Init()
 	svc := &fleet.Service{Store: fst, Agents: b, Reconciler: rec, Now: cfg.Now, Kick: loop.Kick}
-	return &fleetParts{loop: loop, api: fleetAPI{svc}, svc: svc}, nil
+	leading := func() bool { _, _, ok := elector.Leading(); return ok }
+	return &fleetParts{loop: loop, api: fleetAPI{s: svc, decisions: chain.Decisions, leading: leading}, svc: svc}, nil
 }
 
 // fleetAPI adapts fleet.Service to the API: domain values in, apiv1 out.
-type fleetAPI struct{ s *fleet.Service }
+type fleetAPI struct {
+	s *fleet.Service
+	// decisions are the live stages' (nil: none); leading says whether
+	// this replica is the leader, the only one whose stages decide.
+	decisions *fleet.DecisionBoard
+	leading   func() bool
+}
 
 func (f fleetAPI) Status(ctx context.Context) (apiv1.FleetStatus, error) {
 	st, err := f.s.Status(ctx)
@@ -133,7 +140,35 @@ func (f fleetAPI) Status(ctx context.Context) (apiv1.FleetStatus, error) {
 		r := reportAPI(*st.LastPass)
 		out.LastPass = &r
 	}
+	out.Decisions, out.DecisionsFrom = f.liveDecisions(st.At)
 	return out, nil
+}
+
+// liveDecisions are the live stages' latest decisions. Only the leader's
+// are acted on: a follower's stages run only for `fleet diff`, whose
+// decisions nobody carries out, so a follower reports none rather than
+// those.
+func (f fleetAPI) liveDecisions(now time.Time) ([]apiv1.FleetDecision, string) {
+	out := []apiv1.FleetDecision{}
+	if f.leading == nil || !f.leading() {
+		return out, apiv1.DecisionsNone
+	}
+	for _, d := range f.decisions.List() {
+		a := apiv1.FleetDecision{Workload: d.Workload, Stage: d.Stage, Policy: d.Policy, Action: d.Action, Reason: d.Reason, At: d.At, Tick: d.Tick}
+		switch d.Stage {
+		case fleet.StageTraining:
+			a.Progress = &apiv1.FleetProgress{Done: d.Done, Reported: d.Reported, Deadline: d.Deadline,
+				TimeLeftSeconds: d.TimeLeft(now).Seconds()}
+		case fleet.StageInference:
+			spot := d.Spot
+			if spot == nil {
+				spot = map[string]int{}
+			}
+			a.Replicas = &apiv1.FleetReplicas{Spot: spot, OnDemand: d.OnDemand, Target: d.Target, Ready: d.Ready}
+		}
+		out = append(out, a)
+	}
+	return out, apiv1.DecisionsFromLeader
 }
 
 func byState(m map[fleet.State]int) map[string]int {

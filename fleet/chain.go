@@ -45,6 +45,9 @@ type ChainConfig struct {
 	// ready replicas by their heartbeats.
 	Hedge  *HedgeOptions
 	Agents Agents
+	// Decisions, when set, is wired to the live stages NewPlanChain builds
+	// (training, hedging), so status can show their latest decisions.
+	Decisions *DecisionBoard
 }
 
 // HedgeOptions are the live hedging settings (config keys fleet.hedge_tick,
@@ -84,16 +87,24 @@ func NewPlanChain(c ChainConfig) PlanSource {
 		spotOnly.Inner, src = src, spotOnly
 	}
 	if c.Fleet != nil {
-		src = &TrainingSource{Inner: src, Policy: pol, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
+		tr := &TrainingSource{Inner: src, Policy: pol, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
 			SpeedRatio: c.SpeedRatio, Tracker: &spotpolicy.LiveTracker{Gap: c.Training.tick()}, Now: c.Now, Log: log,
 			Config: c.Training}
+		if c.Decisions != nil {
+			c.Decisions.training = tr
+		}
+		src = tr
 	}
 	if c.Load != nil {
 		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling}
 	}
 	if c.Fleet != nil && c.Hedge != nil {
-		src = &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
+		h := &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
 			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones}
+		if c.Decisions != nil {
+			c.Decisions.hedged = h
+		}
+		src = h
 	}
 	return src
 }

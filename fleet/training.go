@@ -175,18 +175,28 @@ type liveJob struct {
 	lastAt         time.Time
 	lastPrice      float64
 	reported       bool
+	// For status: the job's work (seconds on the planned shape), its
+	// deadline, and the spot pool of its decision ("" off spot).
+	work     float64
+	deadline time.Time
+	pool     string
 }
 
-// TrainingDecision is a job's latest decision, for status.
+// TrainingDecision is a job's latest decision, for status
+// (DecisionBoard). Done and Work are seconds of work on the planned shape;
+// Pool is "cloud/zone/instance type" when Action is spot; Deadline is the
+// job's start plus its deadline.
 type TrainingDecision struct {
 	Policy   string    `json:"policy"`
 	Tick     int       `json:"tick"`
 	Action   string    `json:"action"`
 	Pool     string    `json:"pool,omitempty"`
 	Done     float64   `json:"done"`
+	Work     float64   `json:"work"`
 	Reported bool      `json:"reported"`
 	Reason   string    `json:"reason,omitempty"`
 	At       time.Time `json:"at"`
+	Deadline time.Time `json:"deadline"`
 }
 
 // livePool is one spot pool a job can use.
@@ -248,8 +258,8 @@ func (t *TrainingSource) Decisions() map[string]TrainingDecision {
 	defer t.mu.Unlock()
 	out := map[string]TrainingDecision{}
 	for k, j := range t.jobs {
-		out[k] = TrainingDecision{Policy: j.policy.Name(), Tick: j.tick, Action: j.decision.Capacity.String(), Done: j.estimate, Reported: j.reported,
-			Reason: j.reason, At: j.lastAt}
+		out[k] = TrainingDecision{Policy: j.policy.Name(), Tick: j.tick, Action: j.decision.Capacity.String(), Pool: j.pool, Done: j.estimate,
+			Work: j.work, Reported: j.reported, Reason: j.reason, At: j.lastAt, Deadline: j.deadline}
 	}
 	return out
 }
@@ -461,6 +471,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	j.reported = reported
 	j.decision = a
 	j.lastAt = now
+	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
 	return place(p, pools, od, a, cur), nil
 }
 

@@ -239,3 +239,20 @@ func TestParseTooLarge(t *testing.T) {
 		t.Fatalf("Parse = %v", err)
 	}
 }
+
+func TestSpotPolicyParsed(t *testing.T) {
+	p, err := Load("testdata/full.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range p.Workloads {
+		got[w.Name] = w.SpotDecider
+	}
+	if got["llm-finetune"] != "uniform-progress" {
+		t.Errorf("spot_policy of the training job = %q, want uniform-progress (all: %v)", got["llm-finetune"], got)
+	}
+	if got["chat-serving"] != "" {
+		t.Errorf("a workload without spot_policy has %q, want the default (empty)", got["chat-serving"])
+	}
+}

@@ -99,6 +99,9 @@ func renderFleetStatus(w io.Writer, st apiv1.FleetStatus) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := renderDecisions(w, st); err != nil {
+		return err
+	}
 	if len(st.Orphans) > 0 {
 		fmt.Fprintf(w, "\nOrphans (broker-tagged, no slot; terminated after the grace period):\n")
 		for _, in := range st.Orphans {
@@ -112,6 +115,41 @@ func renderFleetStatus(w io.Writer, st apiv1.FleetStatus) error {
 		}
 	}
 	return nil
+}
+
+// renderDecisions prints the live spot policies' latest decisions, which
+// only the leader has.
+func renderDecisions(w io.Writer, st apiv1.FleetStatus) error {
+	switch {
+	case st.DecisionsFrom == "":
+		return nil // a broker from before decisions were served
+	case st.DecisionsFrom != apiv1.DecisionsFromLeader:
+		fmt.Fprintf(w, "\nLive spot decisions: %s (they live in the leader's memory; ask the leader).\n", st.DecisionsFrom)
+		return nil
+	case len(st.Decisions) == 0:
+		fmt.Fprintln(w, "\nLive spot decisions: none yet (no deadline job or hedged service decided since this leader started).")
+		return nil
+	}
+	fmt.Fprintln(w, "\nLive spot decisions (leader):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKLOAD\tSTAGE\tPOLICY\tACTION\tDONE\tTIME LEFT\tDECIDED\tREASON")
+	for _, d := range st.Decisions {
+		done, left := "-", "-"
+		if p := d.Progress; p != nil {
+			how := "est."
+			if p.Reported {
+				how = "reported"
+			}
+			done = fmt.Sprintf("%.0f%% %s", 100*p.Done, how)
+			left = age(p.TimeLeftSeconds)
+			if p.TimeLeftSeconds < 0 {
+				left = "overdue " + age(-p.TimeLeftSeconds)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", d.Workload, d.Stage, d.Policy, d.Action, done, left,
+			age(max(0, st.At.Sub(d.At).Seconds())), dash(d.Reason))
+	}
+	return tw.Flush()
 }
 
 func dash(s string) string {
