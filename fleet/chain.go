@@ -114,7 +114,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 // there is nothing for the stage to do (no plan, no policy): it returns
 // plan, err.
 func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf func() *policy.Policy, clock func() time.Time) (
-	plan *optimizer.Plan, pol *policy.Policy, byName map[string]policy.Workload, now time.Time, ok bool, err error) {
+	plan *optimizer.Plan, pol *policy.Policy, byName workloadIndex, now time.Time, ok bool, err error) {
 	plan, err = inner.Plan(ctx, u)
 	if err != nil || plan == nil {
 		return plan, nil, nil, now, false, err
@@ -126,9 +126,24 @@ func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf 
 	if clock != nil {
 		now = clock()
 	}
-	byName = make(map[string]policy.Workload, len(pol.Workloads))
-	for _, w := range pol.Workloads {
-		byName[w.Name] = w
+	byName = make(workloadIndex, len(pol.Workloads))
+	for i := range pol.Workloads {
+		byName[pol.Workloads[i].Name] = &pol.Workloads[i]
 	}
 	return plan, pol, byName, now, true, nil
+}
+
+// workloadIndex finds a policy's workloads by name. It points into the
+// policy rather than holding copies: three stages build one every plan, and
+// copying every workload into a map each time was a good part of the fleet
+// simulator's garbage. The last of two workloads of one name wins, as it
+// did in the map of copies.
+type workloadIndex map[string]*policy.Workload
+
+// get returns a copy of the named workload, which the caller may change.
+func (x workloadIndex) get(name string) (policy.Workload, bool) {
+	if w := x[name]; w != nil {
+		return *w, true
+	}
+	return policy.Workload{}, false
 }

@@ -109,10 +109,10 @@ func (p *passState) replan(ctx context.Context) bool {
 		p.rep.Errors = append(p.rep.Errors, "re-plan after blocking pools: "+err.Error())
 		return false
 	}
-	for _, s := range Desired(plan) {
-		s := s
-		if p.specs[s.ID] != nil {
-			p.specs[s.ID] = &s
+	specs := Desired(plan)
+	for i := range specs {
+		if s := &specs[i]; p.specs[s.ID] != nil {
+			p.specs[s.ID] = s
 		}
 	}
 	return true

@@ -108,7 +108,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	var todo []int
 	for i, p := range plan.Placements {
-		w, ok := byName[p.Workload]
+		w, ok := byName.get(p.Workload)
 		if ok && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(p.Groups) > 0 {
 			todo = append(todo, i)
 		}
@@ -154,7 +154,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
 	for _, i := range todo {
 		p := out.Placements[i]
-		w := byName[p.Workload]
+		w, _ := byName.get(p.Workload)
 		np, err := h.hedgePlacement(pol, cat, w, p, bySvc[w.Name], beats, u, now)
 		if err != nil {
 			h.log().Warn("hedging: leaving the service as planned", "workload", w.Name, "err", err)
@@ -472,7 +472,7 @@ func spotPools(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p op
 		}
 	}
 	if cat != nil {
-		for _, o := range cat.Query(pricing.Query{GPUs: []pricing.GPUModel{ref.GPU}}) {
+		for o := range cat.GPUOffers(ref.GPU) {
 			add(o)
 		}
 	}
@@ -566,12 +566,13 @@ func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, 
 	}
 	ref := p.Groups[0]
 	var best *pricing.Offer
-	for _, o := range cat.Query(pricing.Query{GPUs: []pricing.GPUModel{ref.GPU}}) {
+	// In key order: of equal prices the first is the least key.
+	for o := range cat.GPUOffers(ref.GPU) {
 		if o.OnDemandPrice <= 0 || o.GPUCount != ref.GPUsPerInstance || !policy.RegionAllowed(pol, &w, o.Cloud, o.Region, o.Zone) ||
 			u.Blocked(PoolOf(o, pricing.OnDemand), now) {
 			continue
 		}
-		if best == nil || o.OnDemandPrice < best.OnDemandPrice || (o.OnDemandPrice == best.OnDemandPrice && o.Key() < best.Key()) {
+		if best == nil || o.OnDemandPrice < best.OnDemandPrice {
 			o := o
 			best = &o
 		}

@@ -207,9 +207,7 @@ type terminatePlan struct {
 
 func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 	now := r.Now().UTC()
-	p := &passState{r: r, now: now, specs: map[string]*Spec{}, slots: map[string]*store.SlotRecord{},
-		intents: map[string]*store.IntentRecord{}, bySlot: map[string]*store.IntentRecord{},
-		records: map[string]*store.FleetInstanceRecord{}, cloud: map[string]providers.Instance{},
+	p := &passState{r: r, now: now, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
 		listed: map[pricing.Cloud]bool{}, agents: map[string]store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
@@ -223,6 +221,11 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Sized from the state: a pass builds these every time.
+	p.slots = make(map[string]*store.SlotRecord, len(st.Slots))
+	p.bySlot = make(map[string]*store.IntentRecord, len(st.Slots))
+	p.intents = make(map[string]*store.IntentRecord, len(st.Intents))
+	p.records = make(map[string]*store.FleetInstanceRecord, len(st.Instances))
 	for i := range st.Slots {
 		s := &st.Slots[i]
 		p.slots[s.ID] = s
@@ -277,10 +280,12 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
 	}
+	specs := Desired(plan)
+	p.specs = make(map[string]*Spec, len(specs))
 	p.planned = map[string]bool{}
-	for _, s := range Desired(plan) {
-		s := s
-		p.specs[s.ID] = &s
+	for i := range specs {
+		s := &specs[i]
+		p.specs[s.ID] = s
 		p.order = append(p.order, s.ID)
 		p.planned[s.Workload] = true
 	}
@@ -329,8 +334,24 @@ func (p *passState) move(s *store.SlotRecord, to State, reason string) {
 		}
 	}
 	p.event("fleet.slot", s.InstanceID, s.Workload, fmt.Sprintf("slot %s: %s → %s: %s", s.ID, orNone(string(from)), to, reason),
-		map[string]any{"slot": s.ID, "from": from, "to": to, "reason": reason, "generation": s.Generation, "cloud": s.Cloud,
-			"zone": s.Zone, "instance_type": s.InstanceType, "capacity": s.Capacity})
+		slotMove{Slot: s.ID, From: from, To: to, Reason: reason, Generation: s.Generation, Cloud: s.Cloud,
+			Zone: s.Zone, InstanceType: s.InstanceType, Capacity: s.Capacity})
+}
+
+// slotMove is a fleet.slot event's data. Its fields are in the order of
+// their JSON names so that it encodes to the bytes the map it replaced
+// did (encoding/json sorts map keys); a struct encodes without the map's
+// allocations and sorting, and every pass moves slots.
+type slotMove struct {
+	Capacity     string `json:"capacity"`
+	Cloud        string `json:"cloud"`
+	From         State  `json:"from"`
+	Generation   int    `json:"generation"`
+	InstanceType string `json:"instance_type"`
+	Reason       string `json:"reason"`
+	Slot         string `json:"slot"`
+	To           State  `json:"to"`
+	Zone         string `json:"zone"`
 }
 
 func orNone(s string) string {

@@ -54,7 +54,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	out := *plan
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
 	for i, p := range out.Placements {
-		w, ok := byName[p.Workload]
+		w, ok := byName.get(p.Workload)
 		if !ok || w.Kind != policy.Inference || len(p.Groups) == 0 {
 			continue
 		}

@@ -90,7 +90,16 @@ func Desired(plan *optimizer.Plan) []Spec {
 	if plan == nil {
 		return nil
 	}
-	var out []Spec
+	n := 0
+	for _, p := range plan.Placements {
+		for _, g := range p.Groups {
+			n += max(0, g.Instances)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Spec, 0, n) // sized once: a pass builds it and re-plans rebuild it
 	for _, p := range plan.Placements {
 		var alt []pricing.Offer
 		if r := p.RunnerUp; r != nil && r.Capacity == p.Capacity && r.Cloud == p.Cloud && r.InstanceType != "" {

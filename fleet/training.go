@@ -214,7 +214,9 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	if !ok {
 		return plan, err
 	}
-	var st store.FleetState
+	// The jobs' slots, by workload in the fleet's order: read once per
+	// plan, not scanned whole for every job.
+	var slots map[string][]*store.SlotRecord
 	loaded := false
 	out := *plan
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
@@ -224,17 +226,23 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		t.jobs = map[string]*liveJob{}
 	}
 	for i, p := range out.Placements {
-		w, ok := byName[p.Workload]
+		w, ok := byName.get(p.Workload)
 		if !ok || !liveTraining(w) || len(p.Groups) == 0 {
 			continue
 		}
 		if !loaded {
-			if st, err = t.Fleet.Load(ctx); err != nil {
+			st, err := t.Fleet.Load(ctx)
+			if err != nil {
 				return nil, fmt.Errorf("training stage: reading the fleet: %w", err)
+			}
+			slots = map[string][]*store.SlotRecord{}
+			for i := range st.Slots {
+				s := &st.Slots[i]
+				slots[s.Workload] = append(slots[s.Workload], s)
 			}
 			loaded = true
 		}
-		np, err := t.decide(ctx, w, p, st, u, now)
+		np, err := t.decide(ctx, w, p, slots[w.Name], u, now)
 		if err != nil {
 			t.log().Warn("training stage: keeping the solver's placement", "workload", w.Name, "err", err)
 			continue
@@ -292,7 +300,7 @@ func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer
 	var od pricing.Offer
 	haveOD := false
 	if cat := t.Catalog(); cat != nil {
-		for _, o := range cat.Offers() {
+		for o := range cat.All() {
 			if o.Cloud != g.Cloud || o.Region != g.Region || o.InstanceType != g.InstanceType {
 				continue
 			}
@@ -308,8 +316,9 @@ func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer
 	return pools, od, haveOD
 }
 
-// decide runs the job's policy for this tick and returns its placement.
-func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimizer.Placement, st store.FleetState, u *Unavailable, now time.Time) (optimizer.Placement, error) {
+// decide runs the job's policy for this tick and returns its placement; mine
+// are the job's slots in the fleet's order.
+func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimizer.Placement, mine []*store.SlotRecord, u *Unavailable, now time.Time) (optimizer.Placement, error) {
 	name := w.SpotDecider
 	if name == "" {
 		name = spotpolicy.DefaultTraining
@@ -334,11 +343,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	// current capacity that of its first slot.
 	var first *store.SlotRecord
 	start := time.Time{}
-	for i := range st.Slots {
-		s := &st.Slots[i]
-		if s.Workload != w.Name {
-			continue
-		}
+	for _, s := range mine {
 		if start.IsZero() || s.CreatedAt.Before(start) {
 			start = s.CreatedAt
 		}

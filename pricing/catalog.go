@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"iter"
 	"path"
 	"sort"
 	"time"
@@ -43,6 +44,31 @@ func (c *Catalog) Offers() []Offer { return append([]Offer(nil), c.offers...) }
 
 // Len is the number of offers.
 func (c *Catalog) Len() int { return len(c.offers) }
+
+// All yields every offer in key order, as Offers returns them, without the
+// copy.
+func (c *Catalog) All() iter.Seq[Offer] {
+	return func(yield func(Offer) bool) {
+		for _, o := range c.offers {
+			if !yield(o) {
+				return
+			}
+		}
+	}
+}
+
+// GPUOffers yields the offers of GPU model g in key order, as
+// Query(Query{GPUs: []GPUModel{g}}) returns them, without building a
+// slice: the live plan stages scan them every pass.
+func (c *Catalog) GPUOffers(g GPUModel) iter.Seq[Offer] {
+	return func(yield func(Offer) bool) {
+		for _, i := range c.byGPU[g] {
+			if !yield(c.offers[i]) {
+				return
+			}
+		}
+	}
+}
 
 // Query filters offers. Zero fields do not filter.
 type Query struct {

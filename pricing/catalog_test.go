@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -196,5 +197,50 @@ func TestNewGPUNames(t *testing.T) {
 	}
 	if s, _ := Spec(MI300X); s.Vendor != "AMD" {
 		t.Errorf("MI300X vendor %q", s.Vendor)
+	}
+}
+
+// GPUOffers is Query by one GPU model without the slice: same offers, same
+// (key) order, on the embedded catalog's every model.
+func TestGPUOffersMatchesQuery(t *testing.T) {
+	cat, err := EmbeddedCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := map[GPUModel]bool{}
+	for _, o := range cat.Offers() {
+		models[o.GPU] = true
+	}
+	if len(models) < 2 {
+		t.Fatalf("embedded catalog has %d GPU models", len(models))
+	}
+	for g := range models {
+		want := cat.Query(Query{GPUs: []GPUModel{g}})
+		var got []Offer
+		for o := range cat.GPUOffers(g) {
+			got = append(got, o)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d offers, want %d", g, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: offer %d is %s, want %s", g, i, got[i].Key(), want[i].Key())
+			}
+		}
+	}
+	if all := slices.Collect(cat.All()); !slices.Equal(all, cat.Offers()) {
+		t.Fatalf("All yields %d offers, Offers returns %d or they differ", len(all), cat.Len())
+	}
+	n := 0
+	for range cat.GPUOffers(T4) {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("stopping after the first offer yielded %d", n)
+	}
+	if got := len(slices.Collect(cat.GPUOffers("no-such-gpu"))); got != 0 {
+		t.Fatalf("unknown model: %d offers", got)
 	}
 }

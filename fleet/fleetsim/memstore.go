@@ -3,7 +3,8 @@ package fleetsim
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,11 +34,10 @@ type MemStore struct {
 	pause    store.FleetPause
 	lease    store.Fence // Now is the lease's expiry
 
-	// Sorted copies, rebuilt after a change.
-	sortedS []store.SlotRecord
-	sortedI []store.IntentRecord
-	sortedN []store.FleetInstanceRecord
-	dirty   bool
+	// snap is the sorted state, rebuilt after a change into new slices
+	// (never in place: View's readers may still hold the previous one).
+	snap  store.FleetState
+	dirty bool
 }
 
 type slotGen struct {
@@ -78,31 +78,64 @@ func (m *MemStore) Paused(context.Context) (store.FleetPause, error) {
 func (m *MemStore) Load(context.Context) (store.FleetState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.dirty {
-		m.sortedS = m.sortedS[:0]
-		for _, s := range m.slots {
-			m.sortedS = append(m.sortedS, s)
-		}
-		sort.Slice(m.sortedS, func(i, j int) bool { return m.sortedS[i].ID < m.sortedS[j].ID })
-		m.sortedI = m.sortedI[:0]
-		for _, in := range m.intents {
-			if in.State == store.IntentOpen || in.State == store.IntentFailed {
-				m.sortedI = append(m.sortedI, in)
-			}
-		}
-		sort.Slice(m.sortedI, func(i, j int) bool { return m.sortedI[i].Token < m.sortedI[j].Token })
-		m.sortedN = m.sortedN[:0]
-		for _, x := range m.insts {
-			m.sortedN = append(m.sortedN, x)
-		}
-		sort.Slice(m.sortedN, func(i, j int) bool { return m.sortedN[i].ID < m.sortedN[j].ID })
-		m.dirty = false
-	}
+	st := m.snapshot()
 	return store.FleetState{
-		Slots:     append([]store.SlotRecord(nil), m.sortedS...),
-		Intents:   append([]store.IntentRecord(nil), m.sortedI...),
-		Instances: append([]store.FleetInstanceRecord(nil), m.sortedN...),
+		Slots:     append([]store.SlotRecord(nil), st.Slots...),
+		Intents:   append([]store.IntentRecord(nil), st.Intents...),
+		Instances: append([]store.FleetInstanceRecord(nil), st.Instances...),
 	}, nil
+}
+
+// View returns a fleet reader (fleet.FleetReader) whose Load returns the
+// store's current state without copying it: the same slices to every
+// caller until the next Apply. Its callers must not change what it
+// returns. The plan stages that only read the fleet (training, hedging)
+// use it, so that a pass copies the records once (for the reconciler,
+// which changes its copy) rather than once per reader.
+func (m *MemStore) View() View { return View{m} }
+
+// View is MemStore's read-only fleet reader; see MemStore.View.
+type View struct{ m *MemStore }
+
+// Load returns the shared, read-only state.
+func (v View) Load(context.Context) (store.FleetState, error) {
+	v.m.mu.Lock()
+	defer v.m.mu.Unlock()
+	return v.m.snapshot(), nil
+}
+
+// snapshot rebuilds the sorted state after a change. Sorting the keys and
+// then reading the records keeps the sort from swapping large structs.
+// m.mu is held.
+func (m *MemStore) snapshot() store.FleetState {
+	if !m.dirty {
+		return m.snap
+	}
+	st := store.FleetState{
+		Slots:     make([]store.SlotRecord, 0, len(m.slots)),
+		Instances: make([]store.FleetInstanceRecord, 0, len(m.insts)),
+	}
+	for _, id := range slices.Sorted(maps.Keys(m.slots)) {
+		st.Slots = append(st.Slots, m.slots[id])
+	}
+	var toks []string
+	for tok, in := range m.intents {
+		if in.State == store.IntentOpen || in.State == store.IntentFailed {
+			toks = append(toks, tok)
+		}
+	}
+	slices.Sort(toks)
+	if len(toks) > 0 {
+		st.Intents = make([]store.IntentRecord, 0, len(toks))
+	}
+	for _, tok := range toks {
+		st.Intents = append(st.Intents, m.intents[tok])
+	}
+	for _, id := range slices.Sorted(maps.Keys(m.insts)) {
+		st.Instances = append(st.Instances, m.insts[id])
+	}
+	m.snap, m.dirty = st, false
+	return st
 }
 
 // Apply implements fleet.Store: all of c or, on a fence or intent
@@ -127,7 +160,10 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 			return fmt.Errorf("recording fleet changes: launch intents: %w", store.ErrConflict)
 		}
 	}
-	m.dirty = true
+	// Events alone leave the state, and so its snapshot, as they were.
+	if len(c.Slots)+len(c.DeleteSlots)+len(c.Intents)+len(c.Instances)+len(c.DeleteInstances) > 0 {
+		m.dirty = true
+	}
 	for _, s := range c.Slots {
 		m.slots[s.ID] = s
 	}

@@ -233,9 +233,9 @@ func New(cfg Config) (*Sim, error) {
 		// workloads over a month (see fleet.SolverSource.Incremental).
 		IncrementalReplan: true,
 		// The live training stage reads the fleet's slots and the jobs'
-		// reported progress: s.store is a fleet reader, and
+		// reported progress: s.store.View() reads the fleet without a copy, and
 		// Sim.JobProgress is what the simulated agents report.
-		Fleet:    s.store,
+		Fleet:    s.store.View(),
 		Progress: simProgress{s},
 		// A restart here costs the launch latency and ready delay before
 		// the workload's restart_overhead; the policies must count them.
