@@ -31,6 +31,7 @@ func FuzzAgentBodies(f *testing.F) {
 		`{"time":"2026-12-02T10:00:00Z","cloud":"aws","gpus":[{"index":0,"util_gpu_pct":80}],"spool_depth":0}`,
 		`{"gpus":null,"gpu_error":"no NVML"}`,
 		`{"hostname":"h","cloud":"gcp","instance_id":"123","agent_version":"v1","gpus":[{"index":0,"model":"L4"}]}`,
+		`{"done":0.42,"reported_at":"2026-12-02T10:00:00Z","step":1200,"eta_seconds":3600}`, `{"done":-0.1}`, `{"done":1.5,"step":-1}`,
 		`{"gpus":[{"index":-1}]}`, `{"load1":1e309}`, `[]`, `{"gpus":{}}`, `{"a":1}`, `{}`, ``, `{"gpus":[{"index":0,"util_gpu_pct":"x"}]}`,
 	} {
 		f.Add(s)
@@ -53,6 +54,13 @@ func FuzzAgentBodies(f *testing.F) {
 		var dr apiv1.DrainReport
 		r = httptest.NewRequest("POST", "/", strings.NewReader(body))
 		checkInputErr(t, decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, &dr))
+		var pr apiv1.ProgressReport
+		r = httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err = decodeJSON(httptest.NewRecorder(), r, agentBodyLimit, &pr)
+		if err == nil {
+			err = validateProgress(&pr, time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+		}
+		checkInputErr(t, err)
 	})
 }
 
