@@ -169,9 +169,7 @@ type passState struct {
 	fence store.Fence
 	acts  bool // Apply mode and not paused
 
-	specs map[string]*Spec
-	// planned holds the workloads the plan has any slot of.
-	planned  map[string]bool
+	specs    map[string]*Spec
 	order    []string // slot ids: desired first (plan order), then the rest
 	slots    map[string]*store.SlotRecord
 	intents  map[string]*store.IntentRecord // by token
@@ -282,12 +280,10 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 	}
 	specs := Desired(plan)
 	p.specs = make(map[string]*Spec, len(specs))
-	p.planned = map[string]bool{}
 	for i := range specs {
 		s := &specs[i]
 		p.specs[s.ID] = s
 		p.order = append(p.order, s.ID)
-		p.planned[s.Workload] = true
 	}
 	var rest []string
 	for id := range p.slots {
@@ -630,15 +626,6 @@ func (p *passState) removeSlot(s *store.SlotRecord, inst *providers.Instance, re
 	}
 	if State(s.State) != Gone {
 		p.move(s, Gone, reasonRemoved)
-		return
-	}
-	if p.planned[s.Workload] {
-		// A slot its workload may want back (a service scaled down, a job
-		// reshaped) keeps its record, gone, so its generations go on when
-		// it returns: a fresh record would start again at generation 1 and
-		// send its first incarnation's client token, which the cloud
-		// answers with that long-terminated instance (or a parameter
-		// mismatch). Records go when the workload leaves the plan.
 		return
 	}
 	p.changes.DeleteSlots = append(p.changes.DeleteSlots, s.ID)
