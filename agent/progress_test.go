@@ -120,8 +120,18 @@ func TestProgressFileForwarded(t *testing.T) {
 	}
 	write(`{"done": oops`, at.Add(time.Minute))   // not understood: skipped
 	write(`{"done": 0.5}`, at.Add(2*time.Minute)) // the next version goes out
-	waitFor(t, "the second progress report", func() bool { return len(progress()) == 2 }, func() string { return paths(e.broker.Received()) })
-	if got := progress()[1]; got["done"] != 0.5 || got["reported_at"] != at.Add(2*time.Minute).Format(time.RFC3339) {
-		t.Fatalf("second report %v", got)
+	// Wait for the new version rather than for an exact count: a report
+	// the broker is slow to acknowledge may be sent again, which is
+	// harmless (the broker keeps the newest reported_at).
+	waitFor(t, "the second progress report", func() bool {
+		ps := progress()
+		return len(ps) > 0 && ps[len(ps)-1]["done"] == 0.5
+	}, func() string { return paths(e.broker.Received()) })
+	for i, got := range progress() {
+		first := got["done"] == 0.25 && got["reported_at"] == at.Format(time.RFC3339)
+		second := got["done"] == 0.5 && got["reported_at"] == at.Add(2*time.Minute).Format(time.RFC3339)
+		if !first && !second {
+			t.Fatalf("report %d %v: want the first or the second version (the bad one is skipped)", i, got)
+		}
 	}
 }
