@@ -96,3 +96,7 @@ func TestWriteBenchPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkFleetSlice1000w2d is the first two days of the 1,000-workload
+// fleet: a quick check of a speed change before the 30-day run.
+func BenchmarkFleetSlice1000w2d(b *testing.B) { benchFleet(b, 1000, 2) }

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -120,12 +121,23 @@ type Compute struct {
 	base     time.Duration // trace time at start
 	calm     bool
 
-	mu       sync.Mutex
-	life     Lifecycle
-	pools    map[providers.PoolKey]*pool
-	regions  []string
-	zoneReg  map[string]string
-	insts    map[string]*simInstance
+	mu      sync.Mutex
+	life    Lifecycle
+	pools   map[providers.PoolKey]*pool
+	regions []string
+	zoneReg map[string]string
+	insts   map[string]*simInstance
+	// The indexes below let a sync touch only what changes at the current
+	// time instead of walking every instance (the fleet simulator syncs on
+	// every call, thousands of instances, hundreds of thousands of times):
+	// order is every listed instance in id order (nil where deleted,
+	// compacted now and then), active each pool's live, un-noticed
+	// instances (what its capacity counts), due the pending transitions
+	// (running, terminated after a notice, gone from the listing) by time.
+	order    []*simInstance
+	holes    int
+	active   map[providers.PoolKey]map[string]*simInstance
+	due      transitions
 	byToken  map[string]string
 	seq      int
 	calls    map[APIKind]int
@@ -152,6 +164,46 @@ type simInstance struct {
 	goneAt   time.Time // when terminated
 	userData string
 	token    string
+	seq      int  // creation order: ids sort in it
+	deleted  bool // left the listing
+}
+
+// transition kinds, in the order a sync applies them to one instance.
+const (
+	toGone    = iota // a terminated instance leaves the listing
+	toEnd            // a noticed instance terminates
+	toRunning        // a pending instance runs
+)
+
+// transition is one instance's pending state change, due at at.
+type transition struct {
+	at   time.Time
+	kind int
+	s    *simInstance
+}
+
+// transitions is a min-heap of transitions by time, then creation order,
+// so a sync applies them in the same order every run.
+type transitions []transition
+
+func (h transitions) Len() int { return len(h) }
+func (h transitions) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	if h[i].s.seq != h[j].s.seq {
+		return h[i].s.seq < h[j].s.seq
+	}
+	return h[i].kind < h[j].kind
+}
+func (h transitions) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *transitions) Push(x any)   { *h = append(*h, x.(transition)) }
+func (h *transitions) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = transition{}
+	*h = old[:len(old)-1]
+	return x
 }
 
 // NewCompute returns a simulated compute cloud selling cfg.Offers.
@@ -187,7 +239,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota,
 		pools: map[providers.PoolKey]*pool{}, zoneReg: map[string]string{}, insts: map[string]*simInstance{},
 		byToken: map[string]string{}, calls: map[APIKind]int{}, failNext: map[APIKind][]error{},
-		poolErrs: map[providers.PoolKey]error{}}
+		poolErrs: map[providers.PoolKey]error{}, active: map[providers.PoolKey]map[string]*simInstance{}}
 	for _, o := range cfg.Offers {
 		if o.Cloud != "" && o.Cloud != cfg.Cloud {
 			continue
@@ -332,38 +384,50 @@ func (c *Compute) fire() {
 
 func (c *Compute) syncLocked() {
 	now := c.now()
-	used := map[providers.PoolKey][]*simInstance{}
-	for id, s := range c.insts {
-		switch {
-		case s.inst.State == providers.StateTerminated:
-			if now.Sub(s.goneAt) > c.ttl {
-				delete(c.insts, id)
+	for len(c.due) > 0 && !c.due[0].at.After(now) {
+		t := heap.Pop(&c.due).(transition)
+		s := t.s
+		switch t.kind {
+		case toGone:
+			if !s.deleted && s.inst.State == providers.StateTerminated && now.Sub(s.goneAt) > c.ttl {
+				c.deleteLocked(s)
 			}
-			continue
-		case !s.noticeAt.IsZero() && !now.Before(s.noticeAt.Add(c.lead)):
-			c.terminateLocked(s, now)
-			continue
-		case s.inst.State == providers.StatePending && !now.Before(s.inst.LaunchedAt.Add(c.latency)):
+		case toEnd:
+			if alive(s) && !s.noticeAt.IsZero() && !now.Before(s.noticeAt.Add(c.lead)) {
+				c.terminateLocked(s, now)
+			}
+		case toRunning:
+			if s.inst.State != providers.StatePending {
+				continue
+			}
+			if !s.noticeAt.IsZero() && !now.Before(s.noticeAt.Add(c.lead)) {
+				// Its notice ran out too: it ends without running.
+				c.terminateLocked(s, now)
+				continue
+			}
 			s.inst.State = providers.StateRunning
 			if fn := c.life.OnRunning; fn != nil {
 				in, ud := cloneInstance(s.inst), s.userData
 				c.queue = append(c.queue, func() { fn(in, ud) })
 			}
 		}
-		if s.noticeAt.IsZero() && s.inst.Capacity == pricing.Spot {
-			k := poolOf(s.inst)
-			used[k] = append(used[k], s)
-		}
 	}
 	var fired []Notice
-	for k, list := range used {
+	for k, set := range c.active {
+		if k.Capacity != pricing.Spot || len(set) == 0 {
+			continue
+		}
 		p := c.pools[k]
 		if p == nil {
 			continue
 		}
 		capN := c.capacity(p, now)
-		if capN < 0 || len(list) <= capN {
+		if capN < 0 || len(set) <= capN {
 			continue
+		}
+		list := make([]*simInstance, 0, len(set))
+		for _, s := range set {
+			list = append(list, s)
 		}
 		// The newest instances go first, and ties by id, so a replay is
 		// deterministic.
@@ -374,13 +438,12 @@ func (c *Compute) syncLocked() {
 			return list[i].inst.ID > list[j].inst.ID
 		})
 		for _, s := range list[:len(list)-capN] {
-			s.noticeAt = now
-			n := Notice{Instance: cloneInstance(s.inst), Action: "terminate", At: now.Add(c.lead)}
-			c.notices = append(c.notices, n)
-			fired = append(fired, n)
+			c.noticeLocked(s, now)
+			fired = append(fired, Notice{Instance: cloneInstance(s.inst), Action: "terminate", At: now.Add(c.lead)})
 		}
 	}
 	sort.Slice(fired, func(i, j int) bool { return fired[i].Instance.ID < fired[j].Instance.ID })
+	c.notices = append(c.notices, fired...)
 	if fn := c.onNotice; fn != nil {
 		for _, n := range fired {
 			c.queue = append(c.queue, func() { fn(n) })
@@ -388,9 +451,66 @@ func (c *Compute) syncLocked() {
 	}
 }
 
+// addLocked lists a new instance and indexes it.
+func (c *Compute) addLocked(s *simInstance) {
+	s.seq = c.seq
+	c.insts[s.inst.ID] = s
+	c.order = append(c.order, s)
+	c.activate(s)
+	if s.inst.State == providers.StatePending {
+		heap.Push(&c.due, transition{at: s.inst.LaunchedAt.Add(c.latency), kind: toRunning, s: s})
+	}
+}
+
+// activate counts s against its pool's capacity.
+func (c *Compute) activate(s *simInstance) {
+	k := poolOf(s.inst)
+	set := c.active[k]
+	if set == nil {
+		set = map[string]*simInstance{}
+		c.active[k] = set
+	}
+	set[s.inst.ID] = s
+}
+
+// deactivate stops counting s against its pool's capacity (noticed or
+// terminated).
+func (c *Compute) deactivate(s *simInstance) {
+	delete(c.active[poolOf(s.inst)], s.inst.ID)
+}
+
+// noticeLocked gives s its preemption notice now; it terminates NoticeLead
+// later.
+func (c *Compute) noticeLocked(s *simInstance, now time.Time) {
+	s.noticeAt = now
+	c.deactivate(s)
+	heap.Push(&c.due, transition{at: now.Add(c.lead), kind: toEnd, s: s})
+}
+
+// deleteLocked takes a long-terminated instance out of the listing.
+func (c *Compute) deleteLocked(s *simInstance) {
+	delete(c.insts, s.inst.ID)
+	s.deleted = true
+	c.holes++
+	if c.holes > 64 && c.holes > len(c.order)/2 {
+		kept := c.order[:0]
+		for _, x := range c.order {
+			if !x.deleted {
+				kept = append(kept, x)
+			}
+		}
+		clear(c.order[len(kept):])
+		c.order, c.holes = kept, 0
+	}
+}
+
 func (c *Compute) terminateLocked(s *simInstance, now time.Time) {
 	s.inst.State = providers.StateTerminated
 	s.goneAt = now
+	c.deactivate(s)
+	// Listed while now - goneAt <= TerminatedTTL: it leaves a nanosecond
+	// after that.
+	heap.Push(&c.due, transition{at: now.Add(c.ttl + 1), kind: toGone, s: s})
 	if fn := c.life.OnGone; fn != nil {
 		in := cloneInstance(s.inst)
 		c.queue = append(c.queue, func() { fn(in) })
@@ -499,7 +619,7 @@ func (c *Compute) launchLocked(req providers.LaunchRequest) (providers.Instance,
 			InstanceRef:  providers.InstanceRef{Cloud: c.cloud, Region: p.region, Zone: k.Zone, ID: id},
 			InstanceType: k.InstanceType, Capacity: k.Capacity, State: providers.StatePending,
 			Tags: maps(req.Tags), LaunchedAt: now, PrivateIP: fmt.Sprintf("10.%d.%d.%d", (c.seq>>16)&255, (c.seq>>8)&255, c.seq&255)}}
-		c.insts[id] = s
+		c.addLocked(s)
 		c.byToken[req.ClientToken] = id
 		if c.loseNext > 0 {
 			c.loseNext--
@@ -542,15 +662,7 @@ func (c *Compute) keyOf(o pricing.Offer, ct pricing.CapacityType) providers.Pool
 	return providers.PoolKey{Cloud: c.cloud, Zone: zone, InstanceType: o.InstanceType, Capacity: ct}
 }
 
-func (c *Compute) usedLocked(k providers.PoolKey) int {
-	n := 0
-	for _, s := range c.insts {
-		if alive(s) && s.noticeAt.IsZero() && poolOf(s.inst) == k {
-			n++
-		}
-	}
-	return n
-}
+func (c *Compute) usedLocked(k providers.PoolKey) int { return len(c.active[k]) }
 
 // Terminate terminates an instance; one already gone is not an error, one
 // never known is ErrNotFound (wrapped), as the clouds answer.
@@ -596,27 +708,35 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 	if len(regions) == 0 {
 		regions = c.regions
 	}
-	byRegion := map[string][]*simInstance{}
-	for _, s := range c.insts {
-		byRegion[s.inst.Region] = append(byRegion[s.inst.Region], s)
+	matched := make(map[string]int, len(regions))
+	for _, r := range regions {
+		matched[r] = 0
 	}
 	var out []providers.Instance
-	for _, r := range regions {
-		matched := 0
-		for _, s := range byRegion[r] {
-			if hasTags(s.inst.Tags, f.Tags) {
-				out = append(out, cloneInstance(s.inst))
-				matched++
-			}
+	// c.order is in creation order, which is id order (ids number the
+	// instances in fixed-width hex), so out comes sorted by id.
+	for _, s := range c.order {
+		if s.deleted {
+			continue
 		}
-		pages := max(1, (matched+c.pageSize-1)/c.pageSize)
+		n, ok := matched[s.inst.Region]
+		if !ok || !hasTags(s.inst.Tags, f.Tags) {
+			continue
+		}
+		out = append(out, cloneInstance(s.inst))
+		matched[s.inst.Region] = n + 1
+	}
+	for _, r := range regions {
+		pages := max(1, (matched[r]+c.pageSize-1)/c.pageSize)
 		for range pages {
 			if err := c.call(APIListPage); err != nil {
 				return nil, fmt.Errorf("fake %s list %s: %w", c.cloud, r, err)
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	if !sort.SliceIsSorted(out, func(i, j int) bool { return out[i].ID < out[j].ID }) {
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	}
 	return out, nil
 }
 
@@ -692,7 +812,7 @@ func (c *Compute) Preempt(id string) {
 	c.mu.Lock()
 	if s := c.insts[id]; s != nil && alive(s) && s.noticeAt.IsZero() {
 		now := c.now()
-		s.noticeAt = now
+		c.noticeLocked(s, now)
 		x := Notice{Instance: cloneInstance(s.inst), Action: "terminate", At: now.Add(c.lead)}
 		c.notices = append(c.notices, x)
 		if fn := c.onNotice; fn != nil {
@@ -719,8 +839,8 @@ func (c *Compute) AddUntagged(region, zone, instanceType string, tags map[string
 	defer c.mu.Unlock()
 	c.seq++
 	id := fmt.Sprintf("%s-%08x", idPrefix(c.cloud), c.seq)
-	c.insts[id] = &simInstance{inst: providers.Instance{InstanceRef: providers.InstanceRef{Cloud: c.cloud, Region: region, Zone: zone, ID: id},
-		InstanceType: instanceType, Capacity: pricing.OnDemand, State: providers.StateRunning, Tags: maps(tags), LaunchedAt: c.now()}}
+	c.addLocked(&simInstance{inst: providers.Instance{InstanceRef: providers.InstanceRef{Cloud: c.cloud, Region: region, Zone: zone, ID: id},
+		InstanceType: instanceType, Capacity: pricing.OnDemand, State: providers.StateRunning, Tags: maps(tags), LaunchedAt: c.now()}})
 	return id
 }
 
