@@ -82,7 +82,8 @@ func NewPlanChain(c ChainConfig) PlanSource {
 		spotOnly = &SpotOnlySource{Policy: c.Policy, Catalog: c.Catalog, SpotOnly: c.SpotOnly, Now: c.Now, Log: log}
 		pol = spotOnly.Current
 	}
-	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: pol, Now: c.Now, Incremental: c.IncrementalReplan}
+	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: pol, Now: c.Now, Incremental: c.IncrementalReplan,
+		KeepInPass: c.IncrementalReplan}
 	if spotOnly != nil {
 		spotOnly.Inner, src = src, spotOnly
 	}

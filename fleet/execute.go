@@ -104,7 +104,7 @@ func (p *passState) replan(ctx context.Context) bool {
 		return false
 	}
 	p.planVersion = v
-	plan, err := p.r.Plans.Plan(ctx, p.r.Unavailable)
+	plan, err := p.r.Plans.Plan(InPass(ctx), p.r.Unavailable)
 	if err != nil {
 		p.rep.Errors = append(p.rep.Errors, "re-plan after blocking pools: "+err.Error())
 		return false

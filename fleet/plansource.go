@@ -32,6 +32,13 @@ type SolverSource struct {
 	// solve. The fleet simulator sets it (a re-solve per pool block does
 	// not scale to a thousand workloads over a month); the broker does not.
 	Incremental bool
+	// KeepInPass keeps the last solve for a re-plan inside a reconcile
+	// pass (after a refused launch, see InPass): the live stages after
+	// the solver re-decide on it with the new blocks at once, and the
+	// solver catches up with them at the next pass's plan. The fleet
+	// simulator sets it: a solve per refused launch was a third of a
+	// thousand-workload month.
+	KeepInPass bool
 
 	mu      sync.Mutex
 	plan    *optimizer.Plan
@@ -46,7 +53,7 @@ type SolverSource struct {
 }
 
 // Plan returns the current plan.
-func (s *SolverSource) Plan(_ context.Context, u *Unavailable) (*optimizer.Plan, error) {
+func (s *SolverSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
@@ -61,6 +68,11 @@ func (s *SolverSource) Plan(_ context.Context, u *Unavailable) (*optimizer.Plan,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.plan != nil && cat == s.cat && pol == s.pol && u == s.u && version == s.version && (s.expires.IsZero() || t.Before(s.expires)) {
+		return s.plan, nil
+	}
+	if s.KeepInPass && s.plan != nil && cat == s.cat && pol == s.pol && u == s.u && inPass(ctx) {
+		// s.version stays behind, so the next plan outside a pass
+		// re-plans for these blocks.
 		return s.plan, nil
 	}
 	if s.Incremental && s.plan != nil && cat == s.cat && u == s.u && (pol == s.pol || onlyRemoved(s.pol, pol)) {
@@ -81,6 +93,17 @@ func (s *SolverSource) Plan(_ context.Context, u *Unavailable) (*optimizer.Plan,
 	s.setExpiry(blocked)
 	return plan, nil
 }
+
+// inPassKey marks the context of a re-plan inside a reconcile pass.
+type inPassKey struct{}
+
+// InPass marks ctx as a re-plan inside a reconcile pass: the reconciler
+// asks again after a refused launch blocked pools, for the slot it is
+// launching. A plan source may answer it more cheaply than a full re-plan
+// (SolverSource.KeepInPass).
+func InPass(ctx context.Context) context.Context { return context.WithValue(ctx, inPassKey{}, true) }
+
+func inPass(ctx context.Context) bool { v, _ := ctx.Value(inPassKey{}).(bool); return v }
 
 func (s *SolverSource) setExpiry(blocked []Entry) {
 	s.expires = time.Time{}

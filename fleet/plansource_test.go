@@ -115,3 +115,46 @@ func TestOnlyRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestSolverSourceKeepInPass: a re-plan inside a pass keeps the last solve
+// (the live stages re-decide on it); the next plan outside the pass solves
+// for the blocks the pass added. Without KeepInPass the re-plan in the pass
+// solves at once.
+func TestSolverSourceKeepInPass(t *testing.T) {
+	pol, err := policy.Parse("test.yaml", []byte(twoJobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := pricing.NewCatalog(testOffers(), t0, "test")
+	for _, tc := range []struct {
+		keep   bool
+		inPass []string // zones after the block, asked inside the pass
+	}{
+		{keep: true, inPass: []string{"a@us-east-1a", "b@us-east-1a"}},
+		{keep: false, inPass: []string{"a@us-east-1b", "b@us-east-1b"}},
+	} {
+		clk := &clock{t: t0}
+		s := &SolverSource{Catalog: func() *pricing.Catalog { return cat }, Policy: func() *policy.Policy { return pol }, Now: clk.Now,
+			Incremental: true, KeepInPass: tc.keep}
+		u := &Unavailable{}
+		if _, err := s.Plan(t.Context(), u); err != nil {
+			t.Fatal(err)
+		}
+		u.Block(providers.PoolKey{Cloud: pricing.AWS, Zone: "us-east-1a", InstanceType: "p3.2xlarge", Capacity: pricing.Spot}, "capacity", clk.Now())
+		got, err := s.Plan(InPass(t.Context()), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(zones(got), tc.inPass) {
+			t.Fatalf("keep=%v: in the pass %v, want %v", tc.keep, zones(got), tc.inPass)
+		}
+		clk.Add(30 * time.Second) // the next pass
+		next, err := s.Plan(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"a@us-east-1b", "b@us-east-1b"}; !reflect.DeepEqual(zones(next), want) {
+			t.Fatalf("keep=%v: next pass %v, want %v", tc.keep, zones(next), want)
+		}
+	}
+}
