@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -129,6 +130,23 @@ type TrainingSource struct {
 	mu     sync.Mutex
 	jobs   map[string]*liveJob
 	prices map[string]*smoothed
+	// byShape caches the catalog's pools per cloud, region and instance
+	// type for poolCat: every job's decision reads them every pass.
+	poolCat *pricing.Catalog
+	byShape map[shapeKey]*shapePools
+}
+
+// shapeKey is a cloud, region and instance type.
+type shapeKey struct {
+	cloud        pricing.Cloud
+	region, kind string
+}
+
+// shapePools are a shape's spot pools sorted by name and its on-demand
+// offers in catalog order.
+type shapePools struct {
+	spot []livePool
+	od   []pricing.Offer
 }
 
 // smoothed is a pool's exponentially weighted spot price.
@@ -293,27 +311,44 @@ func jobWork(w policy.Workload, p optimizer.Placement) float64 {
 }
 
 // pools lists the spot pools of the placement's instance type in its
-// cloud and region, by zone.
+// cloud and region, by zone, and its on-demand offer: in the planned zone
+// if sold there, else the first. t.mu is held; the pools are the caller's
+// to change.
 func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer, bool) {
 	g := p.Groups[0]
-	var pools []livePool
-	var od pricing.Offer
-	haveOD := false
-	if cat := t.Catalog(); cat != nil {
+	cat := t.Catalog()
+	if cat == nil {
+		return nil, pricing.Offer{}, false
+	}
+	if cat != t.poolCat || t.byShape == nil {
+		t.poolCat, t.byShape = cat, map[shapeKey]*shapePools{}
+	}
+	k := shapeKey{cloud: g.Cloud, region: g.Region, kind: g.InstanceType}
+	sp := t.byShape[k]
+	if sp == nil {
+		sp = &shapePools{}
 		for o := range cat.All() {
 			if o.Cloud != g.Cloud || o.Region != g.Region || o.InstanceType != g.InstanceType {
 				continue
 			}
 			if o.SpotPrice > 0 {
-				pools = append(pools, livePool{offer: o, key: poolName(PoolOf(o, pricing.Spot))})
+				sp.spot = append(sp.spot, livePool{offer: o, key: poolName(PoolOf(o, pricing.Spot))})
 			}
-			if o.OnDemandPrice > 0 && (!haveOD || o.Zone == g.Zone) {
-				od, haveOD = o, true
+			if o.OnDemandPrice > 0 {
+				sp.od = append(sp.od, o)
 			}
 		}
+		sort.Slice(sp.spot, func(a, b int) bool { return sp.spot[a].key < sp.spot[b].key })
+		t.byShape[k] = sp
 	}
-	sort.Slice(pools, func(a, b int) bool { return pools[a].key < pools[b].key })
-	return pools, od, haveOD
+	var od pricing.Offer
+	haveOD := false
+	for _, o := range sp.od {
+		if !haveOD || o.Zone == g.Zone {
+			od, haveOD = o, true
+		}
+	}
+	return slices.Clone(sp.spot), od, haveOD
 }
 
 // decide runs the job's policy for this tick and returns its placement; mine
