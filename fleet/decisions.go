@@ -115,7 +115,7 @@ func spotPoolOf(pools []livePool, a spotpolicy.Action) string {
 	if a.Capacity != spotpolicy.Spot || a.Pool >= len(pools) {
 		return ""
 	}
-	o := pools[a.Pool].offer
+	o := *pools[a.Pool].offer
 	return string(o.Cloud) + "/" + zoneOf(o) + "/" + o.InstanceType
 }
 

@@ -118,9 +118,11 @@ func (s *SolverSource) setExpiry(blocked []Entry) {
 // re-solves the workloads placed in a pool blocked since the last plan, and
 // those moved out of a pool whose block has run out.
 func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, version int, blocked []Entry) *optimizer.Plan {
-	byName := map[string]optimizer.Placement{}
-	for _, p := range s.plan.Placements {
-		byName[p.Workload] = p
+	// Pointers into the last plan and the part solve, not copies: a
+	// placement is large and this runs at every block.
+	byName := make(map[string]*optimizer.Placement, len(s.plan.Placements))
+	for i := range s.plan.Placements {
+		byName[s.plan.Placements[i].Workload] = &s.plan.Placements[i]
 	}
 	isBlocked := map[providers.PoolKey]bool{}
 	for _, e := range blocked {
@@ -137,6 +139,10 @@ func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, v
 				delete(s.moved[w.Name], k)
 			}
 		}
+		if p == nil {
+			affected = append(affected, w)
+			continue
+		}
 		for _, g := range p.Groups {
 			k := PoolOf(pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType}, g.Capacity)
 			if isBlocked[k] {
@@ -152,8 +158,8 @@ func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, v
 		sub := *pol
 		sub.Workloads = affected
 		if part, err := optimizer.Solve(optimizer.Input{Catalog: s.cat, Policy: &sub, Now: t, Unavailable: u.Func(t)}); err == nil {
-			for _, p := range part.Placements {
-				byName[p.Workload] = p
+			for i := range part.Placements {
+				byName[part.Placements[i].Workload] = &part.Placements[i]
 			}
 			for w, ks := range hits {
 				if s.moved == nil {
@@ -178,8 +184,8 @@ func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, v
 	plan := *s.plan
 	plan.Placements = make([]optimizer.Placement, 0, len(pol.Workloads))
 	for _, w := range pol.Workloads {
-		if p, ok := byName[w.Name]; ok {
-			plan.Placements = append(plan.Placements, p)
+		if p := byName[w.Name]; p != nil {
+			plan.Placements = append(plan.Placements, *p)
 		}
 	}
 	s.plan, s.pol, s.version = &plan, pol, version

@@ -219,7 +219,7 @@ type TrainingDecision struct {
 
 // livePool is one spot pool a job can use.
 type livePool struct {
-	offer pricing.Offer
+	offer *pricing.Offer // the stage's cached copy: read only
 	key   string
 	// price is the smoothed spot price moves are judged on.
 	price float64
@@ -332,7 +332,7 @@ func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer
 				continue
 			}
 			if o.SpotPrice > 0 {
-				sp.spot = append(sp.spot, livePool{offer: o, key: poolName(PoolOf(o, pricing.Spot))})
+				sp.spot = append(sp.spot, livePool{offer: &o, key: poolName(PoolOf(o, pricing.Spot))})
 			}
 			if o.OnDemandPrice > 0 {
 				sp.od = append(sp.od, o)
@@ -411,7 +411,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		if running && first.Capacity == string(pricing.Spot) && first.Zone == lp.offer.Zone && first.InstanceType == lp.offer.InstanceType {
 			t.Tracker.Observe(lp.key, now, true)
 			cur = spotpolicy.RunSpot(k)
-		} else if u != nil && u.Blocked(PoolOf(lp.offer, pricing.Spot), now) {
+		} else if u != nil && u.Blocked(PoolOf(*lp.offer, pricing.Spot), now) {
 			t.Tracker.Observe(lp.key, now, false)
 		} else if t.Tracker.Known(lp.key) {
 			// The block ran out: the pool is worth a launch again, as the
@@ -635,11 +635,11 @@ func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spo
 	ct, o := pricing.OnDemand, od
 	switch a.Capacity {
 	case spotpolicy.Spot:
-		ct, o = pricing.Spot, pools[a.Pool].offer
+		ct, o = pricing.Spot, *pools[a.Pool].offer
 	case spotpolicy.None:
-		ct, o = pricing.Spot, pools[0].offer
+		ct, o = pricing.Spot, *pools[0].offer
 		if cur.Capacity == spotpolicy.Spot {
-			o = pools[cur.Pool].offer
+			o = *pools[cur.Pool].offer
 		}
 	}
 	price, _ := o.Price(ct)

@@ -38,6 +38,29 @@ type MemStore struct {
 	// (never in place: View's readers may still hold the previous one).
 	snap  store.FleetState
 	dirty bool
+	// The snapshot's keys, kept sorted as records come and go, and the
+	// tokens of open and failed intents (the intents Load returns; retired
+	// ones stay in intents for the (slot, generation) check and pile up
+	// over a simulated month).
+	slotIDs, instIDs []string
+	liveToks         map[string]bool
+}
+
+// insertSorted adds k to the sorted keys if it is not there.
+func insertSorted(keys []string, k string) []string {
+	i, found := slices.BinarySearch(keys, k)
+	if found {
+		return keys
+	}
+	return slices.Insert(keys, i, k)
+}
+
+// deleteSorted takes k out of the sorted keys.
+func deleteSorted(keys []string, k string) []string {
+	if i, found := slices.BinarySearch(keys, k); found {
+		return slices.Delete(keys, i, i+1)
+	}
+	return keys
 }
 
 type slotGen struct {
@@ -48,7 +71,8 @@ type slotGen struct {
 // NewMemStore returns an empty store.
 func NewMemStore() *MemStore {
 	return &MemStore{slots: map[string]store.SlotRecord{}, intents: map[string]store.IntentRecord{},
-		slotGen: map[slotGen]string{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true}
+		slotGen: map[slotGen]string{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true,
+		liveToks: map[string]bool{}}
 }
 
 // SetLease makes holder the holder of lease name at epoch until expires;
@@ -112,30 +136,33 @@ func (m *MemStore) snapshot() store.FleetState {
 		return m.snap
 	}
 	st := store.FleetState{
-		Slots:     make([]store.SlotRecord, 0, len(m.slots)),
-		Instances: make([]store.FleetInstanceRecord, 0, len(m.insts)),
+		Slots:     make([]store.SlotRecord, 0, len(m.slotIDs)),
+		Instances: make([]store.FleetInstanceRecord, 0, len(m.instIDs)),
 	}
-	for _, id := range slices.Sorted(maps.Keys(m.slots)) {
+	for _, id := range m.slotIDs {
 		st.Slots = append(st.Slots, m.slots[id])
 	}
-	var toks []string
-	for tok, in := range m.intents {
-		if in.State == store.IntentOpen || in.State == store.IntentFailed {
-			toks = append(toks, tok)
+	if len(m.liveToks) > 0 {
+		toks := slices.Sorted(maps.Keys(m.liveToks))
+		st.Intents = make([]store.IntentRecord, 0, len(toks))
+		for _, tok := range toks {
+			st.Intents = append(st.Intents, m.intents[tok])
 		}
 	}
-	slices.Sort(toks)
-	if len(toks) > 0 {
-		st.Intents = make([]store.IntentRecord, 0, len(toks))
-	}
-	for _, tok := range toks {
-		st.Intents = append(st.Intents, m.intents[tok])
-	}
-	for _, id := range slices.Sorted(maps.Keys(m.insts)) {
+	for _, id := range m.instIDs {
 		st.Instances = append(st.Instances, m.insts[id])
 	}
 	m.snap, m.dirty = st, false
 	return st
+}
+
+// markLive keeps liveToks in step with an intent's state.
+func (m *MemStore) markLive(in store.IntentRecord) {
+	if in.State == store.IntentOpen || in.State == store.IntentFailed {
+		m.liveToks[in.Token] = true
+	} else {
+		delete(m.liveToks, in.Token)
+	}
 }
 
 // Apply implements fleet.Store: all of c or, on a fence or intent
@@ -165,9 +192,15 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 		m.dirty = true
 	}
 	for _, s := range c.Slots {
+		if _, ok := m.slots[s.ID]; !ok {
+			m.slotIDs = insertSorted(m.slotIDs, s.ID)
+		}
 		m.slots[s.ID] = s
 	}
 	for _, id := range c.DeleteSlots {
+		if _, ok := m.slots[id]; ok {
+			m.slotIDs = deleteSorted(m.slotIDs, id)
+		}
 		delete(m.slots, id)
 	}
 	for _, in := range c.Intents {
@@ -178,6 +211,7 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 			}
 		}
 		m.intents[in.Token] = in
+		m.markLive(in)
 		m.slotGen[slotGen{in.SlotID, in.Generation}] = in.Token
 		if in.State == store.IntentLaunched && in.InstanceID != "" {
 			if m.launched[in.InstanceID] == nil {
@@ -187,15 +221,22 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 		}
 	}
 	for _, x := range c.Instances {
+		if _, ok := m.insts[x.ID]; !ok {
+			m.instIDs = insertSorted(m.instIDs, x.ID)
+		}
 		m.insts[x.ID] = x
 	}
 	for _, id := range c.DeleteInstances {
+		if _, ok := m.insts[id]; ok {
+			m.instIDs = deleteSorted(m.instIDs, id)
+		}
 		delete(m.insts, id)
 		// Their launched intents retire: nothing needs them any more.
 		for tok := range m.launched[id] {
 			in := m.intents[tok]
 			in.State, in.UpdatedAt = store.IntentRetired, now.UTC()
 			m.intents[tok] = in
+			m.markLive(in)
 		}
 		delete(m.launched, id)
 	}
