@@ -22,6 +22,13 @@ type agents struct {
 	all []*store.InstanceRecord
 	// util is each inference service's per-replica utilisation (0..1).
 	util map[string]float64
+	// lists caches ListInstances' answers, by workload and state, until an
+	// agent comes, goes or changes, a utilisation changes or the clock
+	// moves: the reconciler, the autoscaler and hedging list the same
+	// agents several times a pass. Every caller shares an answer and only
+	// reads it.
+	lists   map[[2]string][]store.InstanceRecord
+	listsAt time.Time
 }
 
 func newAgents(now func() time.Time) *agents {
@@ -29,9 +36,18 @@ func newAgents(now func() time.Time) *agents {
 }
 
 // ListInstances implements fleet.Agents: every registered agent, or those of
-// one workload and state, sorted by id.
+// one workload and state, sorted by id. The answer is shared with every
+// caller until the agents change (see lists): the fleet's readers only
+// read it.
 func (a *agents) ListInstances(_ context.Context, workload, state string) ([]store.InstanceRecord, error) {
 	now := a.now()
+	if !now.Equal(a.listsAt) || a.lists == nil {
+		a.lists, a.listsAt = map[[2]string][]store.InstanceRecord{}, now
+	}
+	key := [2]string{workload, state}
+	if out, ok := a.lists[key]; ok {
+		return out, nil
+	}
 	var recs []*store.InstanceRecord
 	if workload != "" {
 		// The autoscaler samples one service at a time.
@@ -59,11 +75,32 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 		x.Utilization = a.util[r.Workload]
 		out = append(out, x)
 	}
+	a.lists[key] = out
 	return out, nil
+}
+
+// changed drops the cached lists.
+func (a *agents) changed() { a.lists = nil }
+
+// setUtil sets a service's per-replica utilisation.
+func (a *agents) setUtil(workload string, u float64) {
+	if old, ok := a.util[workload]; !ok || old != u {
+		a.util[workload] = u
+		a.changed()
+	}
+}
+
+// preempting marks an agent as reporting a preemption notice.
+func (a *agents) preempting(id string, at time.Time) {
+	if r := a.recs[id]; r != nil {
+		r.State, r.PreemptAt = store.StatePreempting, at
+		a.changed()
+	}
 }
 
 func (a *agents) add(r *store.InstanceRecord) {
 	a.all = nil
+	a.changed()
 	a.recs[r.ID] = r
 	if a.byWL[r.Workload] == nil {
 		a.byWL[r.Workload] = map[string]*store.InstanceRecord{}
@@ -74,6 +111,7 @@ func (a *agents) add(r *store.InstanceRecord) {
 func (a *agents) remove(id string) {
 	if r := a.recs[id]; r != nil {
 		a.all = nil
+		a.changed()
 		delete(a.byWL[r.Workload], id)
 		delete(a.recs, id)
 	}

@@ -395,9 +395,7 @@ func (s *Sim) onNotice(n fake.Notice) {
 	if st := s.stats[in.workload]; st != nil {
 		st.Preemptions++
 	}
-	if a := s.agents.recs[in.id]; a != nil {
-		a.State, a.PreemptAt = store.StatePreempting, n.At
-	}
+	s.agents.preempting(in.id, n.At)
 	s.timers.push(n.At)
 }
 
@@ -756,7 +754,7 @@ func (s *Sim) updateServices(now time.Time) {
 		if sv.replicas > 0 {
 			util = math.Min(1, float64(sv.target)*sv.tu/float64(sv.replicas))
 		}
-		s.agents.util[name] = util
+		s.agents.setUtil(name, util)
 	}
 }
 
