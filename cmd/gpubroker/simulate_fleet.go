@@ -97,6 +97,8 @@ func runSimulateFleet(ctx context.Context, stdin io.Reader, w io.Writer, o simFl
 	if err != nil {
 		return usageErr(err)
 	}
+	// A batch run: trade memory for less garbage collection.
+	defer fleetsim.BatchGC()()
 	var rep *fleetsim.Report
 	what := fmt.Sprintf("%s × %g days", plural(len(pol.Workloads), "workload"), o.days)
 	if err := withProgress(o.progressTo, o.progressEvery, what, func() (err error) {

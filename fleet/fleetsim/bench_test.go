@@ -57,6 +57,8 @@ func benchFleet(b *testing.B, n int, days int) {
 		b.Fatal(err)
 	}
 	pol := mustPolicy(b, benchPolicy(n, 1))
+	// As `gpubroker simulate fleet` runs (GOGC in the environment wins).
+	defer BatchGC()()
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
