@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdmaps "maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -526,12 +527,12 @@ func cloneInstance(i providers.Instance) providers.Instance {
 	return i
 }
 
+// maps copies a tag map; never nil.
 func maps(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
+	if m == nil {
+		return map[string]string{}
 	}
-	return out
+	return stdmaps.Clone(m)
 }
 
 // call counts one API call and returns an injected error for it, if any.
@@ -712,7 +713,12 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 	for _, r := range regions {
 		matched[r] = 0
 	}
-	var out []providers.Instance
+	// The filter's tags as pairs: looked up in every instance's tags.
+	want := make([][2]string, 0, len(f.Tags))
+	for k, v := range f.Tags {
+		want = append(want, [2]string{k, v})
+	}
+	out := make([]providers.Instance, 0, len(c.insts))
 	// c.order is in creation order, which is id order (ids number the
 	// instances in fixed-width hex), so out comes sorted by id.
 	for _, s := range c.order {
@@ -720,7 +726,7 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 			continue
 		}
 		n, ok := matched[s.inst.Region]
-		if !ok || !hasTags(s.inst.Tags, f.Tags) {
+		if !ok || !hasPairs(s.inst.Tags, want) {
 			continue
 		}
 		out = append(out, cloneInstance(s.inst))
@@ -740,9 +746,10 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 	return out, nil
 }
 
-func hasTags(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
+// hasPairs says whether have carries every key and value of want.
+func hasPairs(have map[string]string, want [][2]string) bool {
+	for _, kv := range want {
+		if have[kv[0]] != kv[1] {
 			return false
 		}
 	}
