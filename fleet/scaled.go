@@ -38,6 +38,10 @@ type ScaledSource struct {
 	mu     sync.Mutex
 	scaler map[string]*autoscale.Autoscaler
 	last   map[string]autoscale.Decision
+	// The last plan in and out, and when: a re-plan inside a pass (InPass)
+	// at the same instant on the same inner plan gets the same answer.
+	lastIn, lastOut *optimizer.Plan
+	lastAt          time.Time
 }
 
 // Plan returns the inner plan with inference replicas resized.
@@ -48,6 +52,11 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if inPass(ctx) && plan == s.lastIn && now.Equal(s.lastAt) && s.lastOut != nil {
+		// Asked again in the pass after a refused launch: the load was
+		// sampled at this instant already.
+		return s.lastOut, nil
+	}
 	if s.scaler == nil {
 		s.scaler, s.last = map[string]*autoscale.Autoscaler{}, map[string]autoscale.Decision{}
 	}
@@ -81,6 +90,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 			out.Placements[i] = resize(p, d.Desired)
 		}
 	}
+	s.lastIn, s.lastOut, s.lastAt = plan, &out, now
 	return &out, nil
 }
 
