@@ -44,6 +44,12 @@ type MemStore struct {
 	// over a simulated month).
 	slotIDs, instIDs []string
 	liveToks         map[string]bool
+	// What changed since the snapshot: while no slot or instance came or
+	// went, the next snapshot copies the last and patches the records
+	// that changed (a pass changes a few of thousands).
+	keysChanged  bool
+	changedSlots map[string]bool
+	changedInsts map[string]bool
 }
 
 // insertSorted adds k to the sorted keys if it is not there.
@@ -72,7 +78,7 @@ type slotGen struct {
 func NewMemStore() *MemStore {
 	return &MemStore{slots: map[string]store.SlotRecord{}, intents: map[string]store.IntentRecord{},
 		slotGen: map[slotGen]string{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true,
-		liveToks: map[string]bool{}}
+		liveToks: map[string]bool{}, changedSlots: map[string]bool{}, changedInsts: map[string]bool{}}
 }
 
 // SetLease makes holder the holder of lease name at epoch until expires;
@@ -128,29 +134,48 @@ func (v View) Load(context.Context) (store.FleetState, error) {
 	return v.m.snapshot(), nil
 }
 
-// snapshot rebuilds the sorted state after a change. Sorting the keys and
-// then reading the records keeps the sort from swapping large structs.
+// snapshot rebuilds the sorted state after a change: from the sorted keys,
+// or, when no key came or went, by patching a copy of the last snapshot.
 // m.mu is held.
 func (m *MemStore) snapshot() store.FleetState {
 	if !m.dirty {
 		return m.snap
 	}
-	st := store.FleetState{
-		Slots:     make([]store.SlotRecord, 0, len(m.slotIDs)),
-		Instances: make([]store.FleetInstanceRecord, 0, len(m.instIDs)),
+	var st store.FleetState
+	if !m.keysChanged && len(m.snap.Slots) == len(m.slotIDs) && len(m.snap.Instances) == len(m.instIDs) {
+		// Same keys: the last snapshot with the changed records patched
+		// in, into new slices (readers may hold the last ones).
+		st.Slots = slices.Clone(m.snap.Slots)
+		for id := range m.changedSlots {
+			if i, ok := slices.BinarySearch(m.slotIDs, id); ok {
+				st.Slots[i] = m.slots[id]
+			}
+		}
+		st.Instances = slices.Clone(m.snap.Instances)
+		for id := range m.changedInsts {
+			if i, ok := slices.BinarySearch(m.instIDs, id); ok {
+				st.Instances[i] = m.insts[id]
+			}
+		}
+	} else {
+		st.Slots = make([]store.SlotRecord, 0, len(m.slotIDs))
+		for _, id := range m.slotIDs {
+			st.Slots = append(st.Slots, m.slots[id])
+		}
+		st.Instances = make([]store.FleetInstanceRecord, 0, len(m.instIDs))
+		for _, id := range m.instIDs {
+			st.Instances = append(st.Instances, m.insts[id])
+		}
 	}
-	for _, id := range m.slotIDs {
-		st.Slots = append(st.Slots, m.slots[id])
-	}
+	clear(m.changedSlots)
+	clear(m.changedInsts)
+	m.keysChanged = false
 	if len(m.liveToks) > 0 {
 		toks := slices.Sorted(maps.Keys(m.liveToks))
 		st.Intents = make([]store.IntentRecord, 0, len(toks))
 		for _, tok := range toks {
 			st.Intents = append(st.Intents, m.intents[tok])
 		}
-	}
-	for _, id := range m.instIDs {
-		st.Instances = append(st.Instances, m.insts[id])
 	}
 	m.snap, m.dirty = st, false
 	return st
@@ -194,12 +219,15 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 	for _, s := range c.Slots {
 		if _, ok := m.slots[s.ID]; !ok {
 			m.slotIDs = insertSorted(m.slotIDs, s.ID)
+			m.keysChanged = true
 		}
 		m.slots[s.ID] = s
+		m.changedSlots[s.ID] = true
 	}
 	for _, id := range c.DeleteSlots {
 		if _, ok := m.slots[id]; ok {
 			m.slotIDs = deleteSorted(m.slotIDs, id)
+			m.keysChanged = true
 		}
 		delete(m.slots, id)
 	}
@@ -223,12 +251,15 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 	for _, x := range c.Instances {
 		if _, ok := m.insts[x.ID]; !ok {
 			m.instIDs = insertSorted(m.instIDs, x.ID)
+			m.keysChanged = true
 		}
 		m.insts[x.ID] = x
+		m.changedInsts[x.ID] = true
 	}
 	for _, id := range c.DeleteInstances {
 		if _, ok := m.insts[id]; ok {
 			m.instIDs = deleteSorted(m.instIDs, id)
+			m.keysChanged = true
 		}
 		delete(m.insts, id)
 		// Their launched intents retire: nothing needs them any more.

@@ -3,8 +3,12 @@ package fleetsim
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -149,4 +153,67 @@ func normalize(st store.FleetState) store.FleetState {
 		out.Instances = append(out.Instances, x)
 	}
 	return out
+}
+
+// TestMemStoreSnapshotFollowsEveryChange applies random batches — new,
+// changed and deleted slots and instances — and after each compares Load
+// and View with the records the batches leave, sorted: the snapshot
+// patched in place of a rebuild must not lose or misplace a change.
+func TestMemStoreSnapshotFollowsEveryChange(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	m := NewMemStore()
+	slots := map[string]store.SlotRecord{}
+	insts := map[string]store.FleetInstanceRecord{}
+	for step := 0; step < 400; step++ {
+		var c store.FleetChanges
+		for range 1 + rng.IntN(4) {
+			id := fmt.Sprintf("w/%02d", rng.IntN(30))
+			switch r := rng.IntN(10); {
+			case r < 5:
+				s := slot(id, []string{"pending", "launching", "running"}[rng.IntN(3)], rng.IntN(5))
+				c.Slots = append(c.Slots, s)
+			case r < 6:
+				c.DeleteSlots = append(c.DeleteSlots, id)
+			case r < 9:
+				x := instance(fmt.Sprintf("i-%02d", rng.IntN(30)), id)
+				x.State = []string{"pending", "running", "terminated"}[rng.IntN(3)]
+				c.Instances = append(c.Instances, x)
+			default:
+				c.DeleteInstances = append(c.DeleteInstances, fmt.Sprintf("i-%02d", rng.IntN(30)))
+			}
+		}
+		if err := m.Apply(ctx, store.Fence{}, c); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range c.Slots {
+			slots[s.ID] = s
+		}
+		for _, id := range c.DeleteSlots {
+			delete(slots, id)
+		}
+		for _, x := range c.Instances {
+			insts[x.ID] = x
+		}
+		for _, id := range c.DeleteInstances {
+			delete(insts, id)
+		}
+		var want store.FleetState
+		for _, id := range slices.Sorted(maps.Keys(slots)) {
+			want.Slots = append(want.Slots, slots[id])
+		}
+		for _, id := range slices.Sorted(maps.Keys(insts)) {
+			want.Instances = append(want.Instances, insts[id])
+		}
+		got, err := m.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		view, _ := m.View().Load(ctx)
+		for name, st := range map[string]store.FleetState{"Load": got, "View": view} {
+			if !reflect.DeepEqual(normalize(st), normalize(want)) {
+				t.Fatalf("step %d: %s\n%+v\nwant\n%+v", step, name, st, want)
+			}
+		}
+	}
 }
