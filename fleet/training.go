@@ -134,6 +134,11 @@ type TrainingSource struct {
 	// type for poolCat: every job's decision reads them every pass.
 	poolCat *pricing.Catalog
 	byShape map[shapeKey]*shapePools
+	// The last plan in and out, and when: a re-plan inside a pass (InPass)
+	// at the same instant on the same inner plan re-decides only the jobs
+	// placed in a pool blocked since.
+	lastIn, lastOut *optimizer.Plan
+	lastAt          time.Time
 }
 
 // shapeKey is a cloud, region and instance type.
@@ -243,10 +248,20 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	if t.jobs == nil {
 		t.jobs = map[string]*liveJob{}
 	}
+	// Asked again in the pass after a refused launch (same instant, same
+	// inner plan): the jobs whose decision stands in a pool that is not
+	// blocked keep it; those placed in a blocked pool decide again.
+	again := inPass(ctx) && plan == t.lastIn && now.Equal(t.lastAt) && t.lastOut != nil && len(t.lastOut.Placements) == len(out.Placements)
 	for i, p := range out.Placements {
 		w, ok := byName.get(p.Workload)
 		if !ok || !liveTraining(w) || len(p.Groups) == 0 {
 			continue
+		}
+		if again {
+			if last := t.lastOut.Placements[i]; last.Workload == p.Workload && !placedInBlocked(last, u, now) {
+				out.Placements[i] = last
+				continue
+			}
 		}
 		if !loaded {
 			st, err := t.Fleet.Load(ctx)
@@ -267,7 +282,22 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		}
 		out.Placements[i] = np
 	}
+	t.lastIn, t.lastOut, t.lastAt = plan, &out, now
 	return &out, nil
+}
+
+// placedInBlocked says whether a placement has a group in a pool blocked at
+// now.
+func placedInBlocked(p optimizer.Placement, u *Unavailable, now time.Time) bool {
+	if u == nil {
+		return false
+	}
+	for _, g := range p.Groups {
+		if u.Blocked(PoolOf(pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType}, g.Capacity), now) {
+			return true
+		}
+	}
+	return false
 }
 
 // Decisions returns each live job's latest decision.

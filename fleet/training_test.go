@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -411,4 +412,54 @@ func TestReconcilerMovesOnlyWhenAsked(t *testing.T) {
 		}
 	}
 	e.checkNoDuplicates()
+}
+
+// countingProgress counts the jobs' progress reads: one per decision.
+type countingProgress struct{ reads int }
+
+func (c *countingProgress) JobProgress(context.Context, string) (JobProgress, bool, error) {
+	c.reads++
+	return JobProgress{}, false, nil
+}
+
+// TestTrainingInPassRedecidesOnlyBlockedJobs: asked again inside a pass at
+// the same instant on the same inner plan, the stage keeps a job's decision
+// while its pool is not blocked and decides again once it is.
+func TestTrainingInPassRedecidesOnlyBlockedJobs(t *testing.T) {
+	w := trainWorkload("", 10*time.Hour, 40*time.Hour, 6*time.Minute, time.Hour)
+	pol := &policy.Policy{Workloads: []policy.Workload{w}}
+	progress := &countingProgress{}
+	src := &TrainingSource{Inner: staticPlan{trainPlacement(1)}, Policy: func() *policy.Policy { return pol },
+		Catalog:  func() *pricing.Catalog { return pricing.NewCatalog(p3Offers(0.9, 0.95), t0, "test") },
+		Fleet:    &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train", State: string(Pending), CreatedAt: t0}}},
+		Progress: progress, Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return t0 }}
+	u := &Unavailable{}
+	first, err := src.Plan(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := first.Placements[0].Groups[0]
+	if progress.reads != 1 || g.Capacity != pricing.Spot {
+		t.Fatalf("first plan: %d decisions, %s in %s; want one, on spot", progress.reads, g.Capacity, g.Zone)
+	}
+	again, err := src.Plan(InPass(t.Context()), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if progress.reads != 1 || !reflect.DeepEqual(again.Placements, first.Placements) {
+		t.Fatalf("in the pass, nothing blocked: %d decisions, %+v; want the first plan's", progress.reads, again.Placements[0].Groups)
+	}
+	u.Block(PoolOf(pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType}, g.Capacity), "capacity", t0)
+	if _, err := src.Plan(InPass(t.Context()), u); err != nil {
+		t.Fatal(err)
+	}
+	if progress.reads != 2 {
+		t.Fatalf("in the pass, its pool blocked: %d decisions, want a second", progress.reads)
+	}
+	if _, err := src.Plan(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+	if progress.reads != 3 {
+		t.Fatalf("outside a pass: %d decisions, want a third", progress.reads)
+	}
 }
