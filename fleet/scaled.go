@@ -60,9 +60,12 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if s.scaler == nil {
 		s.scaler, s.last = map[string]*autoscale.Autoscaler{}, map[string]autoscale.Decision{}
 	}
+	// The inner plan's placements are shared until one is resized: most
+	// passes resize none, and copying every placement of a thousand-workload
+	// fleet per plan was a good part of the fleet simulator's garbage.
 	out := *plan
-	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
-	for i, p := range out.Placements {
+	copied := false
+	for i, p := range plan.Placements {
 		w, ok := byName.get(p.Workload)
 		if !ok || w.Kind != policy.Inference || len(p.Groups) == 0 {
 			continue
@@ -87,6 +90,10 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		}
 		s.last[w.Name] = d
 		if d.Desired != planned {
+			if !copied {
+				out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
+				copied = true
+			}
 			out.Placements[i] = resize(p, d.Desired)
 		}
 	}
