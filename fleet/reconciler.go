@@ -256,6 +256,9 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 			continue
 		}
 		p.listed[c] = true
+		if len(p.cloud) == 0 {
+			p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+		}
 		for _, in := range list {
 			p.cloud[in.ID] = in
 			if in.State != providers.StateTerminated {
@@ -269,6 +272,7 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading agent registrations: %w", err)
 		}
+		p.agents = make(map[string]store.InstanceRecord, len(recs))
 		for _, a := range recs {
 			p.agents[a.ID] = a
 		}

@@ -268,7 +268,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 			if err != nil {
 				return nil, fmt.Errorf("training stage: reading the fleet: %w", err)
 			}
-			slots = map[string][]*store.SlotRecord{}
+			slots = make(map[string][]*store.SlotRecord, len(byName))
 			for i := range st.Slots {
 				s := &st.Slots[i]
 				slots[s.Workload] = append(slots[s.Workload], s)
