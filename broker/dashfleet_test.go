@@ -17,6 +17,7 @@ type memFleet struct{ st store.FleetState }
 func (m memFleet) Load(context.Context) (store.FleetState, error)               { return m.st, nil }
 func (m memFleet) Apply(context.Context, store.Fence, store.FleetChanges) error { return nil }
 func (m memFleet) Paused(context.Context) (store.FleetPause, error)             { return store.FleetPause{}, nil }
+func (m memFleet) LastGeneration(context.Context, string) (int, error)          { return 0, nil }
 func (m memFleet) SetPaused(context.Context, bool, string, time.Time) error     { return nil }
 
 func TestDashFleetShowsSlots(t *testing.T) {

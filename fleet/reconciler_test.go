@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
 	"github.com/gpubroker/gpubroker/providers/fake"
@@ -541,3 +542,59 @@ func TestDiffWritesNothing(t *testing.T) {
 }
 
 const goldenToken = "013d8814-7da8-5ccb-94ab-d143592e9d54"
+
+// TestSlotBackInThePlanGetsANewToken scales a workload down and up again:
+// the slot that left loses its row, but its launch intents stay, so the
+// fresh row's launch continues at the next generation with a new client
+// token; starting again at generation 1 would resend the first launch's
+// token and the cloud would answer with that terminated instance.
+func TestSlotBackInThePlanGetsANewToken(t *testing.T) {
+	e := newEnv(t, testPolicy)
+	e.pass()
+	e.step(time.Minute)
+	first := map[string]string{}
+	for _, in := range liveTagged(e.cloud) {
+		first[in.ID] = e.cloud.Token(in.ID)
+	}
+	if len(first) != 2 {
+		t.Fatalf("%d instances, want 2", len(first))
+	}
+	full := planOf(t, testPolicy)
+	one := *full
+	one.Placements = append([]optimizer.Placement(nil), full.Placements...)
+	pl := one.Placements[0]
+	pl.Groups = append([]optimizer.Group(nil), pl.Groups...)
+	pl.Groups[0].Instances--
+	pl.Instances--
+	one.Placements[0] = pl
+	e.r.Plans = staticPlan{plan: &one}
+	for range 4 {
+		e.step(10 * time.Second)
+	}
+	if s, ok := e.slots()[SlotID("train", 1)]; ok {
+		t.Fatalf("slot train/1 after scaling down: %+v, want its row deleted", s)
+	}
+	e.r.Plans = staticPlan{plan: full}
+	e.step(10 * time.Second)
+	s := e.slots()[SlotID("train", 1)]
+	if s.Generation != 2 || s.InstanceID == "" {
+		t.Fatalf("slot train/1 back in the plan: %+v, want a launch at generation 2", s)
+	}
+	if _, old := first[s.InstanceID]; old {
+		t.Fatalf("slot train/1 got its first instance %s back", s.InstanceID)
+	}
+	for id, tok := range first {
+		if e.cloud.Token(s.InstanceID) == tok {
+			t.Fatalf("the new launch reused the token of %s", id)
+		}
+	}
+	e.checkNoDuplicates()
+	// The workload leaving the plan takes the records with it.
+	e.r.Plans = staticPlan{plan: nil}
+	for range 4 {
+		e.step(10 * time.Second)
+	}
+	if n := len(e.slots()); n != 0 {
+		t.Fatalf("%d slots left after the workload left the plan", n)
+	}
+}

@@ -25,14 +25,19 @@ type MemStore struct {
 	// counts moves; store.Fleet writes them to the events table).
 	OnEvent func(store.EventRecord)
 
-	mu       sync.Mutex
-	slots    map[string]store.SlotRecord
-	intents  map[string]store.IntentRecord
-	slotGen  map[slotGen]string
-	launched map[string]map[string]bool // instance id → tokens of its launched intents
-	insts    map[string]store.FleetInstanceRecord
-	pause    store.FleetPause
-	lease    store.Fence // Now is the lease's expiry
+	mu      sync.Mutex
+	slots   map[string]store.SlotRecord
+	intents map[string]store.IntentRecord
+	slotGen map[slotGen]string
+	lastGen map[string]int // slot id → highest intent generation
+	// unsettled holds the tokens of the open and failed intents, the ones
+	// Load returns: intents are never deleted, so the snapshot must not
+	// walk all of them (a month of launches is tens of thousands).
+	unsettled map[string]bool
+	launched  map[string]map[string]bool // instance id → tokens of its launched intents
+	insts     map[string]store.FleetInstanceRecord
+	pause     store.FleetPause
+	lease     store.Fence // Now is the lease's expiry
 
 	// snap is the sorted state, rebuilt after a change into new slices
 	// (never in place: View's readers may still hold the previous one).
@@ -48,7 +53,7 @@ type slotGen struct {
 // NewMemStore returns an empty store.
 func NewMemStore() *MemStore {
 	return &MemStore{slots: map[string]store.SlotRecord{}, intents: map[string]store.IntentRecord{},
-		slotGen: map[slotGen]string{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true}
+		slotGen: map[slotGen]string{}, lastGen: map[string]int{}, unsettled: map[string]bool{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true}
 }
 
 // SetLease makes holder the holder of lease name at epoch until expires;
@@ -64,6 +69,13 @@ func (m *MemStore) SetPaused(p store.FleetPause) {
 	m.mu.Lock()
 	m.pause = p
 	m.mu.Unlock()
+}
+
+// LastGeneration implements fleet.Store.
+func (m *MemStore) LastGeneration(_ context.Context, slot string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastGen[slot], nil
 }
 
 // Paused implements fleet.Store.
@@ -118,13 +130,7 @@ func (m *MemStore) snapshot() store.FleetState {
 	for _, id := range slices.Sorted(maps.Keys(m.slots)) {
 		st.Slots = append(st.Slots, m.slots[id])
 	}
-	var toks []string
-	for tok, in := range m.intents {
-		if in.State == store.IntentOpen || in.State == store.IntentFailed {
-			toks = append(toks, tok)
-		}
-	}
-	slices.Sort(toks)
+	toks := slices.Sorted(maps.Keys(m.unsettled))
 	if len(toks) > 0 {
 		st.Intents = make([]store.IntentRecord, 0, len(toks))
 	}
@@ -179,6 +185,12 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 		}
 		m.intents[in.Token] = in
 		m.slotGen[slotGen{in.SlotID, in.Generation}] = in.Token
+		m.lastGen[in.SlotID] = max(m.lastGen[in.SlotID], in.Generation)
+		if in.State == store.IntentOpen || in.State == store.IntentFailed {
+			m.unsettled[in.Token] = true
+		} else {
+			delete(m.unsettled, in.Token)
+		}
 		if in.State == store.IntentLaunched && in.InstanceID != "" {
 			if m.launched[in.InstanceID] == nil {
 				m.launched[in.InstanceID] = map[string]bool{}
@@ -196,6 +208,7 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 			in := m.intents[tok]
 			in.State, in.UpdatedAt = store.IntentRetired, now.UTC()
 			m.intents[tok] = in
+			delete(m.unsettled, tok)
 		}
 		delete(m.launched, id)
 	}
