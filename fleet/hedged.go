@@ -113,6 +113,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 			todo = append(todo, i)
 		}
 	}
+	h.forget(byName)
 	if len(todo) == 0 {
 		return plan, nil
 	}
@@ -163,6 +164,18 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		out.Placements[i] = np
 	}
 	return &out, nil
+}
+
+// forget drops the hedges of services that left the policy or no longer
+// run on spot: their state and their decision go with them.
+func (h *HedgedSource) forget(byName workloadIndex) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name := range h.hedges {
+		if w, ok := byName.get(name); !ok || w.Kind != policy.Inference || w.Spot == policy.SpotNever {
+			delete(h.hedges, name)
+		}
+	}
 }
 
 func (h *HedgedSource) log() *slog.Logger {

@@ -438,3 +438,23 @@ func TestSpotPoolsSpread(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgedSourceForgetsRemovedServices: a service that leaves the policy
+// takes its hedge and its decision with it; one that stays keeps them.
+func TestHedgedSourceForgetsRemovedServices(t *testing.T) {
+	w, h := newHedgeWorld(t, policy.SpotPrefer)
+	w.step(h, 2, nil)
+	if _, ok := h.Decisions()["chat"]; !ok {
+		t.Fatal("no decision for chat while it is in the policy")
+	}
+	pol := hedgePolicy(policy.SpotPrefer)
+	pol.Workloads = pol.Workloads[1:] // chat leaves
+	h.Policy = func() *policy.Policy { return pol }
+	w.now = w.now.Add(time.Minute)
+	if _, err := h.Plan(context.Background(), w.u); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := h.Decisions()["chat"]; ok {
+		t.Fatalf("chat left the policy but its decision stays: %+v", d)
+	}
+}

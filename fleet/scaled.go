@@ -66,6 +66,8 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		if a == nil {
 			a = autoscale.New(autoscale.FromPolicy(w), planned)
 			s.scaler[w.Name] = a
+		} else {
+			a.Reconfigure(autoscale.FromPolicy(w)) // the policy may have been edited
 		}
 		sample, err := s.Load.Sample(ctx, w, now)
 		if err != nil && s.Log != nil {
@@ -79,6 +81,13 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		s.last[w.Name] = d
 		if d.Desired != planned {
 			out.Placements[i] = resize(p, d.Desired)
+		}
+	}
+	// A service that left the policy takes its scaler and decision with it.
+	for name := range s.scaler {
+		if w, ok := byName.get(name); !ok || w.Kind != policy.Inference {
+			delete(s.scaler, name)
+			delete(s.last, name)
 		}
 	}
 	return &out, nil
