@@ -8,8 +8,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// Retention says how long the two ever-growing tables keep their rows. A
-// zero duration keeps rows for ever.
+// Retention says how long the ever-growing tables keep their rows. A zero
+// duration keeps rows for ever.
 type Retention struct {
 	// PriceHistory is how long price points are kept. The newest point of
 	// each offer and capacity type is kept however old it is, so an offer's
@@ -19,20 +19,32 @@ type Retention struct {
 	// this can no longer be recognised as a repeat by its Idempotency-Key,
 	// so keep events longer than any agent spools reports.
 	Events time.Duration
+	// Agents is how long an agent's instance record (broker_instances) is
+	// kept after its last sign of life (last heartbeat, or registration
+	// when it never sent one): the instance is long gone by then.
+	Agents time.Duration
+	// LaunchIntents is how long retired launch intents are kept. The
+	// intent of each slot id's highest generation is kept however old it
+	// is: a slot id that comes back continues from it, so no client token
+	// is ever sent twice (docs/fleet.md).
+	LaunchIntents time.Duration
 }
 
 // PruneResult says what one Prune removed.
 type PruneResult struct {
-	PricePoints int64
-	Events      int64
+	PricePoints   int64
+	Events        int64
+	Agents        int64
+	LaunchIntents int64
 }
 
 // pruneBatch bounds the rows one DELETE removes, so pruning a large backlog
 // never holds a long lock that heartbeats and saves would queue behind.
 const pruneBatch = 5000
 
-// Prune deletes price points and events older than r allows at now, in
-// batches of pruneBatch rows, each its own transaction.
+// Prune deletes price points, events, agent records and retired launch
+// intents older than r allows at now, in batches of pruneBatch rows, each
+// its own transaction.
 func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (PruneResult, error) {
 	var res PruneResult
 	if r.PriceHistory > 0 {
@@ -56,6 +68,27 @@ func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (PruneRes
 		res.Events = n
 		if err != nil {
 			return res, fmt.Errorf("pruning events older than %s: %w", cut.Format(time.RFC3339), err)
+		}
+	}
+	if r.Agents > 0 {
+		cut := now.Add(-r.Agents).UTC()
+		n, err := s.pruneBatches(ctx, `DELETE FROM broker_instances WHERE id IN (
+			SELECT id FROM broker_instances WHERE COALESCE(last_heartbeat, registered_at) < ? ORDER BY id LIMIT ?)`, cut)
+		res.Agents = n
+		if err != nil {
+			return res, fmt.Errorf("pruning agents silent since before %s: %w", cut.Format(time.RFC3339), err)
+		}
+	}
+	if r.LaunchIntents > 0 {
+		cut := now.Add(-r.LaunchIntents).UTC()
+		// The highest generation of each slot id survives (see Retention).
+		n, err := s.pruneBatches(ctx, `DELETE FROM fleet_launch_intents WHERE token IN (
+			SELECT i.token FROM fleet_launch_intents i WHERE i.state = 'retired' AND i.updated_at < ?
+			AND i.generation < (SELECT MAX(j.generation) FROM fleet_launch_intents j WHERE j.slot_id = i.slot_id)
+			ORDER BY i.token LIMIT ?)`, cut)
+		res.LaunchIntents = n
+		if err != nil {
+			return res, fmt.Errorf("pruning launch intents retired before %s: %w", cut.Format(time.RFC3339), err)
 		}
 	}
 	return res, nil
