@@ -47,48 +47,39 @@ const pruneBatch = 5000
 // its own transaction.
 func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (PruneResult, error) {
 	var res PruneResult
-	if r.PriceHistory > 0 {
-		cut := now.Add(-r.PriceHistory).UTC()
+	steps := []struct {
+		keep time.Duration
+		what string // "pruning <what> <cut>"
+		// q deletes up to LIMIT rows older than the cut.
+		q   string
+		out *int64
+	}{
 		// The newest point of each (offer, capacity) survives: ids are
 		// assigned in insertion order and SaveOffers only appends newer
 		// points, so the largest id is the newest.
-		n, err := s.pruneBatches(ctx, `DELETE FROM price_points WHERE id IN (
+		{r.PriceHistory, "price history older than", `DELETE FROM price_points WHERE id IN (
 			SELECT id FROM price_points WHERE observed_at < ? AND id NOT IN (
 				SELECT MAX(id) FROM price_points GROUP BY offer_key, capacity)
-			ORDER BY id LIMIT ?)`, cut)
-		res.PricePoints = n
-		if err != nil {
-			return res, fmt.Errorf("pruning price history older than %s: %w", cut.Format(time.RFC3339), err)
-		}
-	}
-	if r.Events > 0 {
-		cut := now.Add(-r.Events).UTC()
-		n, err := s.pruneBatches(ctx, `DELETE FROM broker_events WHERE id IN (
-			SELECT id FROM broker_events WHERE at < ? ORDER BY id LIMIT ?)`, cut)
-		res.Events = n
-		if err != nil {
-			return res, fmt.Errorf("pruning events older than %s: %w", cut.Format(time.RFC3339), err)
-		}
-	}
-	if r.Agents > 0 {
-		cut := now.Add(-r.Agents).UTC()
-		n, err := s.pruneBatches(ctx, `DELETE FROM broker_instances WHERE id IN (
-			SELECT id FROM broker_instances WHERE COALESCE(last_heartbeat, registered_at) < ? ORDER BY id LIMIT ?)`, cut)
-		res.Agents = n
-		if err != nil {
-			return res, fmt.Errorf("pruning agents silent since before %s: %w", cut.Format(time.RFC3339), err)
-		}
-	}
-	if r.LaunchIntents > 0 {
-		cut := now.Add(-r.LaunchIntents).UTC()
+			ORDER BY id LIMIT ?)`, &res.PricePoints},
+		{r.Events, "events older than", `DELETE FROM broker_events WHERE id IN (
+			SELECT id FROM broker_events WHERE at < ? ORDER BY id LIMIT ?)`, &res.Events},
+		{r.Agents, "agents silent since before", `DELETE FROM broker_instances WHERE id IN (
+			SELECT id FROM broker_instances WHERE COALESCE(last_heartbeat, registered_at) < ? ORDER BY id LIMIT ?)`, &res.Agents},
 		// The highest generation of each slot id survives (see Retention).
-		n, err := s.pruneBatches(ctx, `DELETE FROM fleet_launch_intents WHERE token IN (
+		{r.LaunchIntents, "launch intents retired before", `DELETE FROM fleet_launch_intents WHERE token IN (
 			SELECT i.token FROM fleet_launch_intents i WHERE i.state = 'retired' AND i.updated_at < ?
 			AND i.generation < (SELECT MAX(j.generation) FROM fleet_launch_intents j WHERE j.slot_id = i.slot_id)
-			ORDER BY i.token LIMIT ?)`, cut)
-		res.LaunchIntents = n
+			ORDER BY i.token LIMIT ?)`, &res.LaunchIntents},
+	}
+	for _, st := range steps {
+		if st.keep <= 0 {
+			continue
+		}
+		cut := now.Add(-st.keep).UTC()
+		n, err := s.pruneBatches(ctx, st.q, cut)
+		*st.out = n
 		if err != nil {
-			return res, fmt.Errorf("pruning launch intents retired before %s: %w", cut.Format(time.RFC3339), err)
+			return res, fmt.Errorf("pruning %s %s: %w", st.what, cut.Format(time.RFC3339), err)
 		}
 	}
 	return res, nil
