@@ -196,6 +196,18 @@ func (h *HedgedSource) Decisions() map[string]HedgeDecision {
 	return out
 }
 
+// runningSince is the earliest time a slot of mine has been running in
+// pool (zero if none runs there).
+func runningSince(mine []*store.SlotRecord, pool providers.PoolKey) time.Time {
+	var since time.Time
+	for _, s := range mine {
+		if State(s.State) == Running && !s.RunningAt.IsZero() && slotPool(s) == pool && (since.IsZero() || s.RunningAt.Before(since)) {
+			since = s.RunningAt
+		}
+	}
+	return since
+}
+
 func slotPool(s *store.SlotRecord) providers.PoolKey {
 	zone := s.Zone
 	if zone == "" {
@@ -264,6 +276,16 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		// trace's tick with capacity is in the simulator.
 		keys[k] = PoolOf(o, pricing.Spot)
 		blocked := u.Blocked(keys[k], now)
+		if name := poolName(keys[k]); !h.tracker.Known(name) {
+			// First heard of here (a new service, or a new leader whose
+			// stage state starts empty): a spot replica of the service
+			// running in the pool since T is evidence the pool has held
+			// since T. Without it a new leader would distrust every pool
+			// and move the whole service to on-demand for hours.
+			if since := runningSince(mine, keys[k]); !since.IsZero() {
+				h.tracker.Seed(name, since, now)
+			}
+		}
 		h.tracker.Observe(poolName(keys[k]), now, !blocked)
 		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
 		if !blocked {

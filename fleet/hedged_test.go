@@ -458,3 +458,22 @@ func TestHedgedSourceForgetsRemovedServices(t *testing.T) {
 		t.Fatalf("chat left the policy but its decision stays: %+v", d)
 	}
 }
+
+// TestHedgedSourceNewLeaderKeepsSpot: a new leader starts with empty stage
+// state over a fleet whose spot replicas have run for a day. The pools they
+// run in vouch for themselves (LiveTracker.Seed), so the service stays on
+// spot; without that the new leader distrusted every pool and ran the
+// target on-demand for two hours, dropping five of six spot replicas.
+func TestHedgedSourceNewLeaderKeepsSpot(t *testing.T) {
+	w, h := newHedgeWorld(t, policy.SpotPrefer)
+	p := w.step(h, 30*60, nil)
+	if spot, od, _ := capacities(p); spot < 4 || od != 0 {
+		t.Fatalf("after 30 h: spot %d, on-demand %d; want the service on spot", spot, od)
+	}
+	next := &HedgedSource{Inner: h.Inner, Catalog: h.Catalog, Policy: h.Policy, Fleet: w, Now: h.Now, Tick: h.Tick, ReadyDelay: h.ReadyDelay}
+	w.step(next, 180, func(p optimizer.Placement) {
+		if spot, od, zones := capacities(p); spot < 4 || od != 0 || len(zones) != 3 {
+			t.Fatalf("%s, new leader: spot %d over %v, on-demand %d; want the spot replicas kept", w.now, spot, zones, od)
+		}
+	})
+}
