@@ -405,7 +405,7 @@ func (p *passState) launched(s *store.SlotRecord, intent *store.IntentRecord, in
 	rec.Cloud, rec.Region, rec.Zone, rec.InstanceType, rec.Capacity = string(inst.Cloud), inst.Region, inst.Zone, inst.InstanceType, string(inst.Capacity)
 	rec.State, rec.SlotID, rec.Token, rec.LaunchedAt = string(inst.State), s.ID, intent.Token, inst.LaunchedAt.UTC()
 	p.dirtyN[inst.ID] = true
-	p.r.Unavailable.Clear(providers.PoolKey{Cloud: inst.Cloud, Zone: inst.Zone, InstanceType: inst.InstanceType, Capacity: inst.Capacity})
+	p.r.Unavailable.Clear(providers.PoolKey{Cloud: inst.Cloud, Zone: inst.Zone, InstanceType: inst.InstanceType, Capacity: inst.Capacity}, p.now)
 	if p.r.Metrics != nil {
 		p.r.Metrics.launches.WithLabelValues(string(inst.Cloud), string(inst.Capacity)).Inc()
 	}

@@ -108,7 +108,7 @@ func (d *driver) step(t *testing.T) {
 		if !d.avail(z, i) {
 			d.u.Block(PoolOf(o, pricing.Spot), "capacity", d.now)
 		} else {
-			d.u.Clear(PoolOf(o, pricing.Spot))
+			d.u.Clear(PoolOf(o, pricing.Spot), d.now)
 		}
 	}
 	plan, err := d.src.Plan(context.Background(), d.u)
