@@ -227,7 +227,10 @@ func TestInferenceHeldOut(t *testing.T) {
 // TestInferenceCostBound checks the bound on hand-made zones: one zone
 // always able to hold the target costs the spot share; no capacity costs
 // on-demand; capacity for half the target half the time, with 50% at
-// target allowed, costs spot for the cheap half only.
+// target allowed, costs spot for the cheap half only; with a ready delay of
+// one tick, a zone that is never up two ticks running serves nothing on
+// spot (after the first tick), and one up two ticks of three serves on the
+// second of them.
 func TestInferenceCostBound(t *testing.T) {
 	c := Inference{Target: 2, Prices: Prices{OnDemand: 3, Spot: 1}}
 	mk := func(avail ...int) *Pools {
@@ -244,8 +247,33 @@ func TestInferenceCostBound(t *testing.T) {
 		{"half the time one", mk(1, 1, 0, 0), 1, (2*(1+3) + 2*6) / (4 * 6.0)},
 		{"half may be short", mk(1, 1, 0, 0), 0.5, 2 * (1 + 3) / (4 * 6.0)},
 	}
+	delayed := Inference{Target: 2, ReadyDelay: time.Minute, Prices: Prices{OnDemand: 3, Spot: 1}}
 	for _, tc := range tests {
 		got, err := InferenceCostBound(c, tc.p, tc.atTarget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got - tc.want; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: %.4f; want %.4f", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		p    *Pools
+		want float64
+	}{
+		// The first tick has no earlier one to check (the bound stays
+		// low there); after it, a replica serving on spot needs the zone
+		// up on the tick before as well.
+		{"flapping, ready delay one tick", mk(2, 0, 2, 0, 2, 0), (2.0/6 + 5*1) / 6},
+		{"up two of three, ready delay one tick", mk(2, 2, 0, 2, 2, 0), (3*(2.0/6) + 3*1) / 6},
+		{"no delay", mk(2, 0, 2, 0, 2, 0), 0.5*(2.0/6) + 0.5},
+	} {
+		cc := delayed
+		if tc.name == "no delay" {
+			cc.ReadyDelay = 0
+		}
+		got, err := InferenceCostBound(cc, tc.p, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
