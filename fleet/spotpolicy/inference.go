@@ -190,6 +190,8 @@ type AdaptiveInference struct {
 	chance     float64
 	// windows is, per zone, what it lost over each past ready delay.
 	windows []lossWindows
+	// survCache[k][n] is survival(k, n) at the current tick.
+	survCache [][][]float64
 }
 
 // NewAdaptiveInference returns the policy with cfg.
@@ -338,7 +340,13 @@ func (w *lossWindows) observe(c, want int) {
 // did (a 16-node zone that drops to 2 keeps 2 of 4), with one loss of
 // all as the prior.
 func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
+	if n < len(a.survCache[k]) && a.survCache[k][n] != nil {
+		return a.survCache[k][n]
+	}
 	out := make([]float64, n+1)
+	if n < len(a.survCache[k]) {
+		a.survCache[k][n] = out
+	}
 	if n == 0 {
 		out[0] = 1
 		return out
@@ -351,15 +359,13 @@ func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
 	if n < len(a.windows[k].hist) {
 		h = a.windows[k].hist[n]
 	}
-	cond := make([]float64, n+1)
-	cond[0] = 1
 	total := 1.0
-	for j, x := range h {
-		cond[j] += x
+	for _, x := range h {
 		total += x
 	}
-	for j := range out {
-		out[j] = fail * cond[j] / total
+	out[0] = fail / total
+	for j, x := range h {
+		out[j] += fail * x / total
 	}
 	out[n] += 1 - fail
 	return out
@@ -390,6 +396,15 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		}
 	}
 	a.ticks++
+	if len(a.survCache) != len(s.Zones) {
+		a.survCache = make([][][]float64, len(s.Zones))
+	}
+	for k := range a.survCache {
+		if len(a.survCache[k]) != want+1 {
+			a.survCache[k] = make([][]float64, want+1)
+		}
+		clear(a.survCache[k])
+	}
 	for k, z := range s.Zones {
 		a.windows[k].observe(z.Capacity, want)
 		if z.Capacity < min(a.prev[k], want) {
@@ -445,64 +460,87 @@ func allOrNothing(n int, fail float64) []float64 {
 // of all zones coinciding) with weight rho, rho being the measured share
 // of losses that came with another zone's.
 func riskHedge(target int, surv [][]float64, risk, rho float64) int {
+	// Only the outcomes a zone can have count: a zone that loses all or
+	// nothing has two, whatever its replica count.
+	type mass struct {
+		j int
+		p float64
+	}
+	var all []mass
+	var ends []int // zone z's outcomes are all[ends[z-1]:ends[z]]
 	total := 0
 	for _, d := range surv {
-		total += len(d) - 1
+		if len(d) <= 1 {
+			continue // no replica there
+		}
+		from := len(all)
+		for j, q := range d {
+			if q > 0 {
+				all = append(all, mass{j, q})
+			}
+		}
+		if len(all) > from {
+			ends = append(ends, len(all))
+			total += len(d) - 1
+		}
+	}
+	zones := make([][]mass, len(ends))
+	for z, e := range ends {
+		from := 0
+		if z > 0 {
+			from = ends[z-1]
+		}
+		zones[z] = all[from:e]
 	}
 	// indep[j] = probability that exactly j spot replicas survive when
 	// zones fail independently.
 	indep := make([]float64, total+1)
+	nd := make([]float64, total+1)
 	indep[0] = 1
-	for _, d := range surv {
-		if len(d) <= 1 {
-			continue
-		}
-		nd := make([]float64, total+1)
+	for _, m := range zones {
+		clear(nd)
 		for j, pj := range indep {
 			if pj == 0 {
 				continue
 			}
-			for i, q := range d {
-				if q > 0 && j+i <= total {
-					nd[j+i] += pj * q
-				}
+			for _, e := range m {
+				nd[j+e.j] += pj * e.p
 			}
 		}
-		indep = nd
+		indep, nd = nd, indep
 	}
 	// Comonotone: a uniform u picks, in every zone, the survivors at
-	// cumulative chance u; between two consecutive cumulative values of
-	// any zone the sum is constant.
+	// cumulative chance u. Sweeping u upwards, the sum changes only where
+	// some zone's cumulative chance steps to its next outcome.
 	como := make([]float64, total+1)
-	var cuts []float64
-	for _, d := range surv {
+	type step struct {
+		at   float64
+		zone int
+	}
+	var steps []step
+	n := 0
+	for z, m := range zones {
+		n += m[0].j
 		c := 0.0
-		for _, q := range d {
-			c += q
-			cuts = append(cuts, math.Min(1, c))
+		for _, e := range m[:len(m)-1] {
+			c += e.p
+			steps = append(steps, step{c, z})
 		}
 	}
-	cuts = append(cuts, 1)
-	sort.Float64s(cuts)
+	sort.SliceStable(steps, func(a, b int) bool { return steps[a].at < steps[b].at })
+	cur := make([]int, len(zones))
 	lo := 0.0
-	for _, hi := range cuts {
-		if hi <= lo {
-			continue
+	for _, st := range steps {
+		if st.at > lo {
+			como[n] += math.Min(1, st.at) - lo
+			lo = math.Min(1, st.at)
 		}
-		u := (lo + hi) / 2
-		n := 0
-		for _, d := range surv {
-			c := 0.0
-			for j, q := range d {
-				c += q
-				if c >= u || j == len(d)-1 {
-					n += j
-					break
-				}
-			}
-		}
-		como[n] += hi - lo
-		lo = hi
+		m := zones[st.zone]
+		n += m[cur[st.zone]+1].j - m[cur[st.zone]].j
+		cur[st.zone]++
+	}
+	if lo < 1 {
+		como[n] += 1 - lo
 	}
 	for od := 0; od <= target; od++ {
 		short := 0.0

@@ -264,3 +264,39 @@ func TestAdaptiveInferenceMeasuresJointLosses(t *testing.T) {
 		t.Errorf("zones failing 37 ticks apart: weight %.2f; want ≤ 0.1", rho)
 	}
 }
+
+// BenchmarkAdaptiveInferenceDecide is one decision of the default policy
+// per op, over zones whose capacity changes now and then (a loss every 50
+// ticks in a zone, to a quarter of its capacity), for a small service on
+// one-instance zones and a large one on multi-node zones.
+func BenchmarkAdaptiveInferenceDecide(b *testing.B) {
+	for _, bc := range []struct {
+		name          string
+		target, zones int
+		capacity      int
+	}{
+		{"target4-9zones-cap1", 4, 9, 1},
+		{"target4-3zones-cap16", 4, 3, 16},
+		{"target32-6zones-cap64", 32, 6, 64},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+			s := &InferenceState{Gap: 300, Target: bc.target, ReadyDelay: 600, SpotPrice: 0.97, OnDemandPrice: 3.06,
+				Zones: make([]Zone, bc.zones)}
+			i := 0
+			for b.Loop() {
+				s.Tick = i
+				for k := range s.Zones {
+					c := bc.capacity
+					if (i+7*k)%50 < 3 {
+						c = bc.capacity / 4
+					}
+					s.Zones[k] = Zone{Pool: Pool{Available: c > 0, MeanUp: 47, Run: 10, Frac: 0.9}, Capacity: c,
+						Spot: min(c, bc.target/bc.zones+1), SpotReady: min(c, bc.target/bc.zones+1)}
+				}
+				a.Decide(s)
+				i++
+			}
+		})
+	}
+}
