@@ -304,9 +304,12 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64
 }
 
 // lossWindows keeps, for one zone, the capacities of the last ready delay
-// and, per number n of replicas placed, how many of them each past window
-// of one ready delay left standing: hist[n][j] counts the windows that
-// began with capacity for n and whose least capacity held j of them.
+// and, per number n of replicas placed, how many of them each past loss
+// left standing over one ready delay: hist[n][j] counts the windows (a
+// tick and the ready delay after it) that began with capacity for n, saw
+// the capacity fall below where it began (as far as the service could use
+// it), and whose least capacity held j of the n (j < n: the loss took
+// some; j = n: it took none of them).
 type lossWindows struct {
 	caps []int // ring of the last len(caps) capacities
 	seen int
@@ -338,7 +341,8 @@ func (w *lossWindows) observe(c, want int) {
 // online over the ticks it had capacity, one loss per mean stretch as the
 // prior), and when it does, it keeps j of n as often as its past losses
 // did (a 16-node zone that drops to 2 keeps 2 of 4), with one loss of
-// all as the prior.
+// all as the prior. The slice is cached for the tick: callers must not
+// change it.
 func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
 	if n < len(a.survCache[k]) && a.survCache[k][n] != nil {
 		return a.survCache[k][n]
