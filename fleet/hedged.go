@@ -268,6 +268,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	// The live state, as the simulator builds it per tick.
 	zones := make([]spotpolicy.Zone, len(hg.zones))
 	keys := make([]providers.PoolKey, len(hg.zones))
+	blocked := make([]bool, len(hg.zones))
 	for k, o := range hg.zones {
 		// The live signal of a spot pool is the unavailable cache: the
 		// reconciler blocks a pool that refused a launch for capacity or
@@ -275,7 +276,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
 		keys[k] = PoolOf(o, pricing.Spot)
-		blocked := u.Blocked(keys[k], now)
+		blocked[k] = u.Blocked(keys[k], now)
 		if name := poolName(keys[k]); !h.tracker.Known(name) {
 			// First heard of here (a new service, or a new leader whose
 			// stage state starts empty): a spot replica of the service
@@ -286,9 +287,9 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 				h.tracker.Seed(name, since, now)
 			}
 		}
-		h.tracker.Observe(poolName(keys[k]), now, !blocked)
+		h.tracker.Observe(poolName(keys[k]), now, !blocked[k])
 		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
-		if !blocked {
+		if !blocked[k] {
 			zones[k].Capacity = optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
 		}
 	}
@@ -328,6 +329,16 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			since = now
 		}
 		state.OnDemandReadyIn = append(state.OnDemandReadyIn, max(0, (readyDelay-now.Sub(since)).Seconds()))
+	}
+	// A blocked pool takes no new replica but still holds the ones that
+	// run there: it was blocked because another launch was refused (a pool
+	// that holds one replica refuses the second) or another replica was
+	// preempted, and dropping the survivors would only relaunch them when
+	// the block ends.
+	for k := range zones {
+		if blocked[k] {
+			zones[k].Capacity = zones[k].Spot
+		}
 	}
 	if len(hg.zones) > 0 {
 		state.SpotPrice = hg.zones[0].SpotPrice
