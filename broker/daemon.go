@@ -24,6 +24,7 @@ import (
 	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/fleet"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -331,7 +332,17 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := RunLedger(ctx, LedgerSources{Broker: broker, Catalog: cat.Load, Policy: pol, Metrics: ledgerMetrics}, cfg.Now()); err != nil {
 			return err
 		}
-		return flagSlowHosts(ctx, broker, cfg.Now())
+		var replace func(ctx context.Context, id, reason string) error
+		if fp != nil && cfg.Fleet.ReplaceSlowHosts {
+			replace = func(ctx context.Context, id, reason string) error {
+				_, err := fp.svc.Replace(ctx, id, reason, "slow-host check")
+				if errors.Is(err, fleet.ErrNotInFleet) {
+					return nil // not a fleet instance (an agent started by hand)
+				}
+				return err
+			}
+		}
+		return flagSlowHosts(ctx, broker, cfg.Now(), replace)
 	}})
 	if planner != nil {
 		planner.speeds = func(ctx context.Context) optimizer.SpeedTable {

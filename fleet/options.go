@@ -206,6 +206,10 @@ type Store interface {
 	// deleted and is created again goes on counting instead of resending
 	// its first launch's client token.
 	LastGeneration(ctx context.Context, slot string) (int, error)
+	// ReplaceRequests are the instances users (or the slow-host check)
+	// asked to replace; the pass that replaces one lists it in
+	// FleetChanges.DoneReplacements.
+	ReplaceRequests(ctx context.Context) ([]store.ReplaceRequest, error)
 }
 
 // Agents lists what the agents reported; *store.Broker implements it.

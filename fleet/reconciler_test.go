@@ -598,3 +598,73 @@ func TestSlotBackInThePlanGetsANewToken(t *testing.T) {
 		t.Fatalf("%d slots left after the workload left the plan", n)
 	}
 }
+
+// TestReplaceRequested: a user asks for a running instance to be replaced:
+// in dry-run and while paused the request waits; the next acting pass
+// launches a replacement for its slot, terminates the instance and forgets
+// the request; a request for an instance no slot holds is refused by the
+// service and, stored anyway, dropped by the next acting pass.
+func TestReplaceRequested(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, testPolicy)
+	e.pass()
+	e.step(time.Minute)
+	first := e.slots()["train/0"].InstanceID
+	svc := &Service{Store: e.fleet, Reconciler: e.r, Now: e.clk.Now}
+	if _, err := svc.Replace(ctx, "i-nope", "", "api:test"); !errors.Is(err, ErrNotInFleet) {
+		t.Fatalf("replacing an unknown instance: %v, want ErrNotInFleet", err)
+	}
+	q, err := svc.Replace(ctx, first, "slow host", "api:test")
+	if err != nil || q.Instance != first {
+		t.Fatalf("replace: %+v, %v", q, err)
+	}
+	// Dry-run: the action is reported, nothing happens, the request waits.
+	e.r.Options.Mode = DryRun
+	rep := e.step(10 * time.Second)
+	if e.slots()["train/0"].InstanceID != first || e.state(first) != providers.StateRunning {
+		t.Fatal("dry-run replaced the instance")
+	}
+	if !hasAction(rep, "terminate", first) {
+		t.Fatalf("dry-run report does not show the termination of %s: %+v", first, rep.Actions)
+	}
+	if reqs, _ := e.fleet.ReplaceRequests(ctx); len(reqs) != 1 {
+		t.Fatalf("dry-run consumed the request: %+v", reqs)
+	}
+	e.r.Options.Mode = Apply
+	e.step(10 * time.Second)
+	s := e.slots()["train/0"]
+	if s.InstanceID == first || s.Generation != 2 {
+		t.Fatalf("requested replacement did not happen: %+v", s)
+	}
+	if e.state(first) != providers.StateTerminated {
+		t.Fatalf("the replaced instance is %s, want terminated", e.state(first))
+	}
+	if reqs, _ := e.fleet.ReplaceRequests(ctx); len(reqs) != 0 {
+		t.Fatalf("requests left after the replacement: %+v", reqs)
+	}
+	if evs := e.events("fleet.replace_requested"); len(evs) != 1 || evs[0].Instance != first {
+		t.Fatalf("replace_requested events: %+v", evs)
+	}
+	// A stale request (its instance is gone) is dropped, nothing replaced.
+	second := e.slots()["train/1"].InstanceID
+	if err := e.fleet.RequestReplace(ctx, store.ReplaceRequest{Instance: first, Reason: "late", By: "test", At: e.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.step(10 * time.Second)
+	if reqs, _ := e.fleet.ReplaceRequests(ctx); len(reqs) != 0 {
+		t.Fatalf("stale request kept: %+v", reqs)
+	}
+	if e.slots()["train/1"].InstanceID != second {
+		t.Fatal("a stale request replaced another instance")
+	}
+	e.checkNoDuplicates()
+}
+
+func hasAction(rep Report, kind, instance string) bool {
+	for _, a := range rep.Actions {
+		if a.Kind == kind && a.Instance == instance {
+			return true
+		}
+	}
+	return false
+}

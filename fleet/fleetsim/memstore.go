@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ type MemStore struct {
 	intents map[string]store.IntentRecord
 	slotGen map[slotGen]string
 	lastGen map[string]int // slot id → highest intent generation
+	replace map[string]store.ReplaceRequest
 	// unsettled holds the tokens of the open and failed intents, the ones
 	// Load returns: intents are never deleted, so the snapshot must not
 	// walk all of them (a month of launches is tens of thousands).
@@ -69,6 +71,38 @@ func (m *MemStore) SetPaused(p store.FleetPause) {
 	m.mu.Lock()
 	m.pause = p
 	m.mu.Unlock()
+}
+
+// RequestReplace records r, as store.Fleet does (events aside).
+func (m *MemStore) RequestReplace(_ context.Context, r store.ReplaceRequest) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.replace == nil {
+		m.replace = map[string]store.ReplaceRequest{}
+	}
+	r.At = r.At.UTC()
+	m.replace[r.Instance] = r
+	return nil
+}
+
+// ReplaceRequests implements fleet.Store: oldest first, as store.Fleet.
+func (m *MemStore) ReplaceRequests(context.Context) ([]store.ReplaceRequest, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.replace) == 0 {
+		return nil, nil
+	}
+	out := make([]store.ReplaceRequest, 0, len(m.replace))
+	for _, r := range m.replace {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b store.ReplaceRequest) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Instance, b.Instance)
+	})
+	return out, nil
 }
 
 // LastGeneration implements fleet.Store.
@@ -200,6 +234,9 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 	}
 	for _, x := range c.Instances {
 		m.insts[x.ID] = x
+	}
+	for _, id := range c.DoneReplacements {
+		delete(m.replace, id)
 	}
 	for _, id := range c.DeleteInstances {
 		delete(m.insts, id)
