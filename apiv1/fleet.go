@@ -3,6 +3,8 @@ package apiv1
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -12,6 +14,9 @@ const (
 	PathFleetDiff   = Prefix + "/fleet/diff"
 	PathFleetPause  = Prefix + "/fleet/pause"
 	PathFleetResume = Prefix + "/fleet/resume"
+	// PathFleetReplace is POST …/fleet/instances/{id}/replace (FleetReplaceRequest
+	// body, optional): the leader replaces the instance at its next pass.
+	PathFleetReplace = Prefix + "/fleet/instances/{id}/replace"
 )
 
 // Fleet modes.
@@ -210,5 +215,31 @@ func (c *Client) SetFleetPaused(ctx context.Context, paused bool) (FleetPause, e
 	}
 	var out FleetPause
 	err := c.send(ctx, http.MethodPost, path, nil, &out)
+	return out, err
+}
+
+// FleetReplaceRequest is the optional body of a replacement request.
+type FleetReplaceRequest struct {
+	// Reason is recorded with the request and in the slot's events
+	// (at most 500 characters).
+	Reason string `json:"reason,omitempty"`
+}
+
+// FleetReplace is an accepted replacement request (202): the leader's next
+// acting pass launches a replacement for the instance's slot and terminates
+// the instance.
+type FleetReplace struct {
+	Instance string    `json:"instance"`
+	Reason   string    `json:"reason"`
+	By       string    `json:"by"`
+	At       time.Time `json:"at"`
+}
+
+// ReplaceFleetInstance asks the broker to replace one of the fleet's
+// instances (a slow host, one you distrust).
+func (c *Client) ReplaceFleetInstance(ctx context.Context, id, reason string) (FleetReplace, error) {
+	var out FleetReplace
+	path := strings.Replace(PathFleetReplace, "{id}", url.PathEscape(id), 1)
+	err := c.send(ctx, http.MethodPost, path, FleetReplaceRequest{Reason: reason}, &out)
 	return out, err
 }

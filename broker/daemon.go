@@ -24,6 +24,7 @@ import (
 	"github.com/gpubroker/gpubroker/broker/identity"
 	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/dashboard"
+	"github.com/gpubroker/gpubroker/fleet"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -147,7 +148,7 @@ func (c *Config) defaults() error {
 	if c.CatalogReload < time.Second || c.CatalogReload > time.Hour {
 		return fmt.Errorf("catalog reload interval %s: want between 1s and 1h", c.CatalogReload)
 	}
-	if c.Retention.PriceHistory < 0 || c.Retention.Events < 0 {
+	if c.Retention.PriceHistory < 0 || c.Retention.Events < 0 || c.Retention.Agents < 0 || c.Retention.LaunchIntents < 0 {
 		return errors.New("retention durations must not be negative (0 keeps for ever)")
 	}
 	if c.PruneSchedule == "" {
@@ -312,11 +313,12 @@ func Run(ctx context.Context, cfg Config) error {
 		// a failover) stores its plan at once.
 		jobs = append(jobs, Job{Name: "replan", Schedule: cfg.ReplanSchedule, OnLeadership: true, Run: planner.replan})
 	}
-	if cfg.Retention.PriceHistory > 0 || cfg.Retention.Events > 0 {
+	if cfg.Retention != (store.Retention{}) {
 		jobs = append(jobs, Job{Name: "prune", Schedule: cfg.PruneSchedule, Run: func(ctx context.Context) error {
 			res, err := st.Prune(ctx, cfg.Retention, cfg.Now())
-			if res.PricePoints+res.Events > 0 {
-				log.Info("pruned old rows", "price_points", res.PricePoints, "events", res.Events)
+			if res.PricePoints+res.Events+res.Agents+res.LaunchIntents > 0 {
+				log.Info("pruned old rows", "price_points", res.PricePoints, "events", res.Events,
+					"agents", res.Agents, "launch_intents", res.LaunchIntents)
 			}
 			return err
 		}})
@@ -330,7 +332,17 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := RunLedger(ctx, LedgerSources{Broker: broker, Catalog: cat.Load, Policy: pol, Metrics: ledgerMetrics}, cfg.Now()); err != nil {
 			return err
 		}
-		return flagSlowHosts(ctx, broker, cfg.Now())
+		var replace func(ctx context.Context, id, reason string) error
+		if fp != nil && cfg.Fleet.ReplaceSlowHosts {
+			replace = func(ctx context.Context, id, reason string) error {
+				_, err := fp.svc.Replace(ctx, id, reason, "slow-host check")
+				if errors.Is(err, fleet.ErrNotInFleet) {
+					return nil // not a fleet instance (an agent started by hand)
+				}
+				return err
+			}
+		}
+		return flagSlowHosts(ctx, broker, cfg.Now(), replace)
 	}})
 	if planner != nil {
 		planner.speeds = func(ctx context.Context) optimizer.SpeedTable {

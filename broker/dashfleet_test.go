@@ -14,10 +14,13 @@ import (
 // memFleet is a fleet store holding a fixed state.
 type memFleet struct{ st store.FleetState }
 
-func (m memFleet) Load(context.Context) (store.FleetState, error)               { return m.st, nil }
-func (m memFleet) Apply(context.Context, store.Fence, store.FleetChanges) error { return nil }
-func (m memFleet) Paused(context.Context) (store.FleetPause, error)             { return store.FleetPause{}, nil }
-func (m memFleet) SetPaused(context.Context, bool, string, time.Time) error     { return nil }
+func (m memFleet) Load(context.Context) (store.FleetState, error)                  { return m.st, nil }
+func (m memFleet) Apply(context.Context, store.Fence, store.FleetChanges) error    { return nil }
+func (m memFleet) Paused(context.Context) (store.FleetPause, error)                { return store.FleetPause{}, nil }
+func (m memFleet) LastGeneration(context.Context, string) (int, error)             { return 0, nil }
+func (m memFleet) ReplaceRequests(context.Context) ([]store.ReplaceRequest, error) { return nil, nil }
+func (m memFleet) SetPaused(context.Context, bool, string, time.Time) error        { return nil }
+func (m memFleet) RequestReplace(context.Context, store.ReplaceRequest) error      { return nil }
 
 func TestDashFleetShowsSlots(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)

@@ -39,6 +39,9 @@ type FleetSetup struct {
 	Hedge *fleet.HedgeOptions
 	// Training configures the live training stage (fleet.training).
 	Training fleet.TrainingConfig
+	// ReplaceSlowHosts: the slow-host check asks for the replacement of
+	// each host it flags (fleet.replace_slow_hosts).
+	ReplaceSlowHosts bool
 }
 
 // fleetParts is the wired fleet of one broker process.
@@ -202,6 +205,17 @@ func (f fleetAPI) Diff(ctx context.Context) (apiv1.FleetReport, error) {
 func (f fleetAPI) SetPaused(ctx context.Context, paused bool, by string) (apiv1.FleetPause, error) {
 	p, err := f.s.SetPaused(ctx, paused, by)
 	return apiv1.FleetPause{Paused: p.Paused, By: p.By, At: p.At}, err
+}
+
+func (f fleetAPI) Replace(ctx context.Context, id, reason, by string) (apiv1.FleetReplace, error) {
+	q, err := f.s.Replace(ctx, id, reason, by)
+	if errors.Is(err, fleet.ErrNotInFleet) {
+		return apiv1.FleetReplace{}, fmt.Errorf("%w: %v", store.ErrNotFound, err)
+	}
+	if err != nil {
+		return apiv1.FleetReplace{}, err
+	}
+	return apiv1.FleetReplace{Instance: q.Instance, Reason: q.Reason, By: q.By, At: q.At}, nil
 }
 
 // StoreMinter mints registration tokens as bootstrap tokens in the store.

@@ -135,7 +135,7 @@ func SlowHosts(ctx context.Context, b *store.Broker, now time.Time) ([]SlowHost,
 
 // flagSlowHosts records one slow_host event per slow instance and
 // benchmark level, so the fleet and the reports can replace it.
-func flagSlowHosts(ctx context.Context, b *store.Broker, now time.Time) error {
+func flagSlowHosts(ctx context.Context, b *store.Broker, now time.Time, replace func(ctx context.Context, id, reason string) error) error {
 	slow, err := SlowHosts(ctx, b, now)
 	if err != nil {
 		return err
@@ -148,9 +148,19 @@ func flagSlowHosts(ctx context.Context, b *store.Broker, now time.Time) error {
 		if len(prior) > 0 {
 			continue
 		}
-		_, err = b.AddEvent(ctx, store.EventRecord{At: now, Kind: string(instance.EventSlowHost), Instance: h.Instance,
-			Message: fmt.Sprintf("benchmark %.0f TFLOPS is %.0f%% of the %s median %.0f TFLOPS; replace this host",
-				h.TFLOPS, 100*h.TFLOPS/h.Median, h.InstanceType, h.Median)})
+		what := fmt.Sprintf("benchmark %.0f TFLOPS is %.0f%% of the %s median %.0f TFLOPS", h.TFLOPS, 100*h.TFLOPS/h.Median, h.InstanceType, h.Median)
+		advice := "; replace this host (gpubroker fleet replace " + h.Instance + ")"
+		if replace != nil {
+			advice = "; replacing it (fleet.replace_slow_hosts)"
+		}
+		// The request first: the event marks the host done, so a request
+		// that failed is asked again next time.
+		if replace != nil {
+			if err := replace(ctx, h.Instance, "slow host: "+what); err != nil {
+				return fmt.Errorf("replacing slow host %s: %w", h.Instance, err)
+			}
+		}
+		_, err = b.AddEvent(ctx, store.EventRecord{At: now, Kind: string(instance.EventSlowHost), Instance: h.Instance, Message: what + advice})
 		if err != nil {
 			return err
 		}

@@ -277,6 +277,16 @@ func (p *passState) doLaunch(ctx context.Context, l *launchPlan, stopped map[pri
 				return nil
 			}
 			gen := s.Generation + 1
+			if s.Generation == 0 {
+				// A fresh row may be a slot id used before (a service scaled
+				// down and up again): its earlier rows' intents are kept, and
+				// generations go on after them so the token is new.
+				last, err := p.r.Store.LastGeneration(ctx, s.ID)
+				if err != nil {
+					return fmt.Errorf("launch of %s: %w", s.ID, err)
+				}
+				gen = last + 1
+			}
 			token := ClientToken(o.Name, s.ID, gen)
 			req = providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
 				Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}
@@ -395,7 +405,7 @@ func (p *passState) launched(s *store.SlotRecord, intent *store.IntentRecord, in
 	rec.Cloud, rec.Region, rec.Zone, rec.InstanceType, rec.Capacity = string(inst.Cloud), inst.Region, inst.Zone, inst.InstanceType, string(inst.Capacity)
 	rec.State, rec.SlotID, rec.Token, rec.LaunchedAt = string(inst.State), s.ID, intent.Token, inst.LaunchedAt.UTC()
 	p.dirtyN[inst.ID] = true
-	p.r.Unavailable.Clear(providers.PoolKey{Cloud: inst.Cloud, Zone: inst.Zone, InstanceType: inst.InstanceType, Capacity: inst.Capacity})
+	p.r.Unavailable.Clear(providers.PoolKey{Cloud: inst.Cloud, Zone: inst.Zone, InstanceType: inst.InstanceType, Capacity: inst.Capacity}, p.now)
 	if p.r.Metrics != nil {
 		p.r.Metrics.launches.WithLabelValues(string(inst.Cloud), string(inst.Capacity)).Inc()
 	}

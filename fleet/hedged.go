@@ -113,6 +113,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 			todo = append(todo, i)
 		}
 	}
+	h.forget(byName)
 	if len(todo) == 0 {
 		return plan, nil
 	}
@@ -165,6 +166,18 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	return &out, nil
 }
 
+// forget drops the hedges of services that left the policy or no longer
+// run on spot: their state and their decision go with them.
+func (h *HedgedSource) forget(byName workloadIndex) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name := range h.hedges {
+		if w, ok := byName.get(name); !ok || w.Kind != policy.Inference || w.Spot == policy.SpotNever {
+			delete(h.hedges, name)
+		}
+	}
+}
+
 func (h *HedgedSource) log() *slog.Logger {
 	if h.Log == nil {
 		return slog.New(slog.DiscardHandler)
@@ -181,6 +194,18 @@ func (h *HedgedSource) Decisions() map[string]HedgeDecision {
 		out[k] = v.last
 	}
 	return out
+}
+
+// runningSince is the earliest time a slot of mine has been running in
+// pool (zero if none runs there).
+func runningSince(mine []*store.SlotRecord, pool providers.PoolKey) time.Time {
+	var since time.Time
+	for _, s := range mine {
+		if State(s.State) == Running && !s.RunningAt.IsZero() && slotPool(s) == pool && (since.IsZero() || s.RunningAt.Before(since)) {
+			since = s.RunningAt
+		}
+	}
+	return since
 }
 
 func slotPool(s *store.SlotRecord) providers.PoolKey {
@@ -243,6 +268,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	// The live state, as the simulator builds it per tick.
 	zones := make([]spotpolicy.Zone, len(hg.zones))
 	keys := make([]providers.PoolKey, len(hg.zones))
+	blocked := make([]bool, len(hg.zones))
 	for k, o := range hg.zones {
 		// The live signal of a spot pool is the unavailable cache: the
 		// reconciler blocks a pool that refused a launch for capacity or
@@ -250,10 +276,20 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
 		keys[k] = PoolOf(o, pricing.Spot)
-		blocked := u.Blocked(keys[k], now)
-		h.tracker.Observe(poolName(keys[k]), now, !blocked)
+		blocked[k] = u.Blocked(keys[k], now)
+		if name := poolName(keys[k]); !h.tracker.Known(name) {
+			// First heard of here (a new service, or a new leader whose
+			// stage state starts empty): a spot replica of the service
+			// running in the pool since T is evidence the pool has held
+			// since T. Without it a new leader would distrust every pool
+			// and move the whole service to on-demand for hours.
+			if since := runningSince(mine, keys[k]); !since.IsZero() {
+				h.tracker.Seed(name, since, now)
+			}
+		}
+		h.tracker.Observe(poolName(keys[k]), now, !blocked[k])
 		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
-		if !blocked {
+		if !blocked[k] {
 			zones[k].Capacity = optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
 		}
 	}
@@ -293,6 +329,16 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			since = now
 		}
 		state.OnDemandReadyIn = append(state.OnDemandReadyIn, max(0, (readyDelay-now.Sub(since)).Seconds()))
+	}
+	// A blocked pool takes no new replica but still holds the ones that
+	// run there: it was blocked because another launch was refused (a pool
+	// that holds one replica refuses the second) or another replica was
+	// preempted, and dropping the survivors would only relaunch them when
+	// the block ends.
+	for k := range zones {
+		if blocked[k] {
+			zones[k].Capacity = zones[k].Spot
+		}
 	}
 	if len(hg.zones) > 0 {
 		state.SpotPrice = hg.zones[0].SpotPrice

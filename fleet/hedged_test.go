@@ -26,6 +26,11 @@ type hedgeWorld struct {
 	u     *Unavailable
 	slots map[string]*store.SlotRecord
 	down  map[string]bool // spot pools without capacity, by zone
+	// limit caps the spot replicas a zone holds (absent: no cap); a launch
+	// beyond it is refused for capacity.
+	limit map[string]int
+	// dropped counts running spot replicas the plan took away.
+	dropped int
 	// relabelled counts live slots whose desired pool differed from the
 	// pool their instance runs in (identities not kept).
 	relabelled int
@@ -48,8 +53,11 @@ func (w *hedgeWorld) apply(plan *optimizer.Plan) {
 		}
 		want[s.ID] = s
 	}
-	for id := range w.slots {
+	for id, s := range w.slots {
 		if _, ok := want[id]; !ok {
+			if State(s.State) == Running && s.Capacity == string(pricing.Spot) {
+				w.dropped++
+			}
 			delete(w.slots, id)
 		}
 	}
@@ -61,7 +69,7 @@ func (w *hedgeWorld) apply(plan *optimizer.Plan) {
 			}
 			continue
 		}
-		if spec.Capacity == pricing.Spot && w.down[spec.Offer.Zone] {
+		if spec.Capacity == pricing.Spot && (w.down[spec.Offer.Zone] || w.full(spec.Offer.Zone)) {
 			// Refused for capacity: the reconciler blocks the pool.
 			w.u.Block(PoolOf(spec.Offer, spec.Capacity), "capacity", w.now)
 			w.slots[id] = &store.SlotRecord{ID: id, Workload: spec.Workload, Index: spec.Index, State: string(Pending)}
@@ -71,6 +79,20 @@ func (w *hedgeWorld) apply(plan *optimizer.Plan) {
 			Region: spec.Offer.Region, Zone: spec.Offer.Zone, InstanceType: spec.Offer.InstanceType, Capacity: string(spec.Capacity),
 			State: string(Running), InstanceID: "i-" + id + "-" + w.now.Format("150405"), LaunchedAt: w.now, RunningAt: w.now}
 	}
+}
+
+// full says whether zone holds as many live spot replicas as its limit.
+func (w *hedgeWorld) full(zone string) bool {
+	n, ok := w.limit[zone]
+	if !ok {
+		return false
+	}
+	for _, s := range w.slots {
+		if s.Zone == zone && s.Capacity == string(pricing.Spot) && live(s) {
+			n--
+		}
+	}
+	return n <= 0
 }
 
 // fail takes a spot zone's capacity away: its replicas are preempted and
@@ -436,5 +458,62 @@ func TestSpotPoolsSpread(t *testing.T) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestHedgedSourceForgetsRemovedServices: a service that leaves the policy
+// takes its hedge and its decision with it; one that stays keeps them.
+func TestHedgedSourceForgetsRemovedServices(t *testing.T) {
+	w, h := newHedgeWorld(t, policy.SpotPrefer)
+	w.step(h, 2, nil)
+	if _, ok := h.Decisions()["chat"]; !ok {
+		t.Fatal("no decision for chat while it is in the policy")
+	}
+	pol := hedgePolicy(policy.SpotPrefer)
+	pol.Workloads = pol.Workloads[1:] // chat leaves
+	h.Policy = func() *policy.Policy { return pol }
+	w.now = w.now.Add(time.Minute)
+	if _, err := h.Plan(context.Background(), w.u); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := h.Decisions()["chat"]; ok {
+		t.Fatalf("chat left the policy but its decision stays: %+v", d)
+	}
+}
+
+// TestHedgedSourceNewLeaderKeepsSpot: a new leader starts with empty stage
+// state over a fleet whose spot replicas have run for a day. The pools they
+// run in vouch for themselves (LiveTracker.Seed), so the service stays on
+// spot; without that the new leader distrusted every pool and ran the
+// target on-demand for two hours, dropping five of six spot replicas.
+func TestHedgedSourceNewLeaderKeepsSpot(t *testing.T) {
+	w, h := newHedgeWorld(t, policy.SpotPrefer)
+	p := w.step(h, 30*60, nil)
+	if spot, od, _ := capacities(p); spot < 4 || od != 0 {
+		t.Fatalf("after 30 h: spot %d, on-demand %d; want the service on spot", spot, od)
+	}
+	next := &HedgedSource{Inner: h.Inner, Catalog: h.Catalog, Policy: h.Policy, Fleet: w, Now: h.Now, Tick: h.Tick, ReadyDelay: h.ReadyDelay}
+	w.step(next, 180, func(p optimizer.Placement) {
+		if spot, od, zones := capacities(p); spot < 4 || od != 0 || len(zones) != 3 {
+			t.Fatalf("%s, new leader: spot %d over %v, on-demand %d; want the spot replicas kept", w.now, spot, zones, od)
+		}
+	})
+}
+
+// TestHedgedSourceKeepsReplicasInFullPools: pools that hold two replicas
+// each refuse the third launch and get blocked; the replicas already running
+// there must stay (a blocked pool still holds what runs in it). Before, a
+// blocked pool counted as holding nothing: the plan dropped its running
+// replicas, went on-demand, and tried spot again hours later, over and over.
+func TestHedgedSourceKeepsReplicasInFullPools(t *testing.T) {
+	w, h := newHedgeWorld(t, policy.SpotPrefer)
+	w.limit = map[string]int{"us-east-1a": 2, "us-east-1b": 2, "us-east-1c": 2}
+	w.step(h, 12*60, nil)
+	spot, spotReady, od, _ := w.count(h.ReadyDelay)
+	if spot != 6 || spotReady != 6 || od != 0 {
+		t.Errorf("after 12 h: spot %d (%d ready), on-demand %d; want the 6 spot replicas the pools hold and no on-demand", spot, spotReady, od)
+	}
+	if w.dropped > 0 {
+		t.Errorf("%d running spot replicas were dropped from the plan in 12 h", w.dropped)
 	}
 }

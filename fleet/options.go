@@ -201,6 +201,15 @@ type Store interface {
 	Load(ctx context.Context) (store.FleetState, error)
 	Apply(ctx context.Context, f store.Fence, c store.FleetChanges) error
 	Paused(ctx context.Context) (store.FleetPause, error)
+	// LastGeneration is the highest generation of any launch intent ever
+	// recorded for the slot id (0 if none), so a slot whose row was
+	// deleted and is created again goes on counting instead of resending
+	// its first launch's client token.
+	LastGeneration(ctx context.Context, slot string) (int, error)
+	// ReplaceRequests are the instances users (or the slow-host check)
+	// asked to replace; the pass that replaces one lists it in
+	// FleetChanges.DoneReplacements.
+	ReplaceRequests(ctx context.Context) ([]store.ReplaceRequest, error)
 }
 
 // Agents lists what the agents reported; *store.Broker implements it.

@@ -184,6 +184,11 @@ type passState struct {
 
 	planVersion int
 
+	// replaceReq are the pending replacement requests by instance id;
+	// replacedReq the ones this pass acted on.
+	replaceReq  map[string]store.ReplaceRequest
+	replacedReq map[string]bool
+
 	changes store.FleetChanges
 	dirtyS  map[string]bool
 	dirtyI  map[string]bool
@@ -215,6 +220,16 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 	}
 	p.rep.Paused = pause.Paused
 	p.acts = r.Options.Mode == Apply && !pause.Paused
+	reqs, err := r.Store.ReplaceRequests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(reqs) > 0 {
+		p.replaceReq = make(map[string]store.ReplaceRequest, len(reqs))
+		for _, q := range reqs {
+			p.replaceReq[q.Instance] = q
+		}
+	}
 	st, err := r.Store.Load(ctx)
 	if err != nil {
 		return nil, err
@@ -382,6 +397,7 @@ func (p *passState) decide() {
 		p.decideSlot(id)
 	}
 	p.forgetIntents()
+	p.settleReplaceRequests()
 }
 
 // decideInstances matches listed instances to intents and slots: adopts
@@ -556,6 +572,13 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 		p.replace(s, spec, rec, "cloud state "+string(inst.State), inst.Capacity == pricing.Spot, inst.State != providers.StateTerminated)
 	case registered && (agent.State == store.StatePreempting || agent.State == store.StateDraining || agent.State == store.StateDrained || !agent.PreemptAt.IsZero()):
 		p.replace(s, spec, rec, reasonPreempted, inst.Capacity == pricing.Spot, true)
+	case p.replaceReq[s.InstanceID].Instance != "":
+		q := p.replaceReq[s.InstanceID]
+		p.replace(s, spec, rec, fmt.Sprintf("replacement requested by %s: %s", q.By, q.Reason), false, true)
+		if p.replacedReq == nil {
+			p.replacedReq = map[string]bool{}
+		}
+		p.replacedReq[q.Instance] = true
 	case spec.Move && elsewhere(s, spec):
 		p.replace(s, spec, rec, fmt.Sprintf("moved by the training policy to %s %s", zoneOf(spec.Offer), spec.Capacity), false, true)
 	case State(s.State) == Booting:
@@ -655,6 +678,31 @@ func (p *passState) launch(s *store.SlotRecord, spec *Spec, reason string) {
 		return
 	}
 	p.launches = append(p.launches, &launchPlan{slot: s, spec: spec, reason: reason})
+}
+
+// settleReplaceRequests forgets the requests this pass acted on and those
+// of instances that are no longer a slot's (gone, replaced for another
+// reason, never the fleet's), when the pass acts: in dry-run or paused a
+// request waits.
+func (p *passState) settleReplaceRequests() {
+	if len(p.replaceReq) == 0 || !p.acts {
+		return
+	}
+	current := make(map[string]bool, len(p.slots))
+	for _, s := range p.slots {
+		switch State(s.State) {
+		case Launching, Booting, Running:
+			if s.InstanceID != "" {
+				current[s.InstanceID] = true
+			}
+		}
+	}
+	for id := range p.replaceReq {
+		if p.replacedReq[id] || !current[id] {
+			p.changes.DoneReplacements = append(p.changes.DoneReplacements, id)
+		}
+	}
+	sort.Strings(p.changes.DoneReplacements)
 }
 
 // forgetIntents retires intents nothing needs any more: failed ones, and

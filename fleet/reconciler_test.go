@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
 	"github.com/gpubroker/gpubroker/providers/fake"
@@ -541,3 +542,129 @@ func TestDiffWritesNothing(t *testing.T) {
 }
 
 const goldenToken = "013d8814-7da8-5ccb-94ab-d143592e9d54"
+
+// TestSlotBackInThePlanGetsANewToken scales a workload down and up again:
+// the slot that left loses its row, but its launch intents stay, so the
+// fresh row's launch continues at the next generation with a new client
+// token; starting again at generation 1 would resend the first launch's
+// token and the cloud would answer with that terminated instance.
+func TestSlotBackInThePlanGetsANewToken(t *testing.T) {
+	e := newEnv(t, testPolicy)
+	e.pass()
+	e.step(time.Minute)
+	first := map[string]string{}
+	for _, in := range liveTagged(e.cloud) {
+		first[in.ID] = e.cloud.Token(in.ID)
+	}
+	if len(first) != 2 {
+		t.Fatalf("%d instances, want 2", len(first))
+	}
+	full := planOf(t, testPolicy)
+	one := *full
+	one.Placements = append([]optimizer.Placement(nil), full.Placements...)
+	pl := one.Placements[0]
+	pl.Groups = append([]optimizer.Group(nil), pl.Groups...)
+	pl.Groups[0].Instances--
+	pl.Instances--
+	one.Placements[0] = pl
+	e.r.Plans = staticPlan{plan: &one}
+	for range 4 {
+		e.step(10 * time.Second)
+	}
+	if s, ok := e.slots()[SlotID("train", 1)]; ok {
+		t.Fatalf("slot train/1 after scaling down: %+v, want its row deleted", s)
+	}
+	e.r.Plans = staticPlan{plan: full}
+	e.step(10 * time.Second)
+	s := e.slots()[SlotID("train", 1)]
+	if s.Generation != 2 || s.InstanceID == "" {
+		t.Fatalf("slot train/1 back in the plan: %+v, want a launch at generation 2", s)
+	}
+	if _, old := first[s.InstanceID]; old {
+		t.Fatalf("slot train/1 got its first instance %s back", s.InstanceID)
+	}
+	for id, tok := range first {
+		if e.cloud.Token(s.InstanceID) == tok {
+			t.Fatalf("the new launch reused the token of %s", id)
+		}
+	}
+	e.checkNoDuplicates()
+	// The workload leaving the plan takes the records with it.
+	e.r.Plans = staticPlan{plan: nil}
+	for range 4 {
+		e.step(10 * time.Second)
+	}
+	if n := len(e.slots()); n != 0 {
+		t.Fatalf("%d slots left after the workload left the plan", n)
+	}
+}
+
+// TestReplaceRequested: a user asks for a running instance to be replaced:
+// in dry-run and while paused the request waits; the next acting pass
+// launches a replacement for its slot, terminates the instance and forgets
+// the request; a request for an instance no slot holds is refused by the
+// service and, stored anyway, dropped by the next acting pass.
+func TestReplaceRequested(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, testPolicy)
+	e.pass()
+	e.step(time.Minute)
+	first := e.slots()["train/0"].InstanceID
+	svc := &Service{Store: e.fleet, Reconciler: e.r, Now: e.clk.Now}
+	if _, err := svc.Replace(ctx, "i-nope", "", "api:test"); !errors.Is(err, ErrNotInFleet) {
+		t.Fatalf("replacing an unknown instance: %v, want ErrNotInFleet", err)
+	}
+	q, err := svc.Replace(ctx, first, "slow host", "api:test")
+	if err != nil || q.Instance != first {
+		t.Fatalf("replace: %+v, %v", q, err)
+	}
+	// Dry-run: the action is reported, nothing happens, the request waits.
+	e.r.Options.Mode = DryRun
+	rep := e.step(10 * time.Second)
+	if e.slots()["train/0"].InstanceID != first || e.state(first) != providers.StateRunning {
+		t.Fatal("dry-run replaced the instance")
+	}
+	if !hasAction(rep, "terminate", first) {
+		t.Fatalf("dry-run report does not show the termination of %s: %+v", first, rep.Actions)
+	}
+	if reqs, _ := e.fleet.ReplaceRequests(ctx); len(reqs) != 1 {
+		t.Fatalf("dry-run consumed the request: %+v", reqs)
+	}
+	e.r.Options.Mode = Apply
+	e.step(10 * time.Second)
+	s := e.slots()["train/0"]
+	if s.InstanceID == first || s.Generation != 2 {
+		t.Fatalf("requested replacement did not happen: %+v", s)
+	}
+	if e.state(first) != providers.StateTerminated {
+		t.Fatalf("the replaced instance is %s, want terminated", e.state(first))
+	}
+	if reqs, _ := e.fleet.ReplaceRequests(ctx); len(reqs) != 0 {
+		t.Fatalf("requests left after the replacement: %+v", reqs)
+	}
+	if evs := e.events("fleet.replace_requested"); len(evs) != 1 || evs[0].Instance != first {
+		t.Fatalf("replace_requested events: %+v", evs)
+	}
+	// A stale request (its instance is gone) is dropped, nothing replaced.
+	second := e.slots()["train/1"].InstanceID
+	if err := e.fleet.RequestReplace(ctx, store.ReplaceRequest{Instance: first, Reason: "late", By: "test", At: e.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.step(10 * time.Second)
+	if reqs, _ := e.fleet.ReplaceRequests(ctx); len(reqs) != 0 {
+		t.Fatalf("stale request kept: %+v", reqs)
+	}
+	if e.slots()["train/1"].InstanceID != second {
+		t.Fatal("a stale request replaced another instance")
+	}
+	e.checkNoDuplicates()
+}
+
+func hasAction(rep Report, kind, instance string) bool {
+	for _, a := range rep.Actions {
+		if a.Kind == kind && a.Instance == instance {
+			return true
+		}
+	}
+	return false
+}

@@ -78,6 +78,8 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		if a == nil {
 			a = autoscale.New(autoscale.FromPolicy(w), planned)
 			s.scaler[w.Name] = a
+		} else {
+			a.Reconfigure(autoscale.FromPolicy(w)) // the policy may have been edited
 		}
 		sample, err := s.Load.Sample(ctx, w, now)
 		if err != nil && s.Log != nil {
@@ -95,6 +97,13 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 				copied = true
 			}
 			out.Placements[i] = resize(p, d.Desired)
+		}
+	}
+	// A service that left the policy takes its scaler and decision with it.
+	for name := range s.scaler {
+		if w, ok := byName.get(name); !ok || w.Kind != policy.Inference {
+			delete(s.scaler, name)
+			delete(s.last, name)
 		}
 	}
 	s.lastIn, s.lastOut, s.lastAt = plan, &out, now

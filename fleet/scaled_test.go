@@ -90,3 +90,47 @@ func TestScaledSourceFollowsUtilisation(t *testing.T) {
 		t.Fatalf("held: %d (%s)", got.Placements[0].Instances, d.Reason)
 	}
 }
+
+// TestScaledSourceFollowsPolicyEdits: editing a running service's bounds
+// takes effect on the next plan (the scaler is not frozen at the rule it
+// was built with), and a service that leaves the policy loses its scaler
+// and decision.
+func TestScaledSourceFollowsPolicyEdits(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	chat := policy.Workload{Name: "chat", Kind: policy.Inference, Replicas: policy.Replicas{Min: 2, Max: 10, TargetUtilization: 0.5}}
+	pol := &policy.Policy{Workloads: []policy.Workload{chat}}
+	plan := &optimizer.Plan{Placements: []optimizer.Placement{
+		{Workload: "chat", Kind: "inference", Instances: 4, Groups: []optimizer.Group{{Zone: "a", Instances: 4}}},
+	}}
+	hot := agentsList{}
+	for i := range 4 {
+		hot = append(hot, store.InstanceRecord{ID: string(rune('a' + i)), Workload: "chat", State: store.StateRunning, Utilization: 0.9, LastHeartbeat: now})
+	}
+	src := &ScaledSource{Inner: fixedPlan{plan}, Policy: func() *policy.Policy { return pol }, Load: AgentLoad{Agents: hot},
+		Now: func() time.Time { return now }}
+	got, err := src.Plan(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := got.Placements[0].Instances; n != 8 {
+		t.Fatalf("hot under max 10: %d replicas, want 8", n)
+	}
+	// The user lowers max to 5: the next plan obeys at once.
+	edited := chat
+	edited.Replicas.Max = 5
+	pol = &policy.Policy{Workloads: []policy.Workload{edited}}
+	now = now.Add(30 * time.Second)
+	got, _ = src.Plan(context.Background(), nil)
+	if n := got.Placements[0].Instances; n != 5 {
+		t.Fatalf("after max 10 → 5: %d replicas (%s), want 5", n, src.Decisions()["chat"].Reason)
+	}
+	// chat leaves the policy: its decision goes.
+	pol = &policy.Policy{}
+	now = now.Add(30 * time.Second)
+	if _, err := src.Plan(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := src.Decisions()["chat"]; ok {
+		t.Fatalf("chat left the policy but its decision stays: %+v", d)
+	}
+}

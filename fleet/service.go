@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -16,6 +17,7 @@ type Service struct {
 	Store interface {
 		Store
 		SetPaused(ctx context.Context, paused bool, by string, now time.Time) error
+		RequestReplace(ctx context.Context, r store.ReplaceRequest) error
 	}
 	Agents     Agents
 	Reconciler *Reconciler
@@ -142,6 +144,41 @@ func (s *Service) SetPaused(ctx context.Context, paused bool, by string) (store.
 		s.Kick()
 	}
 	return s.Store.Paused(ctx)
+}
+
+// ErrNotInFleet: the instance is not a slot's current instance.
+var ErrNotInFleet = errors.New("not an instance of the fleet")
+
+// Replace asks the leader to replace instance id, one of the fleet's
+// slots' current instances (launching, booting or running): its next
+// acting pass launches a replacement for the slot in the plan's pool and
+// terminates the instance (docs/fleet.md, "Replacing a host").
+func (s *Service) Replace(ctx context.Context, id, reason, by string) (store.ReplaceRequest, error) {
+	st, err := s.Store.Load(ctx)
+	if err != nil {
+		return store.ReplaceRequest{}, err
+	}
+	found := false
+	for _, sl := range st.Slots {
+		switch State(sl.State) {
+		case Launching, Booting, Running:
+			found = found || sl.InstanceID == id
+		}
+	}
+	if !found {
+		return store.ReplaceRequest{}, fmt.Errorf("instance %q: %w (see gpubroker fleet status)", id, ErrNotInFleet)
+	}
+	if reason == "" {
+		reason = "asked for"
+	}
+	r := store.ReplaceRequest{Instance: id, Reason: reason, By: by, At: s.now()}
+	if err := s.Store.RequestReplace(ctx, r); err != nil {
+		return store.ReplaceRequest{}, err
+	}
+	if s.Kick != nil {
+		s.Kick()
+	}
+	return r, nil
 }
 
 func (s *Service) now() time.Time {

@@ -282,6 +282,13 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		}
 		out.Placements[i] = np
 	}
+	// A job that left the policy (or no longer runs on spot with a
+	// deadline) takes its state and its decision with it.
+	for name := range t.jobs {
+		if w, ok := byName.get(name); !ok || !liveTraining(w) {
+			delete(t.jobs, name)
+		}
+	}
 	t.lastIn, t.lastOut, t.lastAt = plan, &out, now
 	return &out, nil
 }

@@ -109,7 +109,7 @@ func (d *driver) step(t *testing.T) {
 		if !d.avail(z, i) {
 			d.u.Block(PoolOf(o, pricing.Spot), "capacity", d.now)
 		} else {
-			d.u.Clear(PoolOf(o, pricing.Spot))
+			d.u.Clear(PoolOf(o, pricing.Spot), d.now)
 		}
 	}
 	plan, err := d.src.Plan(context.Background(), d.u)
@@ -461,5 +461,41 @@ func TestTrainingInPassRedecidesOnlyBlockedJobs(t *testing.T) {
 	}
 	if progress.reads != 3 {
 		t.Fatalf("outside a pass: %d decisions, want a third", progress.reads)
+	}
+}
+
+// TestTrainingForgetsRemovedJobs: a job that leaves the policy, or stops
+// being a spot job with a deadline, takes its state and decision with it.
+func TestTrainingForgetsRemovedJobs(t *testing.T) {
+	now := t0.Add(time.Hour)
+	w := trainWorkload("", 10*time.Hour, 20*time.Hour, 6*time.Minute, time.Hour)
+	for _, tc := range []struct {
+		name  string
+		after []policy.Workload
+	}{
+		{"left the policy", nil},
+		{"no longer on spot", []policy.Workload{func() policy.Workload { x := w; x.Spot = policy.SpotNever; return x }()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := &policy.Policy{Workloads: []policy.Workload{w}}
+			src := &TrainingSource{Inner: staticPlan{trainPlacement(1)}, Policy: func() *policy.Policy { return pol },
+				Catalog: func() *pricing.Catalog { return pricing.NewCatalog(p3Offers(0.9, 0.95), t0, "test") },
+				Fleet:   &fakeFleet{slots: []store.SlotRecord{runningSlot("us-east-1a", pricing.Spot, t0)}}, Tracker: &spotpolicy.LiveTracker{},
+				Now: func() time.Time { return now }}
+			if _, err := src.Plan(context.Background(), &Unavailable{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := src.Decisions()["train"]; !ok {
+				t.Fatal("no decision for train while it is a live job")
+			}
+			pol = &policy.Policy{Workloads: tc.after}
+			now = now.Add(time.Minute)
+			if _, err := src.Plan(context.Background(), &Unavailable{}); err != nil {
+				t.Fatal(err)
+			}
+			if d, ok := src.Decisions()["train"]; ok {
+				t.Fatalf("train's decision stays: %+v", d)
+			}
+		})
 	}
 }

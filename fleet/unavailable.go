@@ -11,7 +11,8 @@ import (
 // Unavailable is the unavailable-offerings cache: pools that failed a
 // launch for capacity, or whose spot instance was just preempted, are
 // blocked for a back-off that doubles on each repeat (up to MaxBackoff) and
-// resets once the pool launches again. The optimizer sees blocked pools as
+// starts again from Backoff once the pool launches and holds for a first
+// back-off. The optimizer sees blocked pools as
 // not sold (optimizer.Input.Unavailable), so the re-plan moves slots to the
 // next best pool. Safe for concurrent use.
 type Unavailable struct {
@@ -29,6 +30,8 @@ type block struct {
 	until   time.Time
 	backoff time.Duration
 	reason  string
+	// launched: the pool launched at until (Clear) since this block.
+	launched bool
 }
 
 // Block blocks pool k from now for its next back-off.
@@ -49,6 +52,15 @@ func (u *Unavailable) Block(k providers.PoolKey, reason string, now time.Time) t
 	if b == nil {
 		b = &block{backoff: first}
 		u.entries[k] = b
+	} else if b.launched {
+		// It launched, then refused again within the first back-off: it
+		// holds fewer instances than asked for (a pool of one instance and
+		// a four-instance job), so keep backing off; later, a fresh start.
+		if now.Before(b.until.Add(first)) {
+			b.backoff = min(2*b.backoff, maxB)
+		} else {
+			b.backoff = first
+		}
 	} else if now.Before(b.until.Add(b.backoff)) {
 		// Blocked again soon after the last block ended: back off longer.
 		b.backoff = min(2*b.backoff, maxB)
@@ -56,19 +68,27 @@ func (u *Unavailable) Block(k providers.PoolKey, reason string, now time.Time) t
 		b.backoff = first
 	}
 	b.until = now.Add(b.backoff)
-	b.reason = reason
+	b.reason, b.launched = reason, false
 	u.version++
 	return b.until
 }
 
-// Clear unblocks pool k (it launched).
-func (u *Unavailable) Clear(k providers.PoolKey) {
+// Clear unblocks pool k (it launched at now). The back-off is remembered
+// for one first back-off: a pool that refuses again that soon (one that
+// holds one instance of a four-instance job launches the first and refuses
+// the rest) is blocked for twice as long, instead of starting again at the
+// first back-off and being retried every few minutes for ever.
+func (u *Unavailable) Clear(k providers.PoolKey, now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if _, ok := u.entries[k]; ok {
-		delete(u.entries, k)
+	b, ok := u.entries[k]
+	if !ok {
+		return
+	}
+	if now.Before(b.until) {
 		u.version++
 	}
+	b.until, b.launched = now, true
 }
 
 // Blocked reports whether pool k is blocked at now.

@@ -67,12 +67,15 @@ type FleetChanges struct {
 	// DeleteInstances forgets instances (gone from the cloud's listing) and
 	// retires their launched intents.
 	DeleteInstances []string
-	Events          []EventRecord
+	// DoneReplacements forgets the replacement requests of these
+	// instances (replaced, or no longer in the fleet).
+	DoneReplacements []string
+	Events           []EventRecord
 }
 
 // Empty reports whether there is nothing to write.
 func (c *FleetChanges) Empty() bool {
-	return len(c.Slots)+len(c.DeleteSlots)+len(c.Intents)+len(c.Instances)+len(c.DeleteInstances)+len(c.Events) == 0
+	return len(c.Slots)+len(c.DeleteSlots)+len(c.Intents)+len(c.Instances)+len(c.DeleteInstances)+len(c.DoneReplacements)+len(c.Events) == 0
 }
 
 // batch is the rows per INSERT: under PostgreSQL's 65535 bind parameters
@@ -139,6 +142,11 @@ func (s *Fleet) Apply(ctx context.Context, f Fence, c FleetChanges) error {
 					Updates(map[string]any{"state": IntentRetired, "updated_at": now.UTC()}).Error; err != nil {
 					return fmt.Errorf("retiring launch intents: %w", err)
 				}
+			}
+		}
+		if len(c.DoneReplacements) > 0 {
+			if err := tx.Where("instance IN ?", c.DoneReplacements).Delete(&replaceRow{}).Error; err != nil {
+				return fmt.Errorf("replacement requests: %w", err)
 			}
 		}
 		if len(c.Events) > 0 {

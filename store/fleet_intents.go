@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -58,7 +60,8 @@ type intentRow struct {
 	Zone       string `gorm:"size:64"`
 	Error      string
 	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// The reconciler's clock, not the database's: an upsert keeps it.
+	UpdatedAt time.Time `gorm:"autoUpdateTime:false"`
 }
 
 func (intentRow) TableName() string { return "fleet_launch_intents" }
@@ -73,4 +76,17 @@ func (r intentRow) record() IntentRecord {
 	return IntentRecord{Token: r.Token, SlotID: r.SlotID, Generation: r.Generation, Epoch: r.Epoch, Cloud: r.Cloud, Capacity: r.Capacity,
 		Request: rawOrNil(r.Request), State: r.State, InstanceID: r.InstanceID, Region: r.Region, Zone: r.Zone, Error: r.Error,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+}
+
+// LastGeneration is the highest generation of the launch intents recorded
+// for slot, retired ones included (0 when there are none). Intents outlive
+// their slot's row, so a slot id that comes back continues from here.
+func (s *Fleet) LastGeneration(ctx context.Context, slot string) (int, error) {
+	var last int
+	err := s.db.WithContext(ctx).Model(&intentRow{}).Where("slot_id = ?", slot).
+		Select("COALESCE(MAX(generation), 0)").Scan(&last).Error
+	if err != nil {
+		return 0, fmt.Errorf("reading the last launch generation of %s: %w", slot, err)
+	}
+	return last, nil
 }

@@ -22,7 +22,8 @@ import (
 //	6: the spend ledger (spend_ledger)
 //	7: the fleet's slots, launch intents, instances and settings
 //	8: the jobs' reported progress (job_progress)
-const SchemaVersion = 8
+//	9: requests to replace a fleet instance (fleet_replace_requests)
+const SchemaVersion = 9
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.
@@ -35,7 +36,7 @@ var models = []any{&offerRow{}, &pricePointRow{},
 	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
 	&planRow{}, &alertRow{}, &tokenRevocationRow{}, &spendRow{},
 	&slotRow{}, &intentRow{}, &fleetInstanceRow{}, &fleetSettingRow{},
-	&progressRow{}}
+	&progressRow{}, &replaceRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {

@@ -364,3 +364,72 @@ func TestPostgresPasswordOutsideTheDSN(t *testing.T) {
 		_ = s.Close()
 	})
 }
+
+// TestPruneAgentsAndLaunchIntents: agents silent for longer than the
+// retention go (a heartbeat counts as a sign of life, else registration);
+// retired launch intents go when old, but each slot id keeps its highest
+// generation so LastGeneration survives pruning; open and launched intents
+// are never pruned.
+func TestPruneAgentsAndLaunchIntents(t *testing.T) {
+	forEach(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		b := mustBroker(t, s)
+		for _, id := range []string{"old-silent", "old-beating", "new"} {
+			at := t0
+			if id == "new" {
+				at = t0.Add(25 * 24 * time.Hour)
+			}
+			if _, err := b.RegisterAgent(ctx, InstanceRecord{ID: id, Cloud: "aws"}, "h"+id, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs, err := b.Heartbeats(ctx, []HeartbeatUpdate{{Instance: "old-beating", At: t0.Add(25 * 24 * time.Hour), Telemetry: []byte(`[]`)}})
+		if err != nil || errs[0] != nil {
+			t.Fatal(err, errs)
+		}
+		f, err := b.Fleet(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, recent := t0, t0.Add(25*24*time.Hour)
+		intent := func(tok, slot string, gen int, state string, at time.Time) IntentRecord {
+			return IntentRecord{Token: tok, SlotID: slot, Generation: gen, Cloud: "aws", State: state, CreatedAt: at, UpdatedAt: at}
+		}
+		err = f.Apply(ctx, Fence{Now: t0}, FleetChanges{Intents: []IntentRecord{
+			intent("a1", "a/0", 1, IntentRetired, old), intent("a2", "a/0", 2, IntentRetired, old), // a/0: only a2 stays
+			intent("b1", "b/0", 1, IntentRetired, old), intent("b2", "b/0", 2, IntentRetired, recent), // b1 goes
+			intent("c1", "c/0", 1, IntentLaunched, old), intent("c2", "c/0", 2, IntentOpen, old), // never pruned
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := t0.Add(30 * 24 * time.Hour)
+		res, err := s.Prune(ctx, Retention{Agents: 7 * 24 * time.Hour, LaunchIntents: 7 * 24 * time.Hour}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Agents != 1 || res.LaunchIntents != 2 {
+			t.Fatalf("pruned %d agents and %d intents; want 1 and 2", res.Agents, res.LaunchIntents)
+		}
+		if _, err := b.GetInstance(ctx, "old-silent"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("old-silent: %v, want not found", err)
+		}
+		for _, id := range []string{"old-beating", "new"} {
+			if _, err := b.GetInstance(ctx, id); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+		}
+		for slot, want := range map[string]int{"a/0": 2, "b/0": 2, "c/0": 2, "d/0": 0} {
+			if got, err := f.LastGeneration(ctx, slot); err != nil || got != want {
+				t.Fatalf("last generation of %s = %d, %v; want %d", slot, got, err, want)
+			}
+		}
+		var left []string
+		if err := s.db.Model(&intentRow{}).Order("token").Pluck("token", &left).Error; err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(left) != "[a2 b2 c1 c2]" {
+			t.Fatalf("intents left %v; want [a2 b2 c1 c2]", left)
+		}
+	})
+}

@@ -58,6 +58,10 @@ type Config struct {
 type RetentionConfig struct {
 	PriceHistory time.Duration
 	Events       time.Duration
+	// Agents: an agent's instance record after its last heartbeat.
+	Agents time.Duration
+	// LaunchIntents: retired launch intents (each slot's newest is kept).
+	LaunchIntents time.Duration
 }
 
 // Defaults of the settings above.
@@ -72,6 +76,13 @@ const (
 	// long an agent may hold a report in its spool, or a late re-delivery
 	// would no longer be recognised as a repeat.
 	DefaultEventRetention = 90 * 24 * time.Hour
+	// DefaultAgentRetention forgets an agent a month after its last
+	// heartbeat: its instance is long gone, and the dashboard's and API's
+	// instance lists stop growing with every launch ever made.
+	DefaultAgentRetention = 30 * 24 * time.Hour
+	// DefaultLaunchIntentRetention keeps retired launch intents a month
+	// for audit (each slot id's newest stays regardless).
+	DefaultLaunchIntentRetention = 30 * 24 * time.Hour
 )
 
 // RefreshConfig configures the scheduled catalog refresh.
@@ -96,7 +107,8 @@ func DefaultConfig() Config {
 		ShutdownGrace: 30 * time.Second,
 		LeaseTTL:      DefaultLeaseTTL,
 		CatalogReload: DefaultCatalogReload,
-		Retention:     RetentionConfig{PriceHistory: DefaultPriceHistoryRetention, Events: DefaultEventRetention},
+		Retention: RetentionConfig{PriceHistory: DefaultPriceHistoryRetention, Events: DefaultEventRetention,
+			Agents: DefaultAgentRetention, LaunchIntents: DefaultLaunchIntentRetention},
 		Refresh: RefreshConfig{Schedule: DefaultRefreshSchedule, OnStart: true, Concurrency: 4,
 			FetchTimeout: 15 * time.Minute},
 	}
@@ -119,6 +131,8 @@ const maxConfigSize = 1 << 20
 //	retention:
 //	  price_history: 365d
 //	  events: 90d
+//	  agents: 30d
+//	  launch_intents: 30d
 //	refresh:
 //	  schedule: "0 */6 * * *"
 //	  on_start: true
@@ -161,6 +175,10 @@ func ParseConfig(name string, data []byte) (Config, error) {
 			return p.mapping(n, "retention", map[string]func(*yaml.Node) error{
 				"price_history": func(n *yaml.Node) error { return p.retention(n, "retention.price_history", &r.PriceHistory) },
 				"events":        func(n *yaml.Node) error { return p.retention(n, "retention.events", &r.Events) },
+				"agents":        func(n *yaml.Node) error { return p.retention(n, "retention.agents", &r.Agents) },
+				"launch_intents": func(n *yaml.Node) error {
+					return p.retention(n, "retention.launch_intents", &r.LaunchIntents)
+				},
 			})
 		},
 		"fleet":   func(n *yaml.Node) error { return p.fleet(n, &cfg.Fleet) },

@@ -22,7 +22,7 @@ func TestParseConfigGood(t *testing.T) {
 	}
 	want := Config{DB: "postgres://gpubroker@db.internal:5432/gpubroker", ShutdownGrace: 45 * time.Second,
 		DBPasswordFile: "/run/secrets/gpubroker-db", LeaseTTL: 20 * time.Second, CatalogReload: 10 * time.Second,
-		Retention: RetentionConfig{PriceHistory: 180 * 24 * time.Hour, Events: 0},
+		Retention: RetentionConfig{PriceHistory: 180 * 24 * time.Hour, Events: 0, Agents: 14 * 24 * time.Hour, LaunchIntents: 0},
 		Refresh: RefreshConfig{Schedule: "30 */4 * * *", OnStart: false, Clouds: []pricing.Cloud{pricing.AWS, pricing.GCP},
 			Regions: []string{"us-*", "europe-west4"}, Concurrency: 8, FetchTimeout: 5 * time.Minute}}
 	if !reflect.DeepEqual(got, want) {
@@ -52,7 +52,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"catalog_reload: 2h\n", `c.yaml:1:17: catalog_reload 2h0m0s: want a duration from 1s to 1h0m0s`},
 		{"retention:\n  events: 30m\n", `c.yaml:2:11: retention.events: "30m": want whole days such as 90d`},
 		{"retention:\n  price_history: -1d\n", `c.yaml:2:18: retention.price_history: "-1d"`},
-		{"retention:\n  logs: 1d\n", `c.yaml:2:3: unknown key "logs" in retention; known keys: events, price_history`},
+		{"retention:\n  agents: -3d\n", `c.yaml:2:11: retention.agents: "-3d"`},
+		{"retention:\n  logs: 1d\n", `c.yaml:2:3: unknown key "logs" in retention; known keys: agents, events, launch_intents, price_history`},
 		{"refresh:\n  schedul: x\n", `c.yaml:2:3: unknown key "schedul" in refresh; known keys: clouds, concurrency, fetch_timeout, on_start, regions, schedule`},
 		{"refresh:\n  schedule: \"0 */6 * *\"\n", `c.yaml:2:13: refresh.schedule: "0 */6 * *" is not a cron schedule (expected exactly 5 fields, found 4: [0 */6 * *]); want 5 fields such as "0 */6 * * *"`},
 		{"refresh:\n  schedule: \"0 25 * * *\"\n", `c.yaml:2:13: refresh.schedule: "0 25 * * *" is not a cron schedule`},

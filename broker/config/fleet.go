@@ -42,6 +42,9 @@ type FleetConfig struct {
 	HedgeTick     time.Duration
 	ReadyDelay    time.Duration
 	HedgeMaxZones int
+	// ReplaceSlowHosts asks for the replacement of every host flagged
+	// slow_host (a benchmark below 70% of its type's median).
+	ReplaceSlowHosts bool
 	// Commands maps a workload to its own command, started after the agent.
 	Commands map[string]string
 	// Training configures the live training stage (fleet.training).
@@ -157,6 +160,9 @@ func (p *parser) fleet(n *yaml.Node, dst *FleetConfig) error {
 			return p.duration(n, "fleet.unavailable_backoff", &dst.UnavailableBackoff)
 		},
 		"hedge": func(n *yaml.Node) error { return p.boolean(n, "fleet.hedge", &dst.Hedge) },
+		"replace_slow_hosts": func(n *yaml.Node) error {
+			return p.boolean(n, "fleet.replace_slow_hosts", &dst.ReplaceSlowHosts)
+		},
 		"hedge_tick": func(n *yaml.Node) error {
 			return p.bounded(n, "fleet.hedge_tick", time.Second, time.Hour, &dst.HedgeTick)
 		},

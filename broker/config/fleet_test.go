@@ -24,7 +24,7 @@ func TestParseFleetGood(t *testing.T) {
 		f.Training.Tick != time.Minute || f.Training.MoveMargin != 0.2 || f.Training.PriceHalfLife != 6*time.Hour || f.Training.Boot != 4*time.Minute {
 		t.Fatalf("%+v", f)
 	}
-	if !f.Hedge || f.HedgeTick != 30*time.Second || f.ReadyDelay != 8*time.Minute || f.HedgeMaxZones != 4 {
+	if !f.Hedge || f.HedgeTick != 30*time.Second || f.ReadyDelay != 8*time.Minute || f.HedgeMaxZones != 4 || !f.ReplaceSlowHosts {
 		t.Fatalf("hedging keys: %+v", f)
 	}
 	aws := f.Clouds["aws"]
@@ -81,6 +81,7 @@ func TestParseFleetErrors(t *testing.T) {
 		{"fleet:\n  hedge_tick: 0.5s\n", `c.yaml:2:15: fleet.hedge_tick 500ms: want a duration from 1s to 1h0m0s`},
 		{"fleet:\n  hedge_tick: soon\n", `c.yaml:2:15: fleet.hedge_tick "soon": want a positive duration such as 30s or 10m`},
 		{"fleet:\n  ready_delay: 48h\n", `c.yaml:2:16: fleet.ready_delay 48h0m0s: want a duration from 1s to 24h0m0s`},
+		{"fleet:\n  replace_slow_hosts: maybe\n", `c.yaml:2:23: fleet.replace_slow_hosts`},
 		{"fleet:\n  hedge_max_zones: 100\n", `c.yaml:2:20: fleet.hedge_max_zones 100: want 1 to 64 spot pools per service`},
 		{"fleet:\n  hedge: maybe\n", `c.yaml:2:10: fleet.hedge`},
 		{"fleet:\n  commands: [a]\n", `c.yaml:2:13: fleet.commands must map workload names to commands`},

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/gpubroker/gpubroker/apiv1"
 )
@@ -17,6 +18,9 @@ type Fleet interface {
 	Diff(ctx context.Context) (apiv1.FleetReport, error)
 	// SetPaused turns the kill switch on or off; by names who did.
 	SetPaused(ctx context.Context, paused bool, by string) (apiv1.FleetPause, error)
+	// Replace asks the leader to replace one of the fleet's instances;
+	// store.ErrNotFound (wrapped) when it is not a slot's instance.
+	Replace(ctx context.Context, id, reason, by string) (apiv1.FleetReplace, error)
 }
 
 func (s *Server) fleetRoutes() {
@@ -24,6 +28,38 @@ func (s *Server) fleetRoutes() {
 	s.handle("GET "+apiv1.PathFleetDiff, adminOnly, s.fleetDiff)
 	s.handle("POST "+apiv1.PathFleetPause, adminOnly, s.fleetPause(true))
 	s.handle("POST "+apiv1.PathFleetResume, adminOnly, s.fleetPause(false))
+	s.handle("POST "+apiv1.PathFleetReplace, adminOnly, s.fleetReplace)
+}
+
+// maxReplaceReason bounds the reason of a replacement request.
+const maxReplaceReason = 500
+
+func (s *Server) fleetReplace(w http.ResponseWriter, r *http.Request) {
+	if s.noFleet(w) {
+		return
+	}
+	var body apiv1.FleetReplaceRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, 4<<10, &body); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	if n := utf8.RuneCountInString(body.Reason); n > maxReplaceReason {
+		s.fail(w, r, badf("reason is %d characters; at most %d", n, maxReplaceReason))
+		return
+	}
+	by := principalFrom(r.Context()).subject
+	if by == "" {
+		by = "admin"
+	}
+	v, err := s.fleet.Replace(r.Context(), r.PathValue("id"), body.Reason, "api:"+by)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.metrics.EventRecorded("fleet.replace_requested")
+	writeJSON(w, http.StatusAccepted, v)
 }
 
 func (s *Server) noFleet(w http.ResponseWriter) bool {

@@ -2,11 +2,14 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/store"
 )
 
 // fakeFleet records what the fleet routes asked of it.
@@ -31,6 +34,30 @@ func (f *fakeFleet) SetPaused(_ context.Context, paused bool, by string) (apiv1.
 	defer f.mu.Unlock()
 	f.paused, f.by = paused, by
 	return apiv1.FleetPause{Paused: paused, By: by}, nil
+}
+
+func (f *fakeFleet) Replace(_ context.Context, id, reason, by string) (apiv1.FleetReplace, error) {
+	if id != "i-1" {
+		return apiv1.FleetReplace{}, fmt.Errorf("instance %q: %w", id, store.ErrNotFound)
+	}
+	return apiv1.FleetReplace{Instance: id, Reason: reason, By: by}, nil
+}
+
+// TestFleetReplaceRoute: an admin's request is accepted (202) with or
+// without a body; unknown instances are 404, bad bodies and over-long
+// reasons 400, and no token 401.
+func TestFleetReplaceRoute(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		out := e.want("POST", "/api/v1/fleet/instances/i-1/replace", e.admin, map[string]any{"reason": "slow host"}, http.StatusAccepted)
+		if p := decode[map[string]any](t, out); p["instance"] != "i-1" || p["reason"] != "slow host" || !strings.HasPrefix(p["by"].(string), "api:") {
+			t.Fatalf("replace answer %s", out)
+		}
+		e.want("POST", "/api/v1/fleet/instances/i-1/replace", e.admin, nil, http.StatusAccepted)
+		e.want("POST", "/api/v1/fleet/instances/i-9/replace", e.admin, nil, http.StatusNotFound)
+		e.want("POST", "/api/v1/fleet/instances/i-1/replace", e.admin, `{"reasn": "x"}`, http.StatusBadRequest)
+		e.want("POST", "/api/v1/fleet/instances/i-1/replace", e.admin, map[string]any{"reason": strings.Repeat("x", 501)}, http.StatusBadRequest)
+		e.want("POST", "/api/v1/fleet/instances/i-1/replace", "", nil, http.StatusUnauthorized)
+	})
 }
 
 func TestFleetRoutes(t *testing.T) {

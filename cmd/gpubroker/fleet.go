@@ -25,7 +25,7 @@ func newFleetCmd() *cobra.Command {
 	var o fleetOptions
 	cmd := &cobra.Command{
 		Use:   "fleet",
-		Short: "Show and steer the broker's fleet: status, diff, pause, resume",
+		Short: "Show and steer the broker's fleet: status, diff, pause, resume, replace",
 		Long: `Talk to a running broker (gpubroker serve) about the instances it manages.
 The broker address comes from --broker or $GPUBROKER_URL, the admin token from
 --token-file or $GPUBROKER_TOKEN. See docs/fleet.md.`,
@@ -43,7 +43,35 @@ The broker address comes from --broker or $GPUBROKER_URL, the admin token from
 			Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error { return o.pause(cmd, true) }},
 		&cobra.Command{Use: "resume", Short: "Turn the kill switch off",
 			Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error { return o.pause(cmd, false) }},
+		o.replaceCmd(),
 	)
+	return cmd
+}
+
+func (o *fleetOptions) replaceCmd() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{Use: "replace INSTANCE", Short: "Replace one of the fleet's instances (a slow host): a new one is launched for its slot, then it is terminated",
+		Long: `Ask the broker's leader to replace an instance of the fleet (the INSTANCE column of
+gpubroker fleet status), for example one flagged slow_host by its benchmark. The next
+reconcile pass that acts (not in dry-run, not while paused) launches a replacement for
+its slot in the plan's pool and terminates it. See docs/fleet.md, "Replacing a host".`,
+		Args: cobra.ExactArgs(1), RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			q, err := c.ReplaceFleetInstance(cmd.Context(), args[0], reason)
+			if err != nil {
+				return apiErr(err)
+			}
+			if o.output == "json" {
+				return writeJSONOut(cmd.OutOrStdout(), q)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Replacement of %s requested (by %s at %s): the leader's next acting pass launches its replacement and terminates it.\n",
+				q.Instance, q.By, q.At.Format(time.RFC3339))
+			return nil
+		}}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the fleet's events; at most 500 characters)")
 	return cmd
 }
 

@@ -39,7 +39,8 @@ func fleetSetup(fc config.FleetConfig, log *slog.Logger) (setup *broker.FleetSet
 		OrphanGrace: fc.OrphanGrace, BootTimeout: fc.BootTimeout, HeartbeatTimeout: fc.HeartbeatTimeout, UnavailableBackoff: fc.UnavailableBackoff, BrokerURL: fc.BrokerURL,
 		Commands: fc.Commands, MaxPerCloud: map[pricing.Cloud]int{}, UserData: map[pricing.Cloud]*template.Template{}}
 	setup = &broker.FleetSetup{Options: o, Interval: fc.Interval, Computes: map[pricing.Cloud]providers.Compute{},
-		Training: fleet.TrainingConfig{Tick: fc.Training.Tick, MoveMargin: fc.Training.MoveMargin, PriceHalfLife: fc.Training.PriceHalfLife, Boot: fc.Training.Boot}}
+		Training:         fleet.TrainingConfig{Tick: fc.Training.Tick, MoveMargin: fc.Training.MoveMargin, PriceHalfLife: fc.Training.PriceHalfLife, Boot: fc.Training.Boot},
+		ReplaceSlowHosts: fc.ReplaceSlowHosts}
 	if fc.Hedge {
 		setup.Hedge = &fleet.HedgeOptions{Tick: fc.HedgeTick, ReadyDelay: fc.ReadyDelay, MaxZones: fc.HedgeMaxZones}
 	}

@@ -5,13 +5,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/broker/httpapi"
+	"github.com/gpubroker/gpubroker/fleet"
 	"github.com/gpubroker/gpubroker/store"
 )
 
@@ -24,6 +27,10 @@ func (f *statusFleet) Diff(context.Context) (apiv1.FleetReport, error) {
 }
 func (f *statusFleet) SetPaused(context.Context, bool, string) (apiv1.FleetPause, error) {
 	return apiv1.FleetPause{}, nil
+}
+
+func (f *statusFleet) Replace(_ context.Context, id, reason, by string) (apiv1.FleetReplace, error) {
+	return apiv1.FleetReplace{Instance: id, Reason: reason, By: by}, nil
 }
 
 // TestFleetStatusDecisionsCLI runs "gpubroker fleet status" against the
@@ -107,4 +114,53 @@ func TestFleetStatusDecisionsCLI(t *testing.T) {
 		got.Decisions[3].Replicas.Spot["aws/us-east-1a/g4dn.xlarge"] != 2 {
 		t.Fatalf("json decisions: %+v", got.Decisions)
 	}
+}
+
+// TestFleetReplaceCLI runs "gpubroker fleet replace" against the broker's
+// real handlers: the reason reaches the fleet, the answer names the
+// request, and an instance the fleet does not have exits with the API's
+// 404 message.
+func TestFleetReplaceCLI(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "b.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := st.Broker(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	admin, hash, _ := httpapi.NewToken()
+	if _, err := b.EnsureFirstAdminToken(ctx, hash, "first", at); err != nil {
+		t.Fatal(err)
+	}
+	fl := &replaceFleet{}
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: b, Fleet: fl, Now: func() time.Time { return at }}).Handler())
+	defer srv.Close()
+	t.Setenv("GPUBROKER_URL", srv.URL)
+	t.Setenv("GPUBROKER_TOKEN", admin)
+
+	out, errOut, code := execute(t, newFleetCmd(), "fleet", "replace", "i-1", "--reason", "slow host")
+	if code != exitOK || !strings.Contains(out, "Replacement of i-1 requested") || fl.reason != "slow host" {
+		t.Fatalf("exit %d, out %q, err %q, reason %q", code, out, errOut, fl.reason)
+	}
+	out, errOut, code = execute(t, newFleetCmd(), "fleet", "replace", "i-404")
+	if code == exitOK || !strings.Contains(errOut, "not an instance of the fleet") {
+		t.Fatalf("unknown instance: exit %d, out %q, err %q", code, out, errOut)
+	}
+}
+
+type replaceFleet struct {
+	statusFleet
+	reason string
+}
+
+func (f *replaceFleet) Replace(_ context.Context, id, reason, by string) (apiv1.FleetReplace, error) {
+	if id != "i-1" {
+		return apiv1.FleetReplace{}, fmt.Errorf("%w: instance %q: %v", store.ErrNotFound, id, fleet.ErrNotInFleet)
+	}
+	f.reason = reason
+	return apiv1.FleetReplace{Instance: id, Reason: reason, By: by, At: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}, nil
 }

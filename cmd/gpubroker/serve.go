@@ -100,8 +100,9 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 			defer stopFleet()
 			err = broker.Run(cmd.Context(), broker.Config{PolicyPath: o.policy, DSN: cfg.DB, Listen: o.listen,
 				DBPasswordFile: cfg.DBPasswordFile, CatalogReload: cfg.CatalogReload,
-				Retention: store.Retention{PriceHistory: cfg.Retention.PriceHistory, Events: cfg.Retention.Events},
-				Logger:    log, Out: cmd.OutOrStdout(), LeaseTTL: cfg.LeaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
+				Retention: store.Retention{PriceHistory: cfg.Retention.PriceHistory, Events: cfg.Retention.Events,
+					Agents: cfg.Retention.Agents, LaunchIntents: cfg.Retention.LaunchIntents},
+				Logger: log, Out: cmd.OutOrStdout(), LeaseTTL: cfg.LeaseTTL, RefreshSchedule: cfg.Refresh.Schedule,
 				ReplanSchedule: o.replanSchedule, ShutdownGrace: cfg.ShutdownGrace, Plan: broker.OptimizerPlan,
 				RefreshOnLeadership: cfg.Refresh.OnStart, Reports: cfg.Reports, Fleet: fleetCfg, Identity: ident, RequireIdentity: o.requireIdentity,
 				TLSCert: o.tlsCert, TLSKey: o.tlsKey,
@@ -115,7 +116,7 @@ Settings come from --config (YAML, see docs/providers.md) and flags; flags win.`
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configPath, "config", "", "YAML configuration file (keys: db, db_password_file, shutdown_grace, lease_ttl, catalog_reload, retention.{price_history,events}, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout}, fleet (docs/fleet.md))")
+	f.StringVar(&o.configPath, "config", "", "YAML configuration file (keys: db, db_password_file, shutdown_grace, lease_ttl, catalog_reload, retention.{price_history,events,agents,launch_intents}, refresh.{schedule,on_start,clouds,regions,concurrency,fetch_timeout}, fleet (docs/fleet.md))")
 	f.StringVarP(&o.policy, "file", "f", "", "policy file to plan and keep placed")
 	f.StringVar(&o.db, "db", "", "store: a SQLite path, sqlite://PATH or postgres://user@host/db (default: the user data directory); give a PostgreSQL password through PGPASSWORD or --db-password-file, not here")
 	f.StringVar(&o.dbPasswordFile, "db-password-file", "", "file whose first line is the PostgreSQL password")

@@ -165,6 +165,19 @@ func New(c Config, replicas int) *Autoscaler {
 	return &Autoscaler{cfg: c, current: min(max(replicas, c.Min), c.Max)}
 }
 
+// Reconfigure applies an edited rule (the policy changed the service's
+// bounds, targets or windows): the replica count is brought within the new
+// bounds and the stabilisation history, decided under the old rule, is
+// dropped. An unchanged rule changes nothing.
+func (a *Autoscaler) Reconfigure(c Config) {
+	c = c.withDefaults()
+	if c == a.cfg {
+		return
+	}
+	a.cfg, a.history = c, nil
+	a.current = min(max(a.current, c.Min), c.Max)
+}
+
 // Current is the replica count last decided.
 func (a *Autoscaler) Current() int { return a.current }
 

@@ -101,3 +101,26 @@ func TestFromPolicy(t *testing.T) {
 		t.Errorf("FromPolicy = %+v", c)
 	}
 }
+
+// TestReconfigure: a changed rule clamps the count into its bounds and
+// forgets the old rule's history; the same rule changes nothing.
+func TestReconfigure(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	c := Config{Min: 1, Max: 10, TargetUtilization: 0.5, ScaleDownWindow: 5 * time.Minute}
+	a := New(c, 8)
+	a.Observe(Sample{At: t0, Ready: 8, Utilization: []float64{0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5}})
+	a.Reconfigure(c)
+	if a.Current() != 8 || len(a.history) != 1 {
+		t.Fatalf("same rule: current %d, history %d; want 8 and 1", a.Current(), len(a.history))
+	}
+	c.Max = 4
+	a.Reconfigure(c)
+	if a.Current() != 4 || len(a.history) != 0 {
+		t.Fatalf("max 4: current %d, history %d; want 4 and 0", a.Current(), len(a.history))
+	}
+	c.Min, c.Max = 6, 12
+	a.Reconfigure(c)
+	if a.Current() != 6 {
+		t.Fatalf("min 6: current %d, want 6", a.Current())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,25 +26,27 @@ type MemStore struct {
 	// counts moves; store.Fleet writes them to the events table).
 	OnEvent func(store.EventRecord)
 
-	mu       sync.Mutex
-	slots    map[string]store.SlotRecord
-	intents  map[string]store.IntentRecord
-	slotGen  map[slotGen]string
-	launched map[string]map[string]bool // instance id → tokens of its launched intents
-	insts    map[string]store.FleetInstanceRecord
-	pause    store.FleetPause
-	lease    store.Fence // Now is the lease's expiry
+	mu      sync.Mutex
+	slots   map[string]store.SlotRecord
+	intents map[string]store.IntentRecord
+	slotGen map[slotGen]string
+	lastGen map[string]int // slot id → highest intent generation
+	replace map[string]store.ReplaceRequest
+	// unsettled holds the tokens of the open and failed intents, the ones
+	// Load returns: intents are never deleted, so the snapshot must not
+	// walk all of them (a month of launches is tens of thousands).
+	unsettled map[string]bool
+	launched  map[string]map[string]bool // instance id → tokens of its launched intents
+	insts     map[string]store.FleetInstanceRecord
+	pause     store.FleetPause
+	lease     store.Fence // Now is the lease's expiry
 
 	// snap is the sorted state, rebuilt after a change into new slices
 	// (never in place: View's readers may still hold the previous one).
 	snap  store.FleetState
 	dirty bool
-	// The snapshot's keys, kept sorted as records come and go, and the
-	// tokens of open and failed intents (the intents Load returns; retired
-	// ones stay in intents for the (slot, generation) check and pile up
-	// over a simulated month).
+	// The snapshot's keys, kept sorted as records come and go.
 	slotIDs, instIDs []string
-	liveToks         map[string]bool
 	// What changed since the snapshot: while no slot or instance came or
 	// went, the next snapshot copies the last and patches the records
 	// that changed (a pass changes a few of thousands).
@@ -77,8 +80,8 @@ type slotGen struct {
 // NewMemStore returns an empty store.
 func NewMemStore() *MemStore {
 	return &MemStore{slots: map[string]store.SlotRecord{}, intents: map[string]store.IntentRecord{},
-		slotGen: map[slotGen]string{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true,
-		liveToks: map[string]bool{}, changedSlots: map[string]bool{}, changedInsts: map[string]bool{}}
+		slotGen: map[slotGen]string{}, lastGen: map[string]int{}, unsettled: map[string]bool{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true,
+		changedSlots: map[string]bool{}, changedInsts: map[string]bool{}}
 }
 
 // SetLease makes holder the holder of lease name at epoch until expires;
@@ -94,6 +97,45 @@ func (m *MemStore) SetPaused(p store.FleetPause) {
 	m.mu.Lock()
 	m.pause = p
 	m.mu.Unlock()
+}
+
+// RequestReplace records r, as store.Fleet does (events aside).
+func (m *MemStore) RequestReplace(_ context.Context, r store.ReplaceRequest) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.replace == nil {
+		m.replace = map[string]store.ReplaceRequest{}
+	}
+	r.At = r.At.UTC()
+	m.replace[r.Instance] = r
+	return nil
+}
+
+// ReplaceRequests implements fleet.Store: oldest first, as store.Fleet.
+func (m *MemStore) ReplaceRequests(context.Context) ([]store.ReplaceRequest, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.replace) == 0 {
+		return nil, nil
+	}
+	out := make([]store.ReplaceRequest, 0, len(m.replace))
+	for _, r := range m.replace {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b store.ReplaceRequest) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Instance, b.Instance)
+	})
+	return out, nil
+}
+
+// LastGeneration implements fleet.Store.
+func (m *MemStore) LastGeneration(_ context.Context, slot string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastGen[slot], nil
 }
 
 // Paused implements fleet.Store.
@@ -170,24 +212,15 @@ func (m *MemStore) snapshot() store.FleetState {
 	clear(m.changedSlots)
 	clear(m.changedInsts)
 	m.keysChanged = false
-	if len(m.liveToks) > 0 {
-		toks := slices.Sorted(maps.Keys(m.liveToks))
+	toks := slices.Sorted(maps.Keys(m.unsettled))
+	if len(toks) > 0 {
 		st.Intents = make([]store.IntentRecord, 0, len(toks))
-		for _, tok := range toks {
-			st.Intents = append(st.Intents, m.intents[tok])
-		}
+	}
+	for _, tok := range toks {
+		st.Intents = append(st.Intents, m.intents[tok])
 	}
 	m.snap, m.dirty = st, false
 	return st
-}
-
-// markLive keeps liveToks in step with an intent's state.
-func (m *MemStore) markLive(in store.IntentRecord) {
-	if in.State == store.IntentOpen || in.State == store.IntentFailed {
-		m.liveToks[in.Token] = true
-	} else {
-		delete(m.liveToks, in.Token)
-	}
 }
 
 // Apply implements fleet.Store: all of c or, on a fence or intent
@@ -239,8 +272,13 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 			}
 		}
 		m.intents[in.Token] = in
-		m.markLive(in)
 		m.slotGen[slotGen{in.SlotID, in.Generation}] = in.Token
+		m.lastGen[in.SlotID] = max(m.lastGen[in.SlotID], in.Generation)
+		if in.State == store.IntentOpen || in.State == store.IntentFailed {
+			m.unsettled[in.Token] = true
+		} else {
+			delete(m.unsettled, in.Token)
+		}
 		if in.State == store.IntentLaunched && in.InstanceID != "" {
 			if m.launched[in.InstanceID] == nil {
 				m.launched[in.InstanceID] = map[string]bool{}
@@ -256,6 +294,9 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 		m.insts[x.ID] = x
 		m.changedInsts[x.ID] = true
 	}
+	for _, id := range c.DoneReplacements {
+		delete(m.replace, id)
+	}
 	for _, id := range c.DeleteInstances {
 		if _, ok := m.insts[id]; ok {
 			m.instIDs = deleteSorted(m.instIDs, id)
@@ -267,7 +308,7 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 			in := m.intents[tok]
 			in.State, in.UpdatedAt = store.IntentRetired, now.UTC()
 			m.intents[tok] = in
-			m.markLive(in)
+			delete(m.unsettled, tok)
 		}
 		delete(m.launched, id)
 	}

@@ -86,6 +86,10 @@ func compareStores(t *testing.T, dsn func(t *testing.T) string) {
 				Instances: []store.FleetInstanceRecord{instance("i-1", "w/0"), instance("i-2", "")}},
 			{DeleteInstances: []string{"i-1"}},
 		}},
+		{name: "a deleted slot's intents keep its last generation", batches: []store.FleetChanges{
+			{Slots: []store.SlotRecord{slot("w/0", "launching", 2)}, Intents: []store.IntentRecord{intent("t1", "w/0", 1, store.IntentLaunched, "i-1"), intent("t2", "w/0", 2, store.IntentOpen, "")}},
+			{DeleteSlots: []string{"w/0"}, Intents: []store.IntentRecord{intent("t2", "w/0", 2, store.IntentFailed, "")}},
+		}},
 		{name: "a second token for one slot generation conflicts and writes nothing", batches: []store.FleetChanges{
 			{Intents: []store.IntentRecord{intent("t1", "w/0", 1, store.IntentOpen, "")}},
 			{Slots: []store.SlotRecord{slot("w/9", "pending", 0)}, Intents: []store.IntentRecord{intent("t9", "w/0", 1, store.IntentOpen, "")}},
@@ -97,6 +101,7 @@ func compareStores(t *testing.T, dsn func(t *testing.T) string) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var loads []store.FleetState
+			var gens []map[string]int
 			var names []string
 			for name, fs := range fleetStores(t, dsn(t)) {
 				ctx := context.Background()
@@ -125,11 +130,21 @@ func compareStores(t *testing.T, dsn func(t *testing.T) string) {
 				if err != nil || pause.Paused {
 					t.Fatalf("%s: paused %+v, %v", name, pause, err)
 				}
+				last := map[string]int{}
+				for _, id := range []string{"w/0", "w/1", "w/9"} {
+					if last[id], err = fs.LastGeneration(ctx, id); err != nil {
+						t.Fatalf("%s: last generation of %s: %v", name, id, err)
+					}
+				}
 				loads = append(loads, normalize(st))
+				gens = append(gens, last)
 				names = append(names, name)
 			}
 			if !reflect.DeepEqual(loads[0], loads[1]) {
 				t.Fatalf("%s loads\n%+v\n%s loads\n%+v", names[0], loads[0], names[1], loads[1])
+			}
+			if !reflect.DeepEqual(gens[0], gens[1]) {
+				t.Fatalf("last generations: %s %v, %s %v", names[0], gens[0], names[1], gens[1])
 			}
 		})
 	}

@@ -21,7 +21,9 @@ type WorkloadReport struct {
 	// CostUSD is what its instances cost (fleet/ledger billing);
 	// OnDemandUSD what the same work costs all on demand: for a job the
 	// first plan's on-demand baseline (the cheapest on-demand placement
-	// running it once), for a service its replica-hours at on-demand prices.
+	// running it once), for a service the replicas its load needed at each
+	// moment at the on-demand price of where its first plan put it (hedge
+	// and spare replicas are not work, so over-provisioning shows).
 	CostUSD     float64 `json:"cost_usd"`
 	OnDemandUSD float64 `json:"on_demand_usd"`
 	Ratio       float64 `json:"cost_vs_on_demand"`
@@ -140,7 +142,10 @@ func (s *Sim) report(end time.Time) *Report {
 		}
 		if sv := s.svcs[w.Name]; sv != nil {
 			t.Services++
-			st.OnDemandUSD = st.InstanceOnDemandUSD
+			st.OnDemandUSD = sv.odNeeded
+			if sv.odPrice == 0 {
+				st.OnDemandUSD = st.InstanceOnDemandUSD // never planned
+			}
 			if sv.observed > 0 {
 				st.TimeAtTarget = round(float64(sv.atTarget)/float64(sv.observed), 4)
 			}

@@ -147,6 +147,12 @@ type service struct {
 	profile  []int
 	tu       float64
 	baseline int
+	// odPrice is a replica-hour on demand where the first plan put the
+	// service; odNeeded the replicas its load needed, at that price, so
+	// far: the all-on-demand cost of the same work (hedge and spare
+	// replicas are not work).
+	odPrice  float64
+	odNeeded float64
 }
 
 // Sim is one fleet simulation; Run runs it once.
@@ -653,6 +659,7 @@ func (s *Sim) advance(prev, now time.Time) {
 	}
 	for _, sv := range s.svcs {
 		sv.observed += d
+		sv.odNeeded += float64(sv.target) * d.Hours() * sv.odPrice
 		if sv.target > 0 && sv.replicas >= sv.target {
 			sv.atTarget += d
 		}
@@ -740,7 +747,14 @@ func (j *job) finishAt(start, now time.Time) (time.Time, bool) {
 // utilisation its agents report.
 func (s *Sim) updateServices(now time.Time) {
 	ready := s.ready()
+	var pl map[string]*optimizer.Placement
 	for name, sv := range s.svcs {
+		if sv.odPrice == 0 {
+			if pl == nil {
+				pl = s.placements()
+			}
+			sv.odPrice = s.onDemandPrice(pl[name])
+		}
 		sv.target = sv.baseline
 		if n := len(sv.profile); n > 0 {
 			h := now.Hour()
@@ -756,6 +770,26 @@ func (s *Sim) updateServices(now time.Time) {
 		}
 		s.agents.setUtil(name, util)
 	}
+}
+
+// onDemandPrice is the cheapest on-demand hourly price of the instance
+// types p places replicas on, in the places it puts them (0 without p).
+func (s *Sim) onDemandPrice(p *optimizer.Placement) float64 {
+	if p == nil {
+		return 0
+	}
+	best := 0.0
+	for _, g := range p.Groups {
+		zone := g.Zone
+		if zone == "" {
+			zone = g.Region
+		}
+		pr, ok := s.prices[providers.PoolKey{Cloud: g.Cloud, Zone: zone, InstanceType: g.InstanceType, Capacity: pricing.OnDemand}]
+		if ok && pr.onDemand > 0 && (best == 0 || pr.onDemand < best) {
+			best = pr.onDemand
+		}
+	}
+	return best
 }
 
 // sample records the chart's point at t.

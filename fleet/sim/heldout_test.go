@@ -156,6 +156,18 @@ var costGoalSets = map[string]bool{
 	"preemption/1-node/gcp-04-30-2023:us-central1-a_c3-88+us-central1-b_c3-88+us-central1-c_c3-88+us-east1-b_c3-88":                                                                                        true,
 }
 
+// costCapSets are open sets (bound under 0.60, goal not met) whose cost the
+// policy brought down, each with a cap just above its figure in
+// docs/BENCHMARKS.md so that the gain is kept: the 4-node zones, whose
+// capacity drops by some replicas more often than by all of them.
+var costCapSets = map[string]float64{
+	"preemption/4-node/aws-08-03-2023:us-east-1f_v100_1+us-east-2a_v100_1":                   0.80,
+	"preemption/4-node/aws-08-03-2023:us-east-1f_v100_1+us-west-2c_v100_1":                   0.95,
+	"preemption/4-node/aws-08-03-2023:us-east-2a_v100_1+us-west-2c_v100_1":                   0.71,
+	"preemption/4-node/aws-08-03-2023:us-east-1f_v100_1+us-east-2a_v100_1+us-west-2c_v100_1": 0.71,
+	"preemption/4-node/aws-08-03-2023:us-east-2a_v100_1":                                     0.73,
+}
+
 // shortSets are the sets on which the default policy stays below 99% at
 // target, with the share it does keep (docs/BENCHMARKS.md): two 1-node
 // zones that are often preempted within minutes of each other, where the
@@ -167,9 +179,11 @@ var shortSets = map[string]float64{
 // TestInferenceHeldOut runs the default inference policy (target 4, 10 min
 // ready delay) over every real trace folder and every subset of two and
 // three of its zones: at least 99% of time at target everywhere; at most
-// 60% of all-on-demand where the goal is met; where InferenceCostBound
-// shows 60% is out of reach for any policy at 99% (few zones of one
-// instance each cannot hold four spot replicas), no dearer than on-demand.
+// 60% of all-on-demand where the goal is met; no dearer than recorded on
+// the open sets whose cost came down (costCapSets); elsewhere, including
+// where InferenceCostBound shows 60% is out of reach for any policy at 99%
+// (few zones of one instance each cannot hold four spot replicas), no
+// dearer than on-demand (5% allowed for changeovers).
 func TestInferenceHeldOut(t *testing.T) {
 	sets := heldOutSets(t)
 	seen := map[string]bool{}
@@ -200,6 +214,10 @@ func TestInferenceHeldOut(t *testing.T) {
 				if r.Normalized > 0.60 {
 					t.Errorf("cost %.3f of on-demand; want ≤ 0.60 (bound %.3f)", r.Normalized, lb)
 				}
+			case costCapSets[s.Name] > 0:
+				if r.Normalized > costCapSets[s.Name] {
+					t.Errorf("cost %.3f of on-demand; want ≤ %.2f as recorded (bound %.3f)", r.Normalized, costCapSets[s.Name], lb)
+				}
 			case r.Normalized > 1.05:
 				t.Errorf("cost %.3f of on-demand; want at most 5%% over all-on-demand (bound %.3f)", r.Normalized, lb)
 			case lb <= 0.60:
@@ -217,6 +235,9 @@ func TestInferenceHeldOut(t *testing.T) {
 	for name := range shortSets {
 		named = append(named, name)
 	}
+	for name := range costCapSets {
+		named = append(named, name)
+	}
 	for _, name := range named {
 		if !seen[name] {
 			t.Errorf("set %s not found among the trace sets", name)
@@ -227,7 +248,10 @@ func TestInferenceHeldOut(t *testing.T) {
 // TestInferenceCostBound checks the bound on hand-made zones: one zone
 // always able to hold the target costs the spot share; no capacity costs
 // on-demand; capacity for half the target half the time, with 50% at
-// target allowed, costs spot for the cheap half only.
+// target allowed, costs spot for the cheap half only; with a ready delay of
+// one tick, a zone that is never up two ticks running serves nothing on
+// spot (after the first tick), and one up two ticks of three serves on the
+// second of them.
 func TestInferenceCostBound(t *testing.T) {
 	c := Inference{Target: 2, Prices: Prices{OnDemand: 3, Spot: 1}}
 	mk := func(avail ...int) *Pools {
@@ -244,8 +268,33 @@ func TestInferenceCostBound(t *testing.T) {
 		{"half the time one", mk(1, 1, 0, 0), 1, (2*(1+3) + 2*6) / (4 * 6.0)},
 		{"half may be short", mk(1, 1, 0, 0), 0.5, 2 * (1 + 3) / (4 * 6.0)},
 	}
+	delayed := Inference{Target: 2, ReadyDelay: time.Minute, Prices: Prices{OnDemand: 3, Spot: 1}}
 	for _, tc := range tests {
 		got, err := InferenceCostBound(c, tc.p, tc.atTarget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got - tc.want; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: %.4f; want %.4f", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		p    *Pools
+		want float64
+	}{
+		// The first tick has no earlier one to check (the bound stays
+		// low there); after it, a replica serving on spot needs the zone
+		// up on the tick before as well.
+		{"flapping, ready delay one tick", mk(2, 0, 2, 0, 2, 0), (2.0/6 + 5*1) / 6},
+		{"up two of three, ready delay one tick", mk(2, 2, 0, 2, 2, 0), (3*(2.0/6) + 3*1) / 6},
+		{"no delay", mk(2, 0, 2, 0, 2, 0), 0.5*(2.0/6) + 0.5},
+	} {
+		cc := delayed
+		if tc.name == "no delay" {
+			cc.ReadyDelay = 0
+		}
+		got, err := InferenceCostBound(cc, tc.p, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

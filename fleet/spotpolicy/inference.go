@@ -167,13 +167,13 @@ func DefaultAdaptiveInferenceConfig() AdaptiveInferenceConfig {
 	return AdaptiveInferenceConfig{Extra: 2, Spare: 1, Risk: 0.02}
 }
 
-// AdaptiveInference is gpubroker's inference policy: SpotHedge's spread and
-// over-provisioning, placed on the zones with the best recent availability
-// and the longest current stretch; an on-demand hedge sized from how many
-// replicas are ready (not merely running) and from how many zones still
-// have capacity, started before spot runs out rather than after, since a
-// new replica needs the ready delay; and a calm period before on-demand is
-// released when spot returns.
+// AdaptiveInference is gpubroker's inference policy: SpotHedge's spread,
+// placed on the zones with the best recent availability and the longest
+// current stretch, with as many spot and on-demand replicas as the
+// cheapest plan needs to keep the chance of falling below the target over
+// the next ready delay under Risk. That chance comes from what each zone
+// was seen to lose (how many replicas, not only whether) and from how
+// often zones lost capacity together.
 type AdaptiveInference struct {
 	cfg  AdaptiveInferenceConfig
 	calm int // ticks spot has covered the target
@@ -188,6 +188,10 @@ type AdaptiveInference struct {
 	losses     float64
 	joint      float64
 	chance     float64
+	// windows is, per zone, what it lost over each past ready delay.
+	windows []lossWindows
+	// survCache[k][n] is survival(k, n) at the current tick.
+	survCache [][][]float64
 }
 
 // NewAdaptiveInference returns the policy with cfg.
@@ -211,11 +215,8 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		}
 		return sc
 	}
-	// A zone is lost to the service when its capacity falls below what the
-	// service could place there: the target plus as many extra as it may
-	// over-provision.
-	a.observe(s, s.Target+cfg.Extra+s.Target)
-	fail := a.failChance(s)
+	most := 2*s.Target + cfg.Extra // the most spot replicas a plan places
+	a.observe(s, most)
 	risk := cfg.Risk
 	rho := a.together()
 	spotP, odP := s.SpotPrice, s.OnDemandPrice
@@ -234,7 +235,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 			break // no zone can take more
 		}
 		placed = n
-		o, r := a.hedge(s, cand, fail, rho, risk)
+		o, r := a.hedge(s, cand, rho, risk)
 		if c := float64(n)*spotP + float64(o)*odP; c < bestCost-1e-9 {
 			sp, od, risky, bestCost = cand, o, r, c
 		}
@@ -259,8 +260,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 			open++
 		}
 	}
-	want := s.Target + cfg.Spare
-	if readySpot >= want && open >= cfg.Zones {
+	if readySpot >= s.Target+cfg.Spare && open >= cfg.Zones {
 		a.calm++
 	} else {
 		a.calm = 0
@@ -276,7 +276,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 // on-demand reaches Target+Spare, at least Spare when fewer than Zones
 // zones have capacity, and at least what the risk model asks for.
 // risky reports that the risk model alone asks for the whole target.
-func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, fail []float64, rho, risk float64) (od int, risky bool) {
+func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64) (od int, risky bool) {
 	cfg := a.cfg
 	readySpot, stable, open := 0, 0, 0
 	for k, z := range s.Zones {
@@ -290,7 +290,11 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, fail []float64, r
 	}
 	od = max(0, s.Target+cfg.Spare-min(readySpot, stable))
 	if cfg.Risk > 0 {
-		r := riskHedge(s, sp, fail, risk, rho)
+		surv := make([][]float64, len(s.Zones))
+		for k := range s.Zones {
+			surv[k] = a.survival(s, k, sp[k])
+		}
+		r := riskHedge(s.Target, surv, risk, rho)
 		od, risky = max(od, r), r >= s.Target
 	}
 	if open < cfg.Zones {
@@ -299,17 +303,75 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, fail []float64, r
 	return od, risky
 }
 
-// failChance is, per zone, the chance that it loses the service's replicas
-// within the next ready delay (plus a tick): a constant loss rate measured
-// online over the ticks the zone could hold them, with one loss per mean
-// stretch of capacity as the prior.
-func (a *AdaptiveInference) failChance(s *InferenceState) []float64 {
-	window := (s.ReadyDelay + s.Gap) / s.Gap
-	out := make([]float64, len(s.Zones))
-	for k, z := range s.Zones {
-		rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
-		out[k] = 1 - math.Exp(-window*rate)
+// lossWindows keeps, for one zone, the capacities of the last ready delay
+// and, per number n of replicas placed, how many of them each past loss
+// left standing over one ready delay: hist[n][j] counts the windows (a
+// tick and the ready delay after it) that began with capacity for n, saw
+// the capacity fall below where it began (as far as the service could use
+// it), and whose least capacity held j of the n (j < n: the loss took
+// some; j = n: it took none of them).
+type lossWindows struct {
+	caps []int // ring of the last len(caps) capacities
+	seen int
+	hist [][]float64
+}
+
+func (w *lossWindows) observe(c, want int) {
+	w.caps[w.seen%len(w.caps)] = c
+	w.seen++
+	if w.seen < len(w.caps) {
+		return
 	}
+	first := w.caps[w.seen%len(w.caps)] // the oldest
+	least := math.MaxInt
+	for i := 1; i < len(w.caps); i++ {
+		least = min(least, w.caps[(w.seen+i)%len(w.caps)])
+	}
+	if least >= min(first, want) {
+		return // no loss the service would have felt
+	}
+	for n := 1; n < len(w.hist) && n <= first; n++ {
+		w.hist[n][min(n, least)]++
+	}
+}
+
+// survival is the chance that exactly j of n replicas placed in zone k are
+// still up at the end of the next ready delay (plus a tick), j = 0..n: the
+// zone loses capacity with chance fail (a constant loss rate measured
+// online over the ticks it had capacity, one loss per mean stretch as the
+// prior), and when it does, it keeps j of n as often as its past losses
+// did (a 16-node zone that drops to 2 keeps 2 of 4), with one loss of
+// all as the prior. The slice is cached for the tick: callers must not
+// change it.
+func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
+	if n < len(a.survCache[k]) && a.survCache[k][n] != nil {
+		return a.survCache[k][n]
+	}
+	out := make([]float64, n+1)
+	if n < len(a.survCache[k]) {
+		a.survCache[k][n] = out
+	}
+	if n == 0 {
+		out[0] = 1
+		return out
+	}
+	z := s.Zones[k]
+	window := (s.ReadyDelay + s.Gap) / s.Gap
+	rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
+	fail := 1 - math.Exp(-window*rate)
+	var h []float64
+	if n < len(a.windows[k].hist) {
+		h = a.windows[k].hist[n]
+	}
+	total := 1.0
+	for _, x := range h {
+		total += x
+	}
+	out[0] = fail / total
+	for j, x := range h {
+		out[j] += fail * x / total
+	}
+	out[n] += 1 - fail
 	return out
 }
 
@@ -321,19 +383,34 @@ func (a *AdaptiveInference) failChance(s *InferenceState) []float64 {
 // counts how many joint losses chance alone would give, from each zone's
 // own loss rate.
 func (a *AdaptiveInference) observe(s *InferenceState, want int) {
+	window := int(math.Ceil(s.ReadyDelay/s.Gap)) + 1
 	if len(a.prev) != len(s.Zones) {
 		a.prev = make([]int, len(s.Zones))
 		a.lastLoss = make([]int, len(s.Zones))
 		a.zoneLosses = make([]float64, len(s.Zones))
 		a.upTicks = make([]float64, len(s.Zones))
+		a.windows = make([]lossWindows, len(s.Zones))
 		for k, z := range s.Zones {
 			a.prev[k] = z.Capacity
 			a.lastLoss[k] = math.MinInt / 2
+			a.windows[k] = lossWindows{caps: make([]int, window+1), hist: make([][]float64, want+1)}
+			for n := range a.windows[k].hist {
+				a.windows[k].hist[n] = make([]float64, n+1)
+			}
 		}
 	}
 	a.ticks++
-	window := int(math.Ceil(s.ReadyDelay/s.Gap)) + 1
+	if len(a.survCache) != len(s.Zones) {
+		a.survCache = make([][][]float64, len(s.Zones))
+	}
+	for k := range a.survCache {
+		if len(a.survCache[k]) != want+1 {
+			a.survCache[k] = make([][]float64, want+1)
+		}
+		clear(a.survCache[k])
+	}
 	for k, z := range s.Zones {
+		a.windows[k].observe(z.Capacity, want)
 		if z.Capacity < min(a.prev[k], want) {
 			a.losses++
 			a.zoneLosses[k]++
@@ -370,67 +447,109 @@ func (a *AdaptiveInference) together() float64 {
 	return math.Max(0, math.Min(1, (excess+1)/(a.losses-a.chance+2)))
 }
 
+// allOrNothing is the survival of n replicas in a zone that loses all of
+// them with chance fail.
+func allOrNothing(n int, fail float64) []float64 {
+	out := make([]float64, n+1)
+	out[0] += fail
+	out[n] += 1 - fail
+	return out
+}
+
 // riskHedge is the least number of on-demand replicas for which the chance
-// that the spot replicas planned in sp lose so many within the next ready
-// delay that fewer than Target stay up is below risk. Each zone loses its
-// capacity at a constant rate of one per mean stretch, and a zone's
-// replicas go together. Zones fail independently with weight 1-rho and all
-// together (the likeliest to fail first) with weight rho, rho being the
-// measured share of losses that came with another zone's.
-func riskHedge(s *InferenceState, sp []int, fail []float64, risk, rho float64) int {
-	type zoneRisk struct {
-		n    int
-		fail float64
+// that fewer than target replicas stay up over the next ready delay is
+// below risk, surv[k][j] being the chance that j of the replicas placed in
+// zone k survive it. Zones fail independently with weight 1-rho and
+// together (comonotone: one draw decides every zone, the worst outcomes
+// of all zones coinciding) with weight rho, rho being the measured share
+// of losses that came with another zone's.
+func riskHedge(target int, surv [][]float64, risk, rho float64) int {
+	// Only the outcomes a zone can have count: a zone that loses all or
+	// nothing has two, whatever its replica count.
+	type mass struct {
+		j int
+		p float64
 	}
-	var zs []zoneRisk
+	var all []mass
+	var ends []int // zone z's outcomes are all[ends[z-1]:ends[z]]
 	total := 0
-	for k := range s.Zones {
-		if sp[k] == 0 {
-			continue
+	for _, d := range surv {
+		if len(d) <= 1 {
+			continue // no replica there
 		}
-		zs = append(zs, zoneRisk{sp[k], fail[k]})
-		total += sp[k]
+		from := len(all)
+		for j, q := range d {
+			if q > 0 {
+				all = append(all, mass{j, q})
+			}
+		}
+		if len(all) > from {
+			ends = append(ends, len(all))
+			total += len(d) - 1
+		}
+	}
+	zones := make([][]mass, len(ends))
+	for z, e := range ends {
+		from := 0
+		if z > 0 {
+			from = ends[z-1]
+		}
+		zones[z] = all[from:e]
 	}
 	// indep[j] = probability that exactly j spot replicas survive when
 	// zones fail independently.
 	indep := make([]float64, total+1)
+	nd := make([]float64, total+1)
 	indep[0] = 1
-	for _, z := range zs {
-		nd := make([]float64, total+1)
+	for _, m := range zones {
+		clear(nd)
 		for j, pj := range indep {
 			if pj == 0 {
 				continue
 			}
-			nd[j] += pj * z.fail
-			if j+z.n <= total {
-				nd[j+z.n] += pj * (1 - z.fail)
+			for _, e := range m {
+				nd[j+e.j] += pj * e.p
 			}
 		}
-		indep = nd
+		indep, nd = nd, indep
 	}
-	// Comonotone: zones fail in order of their failure chance, the
-	// likeliest first; exactly the m likeliest fail with probability
-	// fail(m) - fail(m+1).
-	sort.Slice(zs, func(i, j int) bool { return zs[i].fail > zs[j].fail })
+	// Comonotone: a uniform u picks, in every zone, the survivors at
+	// cumulative chance u. Sweeping u upwards, the sum changes only where
+	// some zone's cumulative chance steps to its next outcome.
 	como := make([]float64, total+1)
-	left := total
-	for m := 0; m <= len(zs); m++ {
-		pm := 1.0
-		if m > 0 {
-			pm = zs[m-1].fail
-		}
-		if m < len(zs) {
-			pm -= zs[m].fail
-		}
-		como[left] += math.Max(0, pm)
-		if m < len(zs) {
-			left -= zs[m].n
+	type step struct {
+		at   float64
+		zone int
+	}
+	var steps []step
+	n := 0
+	for z, m := range zones {
+		n += m[0].j
+		c := 0.0
+		for _, e := range m[:len(m)-1] {
+			c += e.p
+			steps = append(steps, step{c, z})
 		}
 	}
-	for od := 0; od <= s.Target; od++ {
+	sort.SliceStable(steps, func(a, b int) bool { return steps[a].at < steps[b].at })
+	cur := make([]int, len(zones))
+	lo := 0.0
+	for _, st := range steps {
+		if st.at > lo {
+			como[n] += math.Min(1, st.at) - lo
+			lo = math.Min(1, st.at)
+		}
+		m := zones[st.zone]
+		n += m[cur[st.zone]+1].j - m[cur[st.zone]].j
+		cur[st.zone]++
+	}
+	if lo < 1 {
+		como[n] += 1 - lo
+	}
+	for od := 0; od <= target; od++ {
 		short := 0.0
 		for j := range indep {
-			if j+od < s.Target {
+			if j+od < target {
 				short += (1-rho)*indep[j] + rho*como[j]
 			}
 		}
@@ -438,5 +557,5 @@ func riskHedge(s *InferenceState, sp []int, fail []float64, risk, rho float64) i
 			return od
 		}
 	}
-	return s.Target
+	return target
 }

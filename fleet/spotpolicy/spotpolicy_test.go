@@ -129,20 +129,17 @@ func TestSpread(t *testing.T) {
 }
 
 func TestRiskHedge(t *testing.T) {
-	s := &InferenceState{Gap: 195, Target: 4, ReadyDelay: 600}
-	stable := Pool{Available: true, MeanUp: 1e6}
-	flaky := Pool{Available: true, MeanUp: 1}
-	for range 6 {
-		s.Zones = append(s.Zones, Zone{Pool: stable, Capacity: 1})
+	surv := func(fail float64) [][]float64 {
+		var out [][]float64
+		for range 6 {
+			out = append(out, allOrNothing(1, fail))
+		}
+		return out
 	}
-	sp := []int{1, 1, 1, 1, 1, 1}
-	if got := riskHedge(s, sp, make([]float64, 6), 0.01, 0); got != 0 {
+	if got := riskHedge(4, surv(0), 0.01, 0); got != 0 {
 		t.Fatalf("six stable zones: hedge %d; want 0", got)
 	}
-	for k := range s.Zones {
-		s.Zones[k].Pool = flaky
-	}
-	if got := riskHedge(s, sp, []float64{0.9, 0.9, 0.9, 0.9, 0.9, 0.9}, 0.01, 0); got != 4 {
+	if got := riskHedge(4, surv(0.9), 0.01, 0); got != 4 {
 		t.Fatalf("six flaky zones: hedge %d; want the whole target", got)
 	}
 }
@@ -169,17 +166,72 @@ func TestAdaptiveInferenceHedgesWhenSpotIsShort(t *testing.T) {
 // both with 0.01; failing together, both go with chance 0.1, so the whole
 // target must be hedged.
 func TestRiskHedgeZonesFailTogether(t *testing.T) {
-	s := &InferenceState{Gap: 300, Target: 4, ReadyDelay: 600}
-	for range 2 {
-		s.Zones = append(s.Zones, Zone{Pool: Pool{Available: true}, Capacity: 16})
-	}
-	sp := []int{3, 3}
-	fail := []float64{0.1, 0.1}
-	if got := riskHedge(s, sp, fail, 0.02, 0); got != 1 {
+	surv := [][]float64{allOrNothing(3, 0.1), allOrNothing(3, 0.1)}
+	if got := riskHedge(4, surv, 0.02, 0); got != 1 {
 		t.Errorf("independent zones: hedge %d; want 1", got)
 	}
-	if got := riskHedge(s, sp, fail, 0.02, 1); got != 4 {
+	if got := riskHedge(4, surv, 0.02, 1); got != 4 {
 		t.Errorf("zones failing together: hedge %d; want 4", got)
+	}
+}
+
+// A zone that, when it loses capacity, keeps two of three replicas: two
+// such zones lose one replica each at worst, so five of six stay up even
+// when both go at once and no on-demand is needed for a target of 4;
+// losing all three in a loss, as the all-or-nothing model assumes, needs
+// the whole target hedged when they go together.
+func TestRiskHedgePartialLosses(t *testing.T) {
+	partial := []float64{0, 0, 0.1, 0.9}
+	surv := [][]float64{partial, partial}
+	for _, rho := range []float64{0, 0.5, 1} {
+		if got := riskHedge(4, surv, 0.02, rho); got != 0 {
+			t.Errorf("partial losses, weight %.1f together: hedge %d; want 0", rho, got)
+		}
+	}
+	// Losing two of three with chance 0.1: together the survivors are
+	// 2 (chance 0.1), so two on-demand; independently 2 with chance 0.01
+	// (both zones) and 4 with 0.18 (one zone): within a risk of 0.02 no
+	// hedge, within 0.005 two on-demand (one leaves 3).
+	lossy := [][]float64{{0, 0.1, 0, 0.9}, {0, 0.1, 0, 0.9}}
+	if got := riskHedge(4, lossy, 0.02, 1); got != 2 {
+		t.Errorf("two of three lost together: hedge %d; want 2", got)
+	}
+	if got := riskHedge(4, lossy, 0.005, 0); got != 2 {
+		t.Errorf("two of three lost independently, risk 0.005: hedge %d; want 2", got)
+	}
+	if got := riskHedge(4, lossy, 0.02, 0); got != 0 {
+		t.Errorf("two of three lost independently, risk 0.02: hedge %d; want 0", got)
+	}
+}
+
+// The policy measures how many replicas a zone's losses take: a zone of 16
+// that drops to 2 now and then for a few ticks keeps 2 of 4 replicas when
+// it loses capacity; one that drops to 0 as often keeps none.
+func TestAdaptiveInferenceMeasuresPartialLosses(t *testing.T) {
+	run := func(low int) []float64 {
+		a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+		s := &InferenceState{Gap: 300, Target: 4, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: 3}
+		for i := range 2000 {
+			c := 16
+			if i%100 >= 97 {
+				c = low
+			}
+			s.Tick = i
+			s.Zones = []Zone{{Pool: Pool{Available: c > 0, MeanUp: 97}, Capacity: c}}
+			a.Decide(s)
+		}
+		return a.survival(s, 0, 4)
+	}
+	partial, whole := run(2), run(0)
+	// Only the prior (one loss of all) puts weight on 0.
+	if partial[0] > partial[2]/20 || partial[1] > 1e-9 || partial[2] < 0.01 {
+		t.Errorf("zone dropping to 2: survival of 4 %v; want losses to keep 2", partial)
+	}
+	if whole[0] < 0.01 || whole[2] > 1e-9 {
+		t.Errorf("zone dropping to 0: survival of 4 %v; want losses to take all", whole)
+	}
+	if d := partial[0] + partial[2] - whole[0] - whole[2]; d > 0.01 || d < -0.01 {
+		t.Errorf("same loss rate, different depth: loss chance %.3f vs %.3f", partial[0]+partial[2], whole[0]+whole[2])
 	}
 }
 
@@ -210,5 +262,41 @@ func TestAdaptiveInferenceMeasuresJointLosses(t *testing.T) {
 	}
 	if rho := run(37); rho > 0.1 {
 		t.Errorf("zones failing 37 ticks apart: weight %.2f; want ≤ 0.1", rho)
+	}
+}
+
+// BenchmarkAdaptiveInferenceDecide is one decision of the default policy
+// per op, over zones whose capacity changes now and then (a loss every 50
+// ticks in a zone, to a quarter of its capacity), for a small service on
+// one-instance zones and a large one on multi-node zones.
+func BenchmarkAdaptiveInferenceDecide(b *testing.B) {
+	for _, bc := range []struct {
+		name          string
+		target, zones int
+		capacity      int
+	}{
+		{"target4-9zones-cap1", 4, 9, 1},
+		{"target4-3zones-cap16", 4, 3, 16},
+		{"target32-6zones-cap64", 32, 6, 64},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+			s := &InferenceState{Gap: 300, Target: bc.target, ReadyDelay: 600, SpotPrice: 0.97, OnDemandPrice: 3.06,
+				Zones: make([]Zone, bc.zones)}
+			i := 0
+			for b.Loop() {
+				s.Tick = i
+				for k := range s.Zones {
+					c := bc.capacity
+					if (i+7*k)%50 < 3 {
+						c = bc.capacity / 4
+					}
+					s.Zones[k] = Zone{Pool: Pool{Available: c > 0, MeanUp: 47, Run: 10, Frac: 0.9}, Capacity: c,
+						Spot: min(c, bc.target/bc.zones+1), SpotReady: min(c, bc.target/bc.zones+1)}
+				}
+				a.Decide(s)
+				i++
+			}
+		})
 	}
 }

@@ -140,6 +140,34 @@ func (l *LiveTracker) Pool(pool string, now time.Time) Pool {
 	return t.View()
 }
 
+// Seed gives a pool nothing was heard of the history a running spot
+// instance vouches for: available since since (a replica of ours has run
+// there, unpreempted, from then to now), with that stretch taken as the
+// pool's typical up stretch so far. A new leader, whose trackers start
+// empty, then does not treat pools it has run in for hours as unknown
+// (which makes the policies fall back to on-demand until they have watched
+// them again). Known pools are left alone.
+func (l *LiveTracker) Seed(pool string, since, now time.Time) {
+	if !since.Before(now) {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pools == nil {
+		l.pools = map[string]*livePool{}
+	}
+	if l.pools[pool] != nil {
+		return
+	}
+	p := &livePool{t: NewTracker(l.gap().Seconds()), avail: true, at: since}
+	l.advance(p, now)
+	if p.t.upRuns == 0 {
+		p.t.upRuns = 1
+		p.t.p.MeanUp = float64(p.t.p.Run)
+	}
+	l.pools[pool] = p
+}
+
 // Known says whether any signal was heard from the pool.
 func (l *LiveTracker) Known(pool string) bool {
 	l.mu.Lock()

@@ -47,3 +47,25 @@ func TestLiveTrackerTicks(t *testing.T) {
 		t.Errorf("after a week: %+v", p)
 	}
 }
+
+// TestLiveTrackerSeed: a pool seeded from a running instance looks
+// available for as long as the instance ran, with that stretch as its mean
+// up time; a known pool is not reseeded; a seed in the future is ignored.
+func TestLiveTrackerSeed(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var l LiveTracker
+	l.Seed("a", t0, t0.Add(10*time.Hour))
+	p := l.Pool("a", t0.Add(10*time.Hour))
+	if !p.Available || p.Run < 600 || p.MeanUp < 600 || p.Frac <= 0.6 {
+		t.Fatalf("seeded pool %+v: want available, a 10 h run and mean, Frac up from 0.5", p)
+	}
+	l.Observe("b", t0.Add(9*time.Hour), false)
+	l.Seed("b", t0, t0.Add(10*time.Hour))
+	if p := l.Pool("b", t0.Add(10*time.Hour)); p.Available {
+		t.Fatalf("a known pool was reseeded: %+v", p)
+	}
+	l.Seed("c", t0.Add(time.Hour), t0)
+	if l.Known("c") {
+		t.Fatal("a seed after now was recorded")
+	}
+}

@@ -1,0 +1,84 @@
+package fleet
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+)
+
+// TestUnavailableBackoff: blocks double when a pool fails again soon after
+// its last block ends, also when it launched in between but refused again
+// within the first back-off (it holds fewer instances than asked for), and
+// start again from the first back-off once a launch has held that long.
+func TestUnavailableBackoff(t *testing.T) {
+	k := providers.PoolKey{Cloud: pricing.AWS, Zone: "us-east-1a", InstanceType: "g4dn.xlarge", Capacity: pricing.Spot}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	type step struct {
+		at     time.Duration // from t0
+		clear  bool          // a launch succeeded; else a refusal
+		want   time.Duration // the block's length (refusals)
+		reason string
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"repeats double up to the cap", []step{
+			{at: 0, want: 3 * time.Minute},
+			{at: 4 * time.Minute, want: 6 * time.Minute},
+			{at: 11 * time.Minute, want: 12 * time.Minute},
+			{at: 24 * time.Minute, want: 24 * time.Minute},
+			{at: 49 * time.Minute, want: 48 * time.Minute},
+			{at: 98 * time.Minute, want: time.Hour},
+		}},
+		{"a quiet back-off starts over", []step{
+			{at: 0, want: 3 * time.Minute},
+			{at: 4 * time.Minute, want: 6 * time.Minute},
+			{at: 30 * time.Minute, want: 3 * time.Minute},
+		}},
+		{"launch one, refuse the rest: keeps backing off", []step{
+			{at: 0, want: 3 * time.Minute},
+			{at: 3 * time.Minute, clear: true},
+			{at: 3 * time.Minute, want: 6 * time.Minute},
+			{at: 9 * time.Minute, clear: true},
+			{at: 10 * time.Minute, want: 12 * time.Minute},
+		}},
+		{"a launch that held starts over", []step{
+			{at: 0, want: 3 * time.Minute},
+			{at: 4 * time.Minute, want: 6 * time.Minute},
+			{at: 10 * time.Minute, clear: true},
+			{at: 2 * time.Hour, want: 3 * time.Minute, reason: "preempted two hours later"},
+		}},
+		{"a launch unblocks at once", []step{
+			{at: 0, want: 3 * time.Minute},
+			{at: time.Minute, clear: true},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var u Unavailable
+			for i, s := range tc.steps {
+				now := t0.Add(s.at)
+				if s.clear {
+					v := u.Version()
+					u.Clear(k, now)
+					if u.Blocked(k, now) {
+						t.Fatalf("step %d: still blocked after a launch", i)
+					}
+					if s.at < 3*time.Minute && u.Version() == v {
+						t.Fatalf("step %d: unblocking did not change the version (plans would not see it)", i)
+					}
+					continue
+				}
+				until := u.Block(k, "capacity", now)
+				if got := until.Sub(now); got != s.want {
+					t.Fatalf("step %d at %s: blocked for %s, want %s %s", i, s.at, got, s.want, s.reason)
+				}
+				if !u.Blocked(k, now) || u.Blocked(k, until) {
+					t.Fatalf("step %d: blocked %v at now, %v at its end", i, u.Blocked(k, now), u.Blocked(k, until))
+				}
+			}
+		})
+	}
+}
