@@ -6,10 +6,11 @@ import (
 )
 
 // BatchGCPercent is the garbage collector's target a simulation run uses
-// (see BatchGC): a simulation allocates fast and keeps little, so collecting
-// at 4 × the live heap instead of Go's default 2 × takes about a fifth to a
-// third less CPU, for a peak heap about twice as large (docs/BENCHMARKS.md).
-const BatchGCPercent = 400
+// (see BatchGC): a simulation allocates fast, so collecting at 3 × the live
+// heap instead of Go's default 2 × takes much less CPU. 400 took a tenth
+// less CPU again but peaked at 2.4 GB on the 1,000-workload month, 200 at
+// 1.3 GB (docs/BENCHMARKS.md).
+const BatchGCPercent = 200
 
 // BatchGC sets the process's garbage collector target to BatchGCPercent
 // unless the GOGC environment variable chooses one, and returns the function
