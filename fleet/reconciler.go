@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
 	"github.com/gpubroker/gpubroker/store"
@@ -35,6 +36,10 @@ type Reconciler struct {
 	mu       sync.Mutex
 	launches []launchMark // recent launch calls, for the per-minute caps
 	last     Report
+	// lastPlan is the plan of the latest acting pass of this term: Diff
+	// uses it rather than asking the plan chain, whose live stages would
+	// take a decision step for a preview.
+	lastPlan *optimizer.Plan
 	seen     map[string]bool // dry-run actions already recorded this term
 }
 
@@ -111,6 +116,7 @@ func (r *Reconciler) NewTerm() {
 	r.init()
 	r.mu.Lock()
 	r.seen = map[string]bool{}
+	r.lastPlan = nil
 	r.mu.Unlock()
 }
 
@@ -122,7 +128,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, f store.Fence) (Report, erro
 }
 
 // Diff computes what the next pass would do and writes nothing (like
-// terraform plan).
+// terraform plan). On a replica that has run a pass this term (the
+// leader) it diffs the fleet against that pass's plan: the plan chain's
+// live stages (training policies, hedging, autoscaling) step their state
+// on every call, and a preview must not advance them.
 func (r *Reconciler) Diff(ctx context.Context) (Report, error) {
 	return r.pass(ctx, store.Fence{}, false)
 }
@@ -131,7 +140,7 @@ func (r *Reconciler) Diff(ctx context.Context) (Report, error) {
 func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Report, error) {
 	r.init()
 	start := time.Now()
-	p, err := r.observe(ctx)
+	p, err := r.observe(ctx, write)
 	if err != nil {
 		return Report{}, err
 	}
@@ -208,7 +217,7 @@ type terminatePlan struct {
 	reason string
 }
 
-func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
+func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error) {
 	now := r.Now().UTC()
 	p := &passState{r: r, now: now, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
 		listed: map[pricing.Cloud]bool{}, agents: map[string]store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
@@ -293,9 +302,18 @@ func (r *Reconciler) observe(ctx context.Context) (*passState, error) {
 		}
 	}
 	p.planVersion = r.Unavailable.Version()
-	plan, err := r.Plans.Plan(ctx, r.Unavailable)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
+	r.mu.Lock()
+	plan := r.lastPlan
+	r.mu.Unlock()
+	if write || plan == nil {
+		if plan, err = r.Plans.Plan(ctx, r.Unavailable); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
+		}
+		if write {
+			r.mu.Lock()
+			r.lastPlan = plan
+			r.mu.Unlock()
+		}
 	}
 	specs := Desired(plan)
 	p.specs = make(map[string]*Spec, len(specs))

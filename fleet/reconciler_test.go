@@ -668,3 +668,41 @@ func hasAction(rep Report, kind, instance string) bool {
 	}
 	return false
 }
+
+// countingPlans counts the plans asked of it.
+type countingPlans struct {
+	PlanSource
+	calls int
+}
+
+func (c *countingPlans) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
+	c.calls++
+	return c.PlanSource.Plan(ctx, u)
+}
+
+// TestDiffDoesNotStepTheChain: once this term has run a pass, diff uses
+// that pass's plan, so a preview never advances the live stages of the
+// plan chain (their policies decide once per call); a new term asks the
+// chain again.
+func TestDiffDoesNotStepTheChain(t *testing.T) {
+	e := newEnv(t, testPolicy)
+	plans := &countingPlans{PlanSource: e.r.Plans}
+	e.r.Plans = plans
+	if _, err := e.r.Diff(context.Background()); err != nil || plans.calls != 1 {
+		t.Fatalf("diff before any pass: %d plans asked, %v; want 1 (nothing else to show)", plans.calls, err)
+	}
+	e.pass()
+	calls := plans.calls
+	for range 3 {
+		if _, err := e.r.Diff(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plans.calls != calls {
+		t.Fatalf("diff asked the plan chain %d times after a pass; want 0", plans.calls-calls)
+	}
+	e.r.NewTerm()
+	if _, err := e.r.Diff(context.Background()); err != nil || plans.calls != calls+1 {
+		t.Fatalf("diff in a new term: %d plans asked, %v; want one more", plans.calls-calls, err)
+	}
+}
