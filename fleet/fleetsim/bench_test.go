@@ -74,6 +74,7 @@ func benchFleet(b *testing.B, n int, days int) {
 		b.ReportMetric(float64(rep.Total.Preemptions), "preemptions")
 		b.ReportMetric(float64(rep.Total.DeadlineMisses), "misses")
 		b.ReportMetric(rep.Total.Ratio, "cost/od")
+		b.ReportMetric(100*rep.Total.TimeAtTarget, "%at-target")
 	}
 	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
 }
