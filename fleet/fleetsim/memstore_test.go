@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,5 +231,44 @@ func TestMemStoreSnapshotFollowsEveryChange(t *testing.T) {
 				t.Fatalf("step %d: %s\n%+v\nwant\n%+v", step, name, st, want)
 			}
 		}
+	}
+}
+
+// TestMemStoreReplaceRequestsLikeStoreFleet: replacement requests are
+// listed oldest first, a repeat replaces the earlier one, and Apply's
+// DoneReplacements forgets them, in both stores.
+func TestMemStoreReplaceRequestsLikeStoreFleet(t *testing.T) {
+	ctx := context.Background()
+	var got []string
+	for name, fs := range fleetStores(t, filepath.Join(t.TempDir(), "fleet.db")) {
+		rs := fs.(interface {
+			RequestReplace(context.Context, store.ReplaceRequest) error
+		})
+		for i, id := range []string{"i-b", "i-a", "i-b"} {
+			if err := rs.RequestReplace(ctx, store.ReplaceRequest{Instance: id, Reason: fmt.Sprint("r", i), By: "test", At: ts0.Add(time.Duration(i) * time.Minute)}); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if err := fs.Apply(ctx, store.Fence{Now: ts0.Add(time.Hour)}, store.FleetChanges{DoneReplacements: []string{"i-x"}}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		before, err := fs.ReplaceRequests(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Apply(ctx, store.Fence{Now: ts0.Add(time.Hour)}, store.FleetChanges{DoneReplacements: []string{"i-a"}}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		after, err := fs.ReplaceRequests(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%+v | %+v", before, after))
+	}
+	if got[0] != got[1] {
+		t.Fatalf("the stores differ:\n%s\n%s", got[0], got[1])
+	}
+	if !strings.Contains(got[0], "{Instance:i-a Reason:r1") || !strings.HasSuffix(got[0], "| [{Instance:i-b Reason:r2 By:test At:2026-01-05 00:02:00 +0000 UTC}]") {
+		t.Fatalf("requests %s", got[0])
 	}
 }
