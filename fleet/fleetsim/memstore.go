@@ -229,7 +229,6 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 	if c.Empty() {
 		return nil
 	}
-	now := f.Now
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f.Lease != "" {
@@ -285,6 +284,11 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 			}
 			m.launched[in.InstanceID][in.Token] = true
 		}
+		if in.State == store.IntentRetired {
+			// Never loaded again: only its (slot, generation) and the
+			// slot's last generation matter, and those are kept above.
+			delete(m.intents, in.Token)
+		}
 	}
 	for _, x := range c.Instances {
 		if _, ok := m.insts[x.ID]; !ok {
@@ -304,10 +308,10 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 		}
 		delete(m.insts, id)
 		// Their launched intents retire: nothing needs them any more.
+		// A retired intent is never loaded again: the record goes, its
+		// (slot, generation) and the slot's last generation stay.
 		for tok := range m.launched[id] {
-			in := m.intents[tok]
-			in.State, in.UpdatedAt = store.IntentRetired, now.UTC()
-			m.intents[tok] = in
+			delete(m.intents, tok)
 			delete(m.unsettled, tok)
 		}
 		delete(m.launched, id)
