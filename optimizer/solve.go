@@ -444,9 +444,55 @@ func allIdx(n int) []int {
 // as many of its workloads as it could.
 func (s *solver) repair(evals []*eval, choice []int, mu []float64) ([]int, []Blocked) {
 	st := newState(s, evals, choice)
-	// Local repair first: each unplaced workload with the holders of the
-	// rows its cheapest options need, re-solved at least cost; a larger
-	// set if that fails.
+	s.localRepair(st, mu)
+	proof := map[int]string{}
+	for _, comp := range s.components(evals, allIdx(len(evals))) {
+		hit := false
+		for _, w := range comp {
+			hit = hit || st.choice[w] < 0
+		}
+		if !hit {
+			continue
+		}
+		r := s.search(st, comp, math.Inf(1), searchWork, true, nil)
+		switch {
+		case r.pick != nil:
+			for _, w := range comp {
+				st.set(w, -1)
+			}
+			for i, w := range comp {
+				st.set(w, r.pick[i])
+			}
+		case r.complete:
+			for _, w := range comp {
+				proof[w] = proofSearch
+			}
+		default:
+			for _, w := range comp {
+				proof[w] = proofLimit
+			}
+		}
+	}
+	st.improve(allIdx(len(evals)))
+	var blocked []Blocked
+	for w, c := range st.choice {
+		if c < 0 {
+			b := s.fleetBlocked(st, w)
+			b.Proof = proof[w]
+			if b.Proof == "" {
+				b.Proof = proofLimit
+			}
+			blocked = append(blocked, b)
+		}
+	}
+	return st.choice, blocked
+}
+
+// localRepair re-solves, for each unplaced workload, the set of it and the
+// holders of the rows its cheapest options need, at least cost; a larger
+// set if that fails.
+func (s *solver) localRepair(st *state, mu []float64) {
+	evals := st.evals
 	users := st.rowUsers()
 	inSet := make([]bool, len(evals))
 	for w := range evals {
@@ -500,47 +546,6 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64) ([]int, []Blo
 			}
 		}
 	}
-	proof := map[int]string{}
-	for _, comp := range s.components(evals, allIdx(len(evals))) {
-		hit := false
-		for _, w := range comp {
-			hit = hit || st.choice[w] < 0
-		}
-		if !hit {
-			continue
-		}
-		r := s.search(st, comp, math.Inf(1), searchWork, true, nil)
-		switch {
-		case r.pick != nil:
-			for _, w := range comp {
-				st.set(w, -1)
-			}
-			for i, w := range comp {
-				st.set(w, r.pick[i])
-			}
-		case r.complete:
-			for _, w := range comp {
-				proof[w] = proofSearch
-			}
-		default:
-			for _, w := range comp {
-				proof[w] = proofLimit
-			}
-		}
-	}
-	st.improve(allIdx(len(evals)))
-	var blocked []Blocked
-	for w, c := range st.choice {
-		if c < 0 {
-			b := s.fleetBlocked(st, w)
-			b.Proof = proof[w]
-			if b.Proof == "" {
-				b.Proof = proofLimit
-			}
-			blocked = append(blocked, b)
-		}
-	}
-	return st.choice, blocked
 }
 
 // infeasible adds each blocked workload's position in the policy file.
@@ -589,6 +594,26 @@ const smallSearch = 300
 // improvement moves. The prices steer workloads away from the rows the
 // relaxation found congested. It returns nil when some workload does not fit.
 func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
+	st, order := s.lagrangeGreedy(evals, mu)
+	st.improve(order)
+	for _, c := range st.choice {
+		if c < 0 {
+			// Nearly complete: repair the few left out locally rather
+			// than throw the assignment away.
+			ch, blocked := s.repair(evals, st.choice, mu)
+			if len(blocked) > 0 {
+				return nil
+			}
+			return ch
+		}
+	}
+	return st.choice
+}
+
+// lagrangeGreedy is the first half of the Lagrangian heuristic: the regret
+// greedy on the priced costs. It returns the (possibly partial) assignment
+// and the order it placed the workloads in.
+func (s *solver) lagrangeGreedy(evals []*eval, mu []float64) (*state, []int) {
 	st := &state{s: s, evals: evals, choice: make([]int, len(evals)), rem: append([]float64(nil), s.caps...)}
 	priced := make([][]float64, len(evals))
 	regret := make([]float64, len(evals))
@@ -630,19 +655,7 @@ func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
 			st.set(w, bj)
 		}
 	}
-	st.improve(order)
-	for _, c := range st.choice {
-		if c < 0 {
-			// Nearly complete: repair the few left out locally rather
-			// than throw the assignment away.
-			ch, blocked := s.repair(evals, st.choice, mu)
-			if len(blocked) > 0 {
-				return nil
-			}
-			return ch
-		}
-	}
-	return st.choice
+	return st, order
 }
 
 func newSolver(in Input) *solver {
