@@ -1363,10 +1363,10 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 		// Polyak step towards the target ub; keep it positive when the
 		// target is an estimate below the bound reached so far.
 		tgt := ub
-		if s.ubGuess {
-			// A guessed target the bound has nearly reached is too
+		if s.ubGuess && best >= ub {
+			// The bound has passed the guessed target, which was too
 			// low: aim above the best bound so far.
-			tgt = max(ub, best*(1+guessLift))
+			tgt = best * (1 + guessLift)
 		}
 		step := theta * max(tgt-val, 1e-3*math.Abs(val)) / norm
 		for k := range mu {
