@@ -3,6 +3,8 @@ package optimizer
 import (
 	"context"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/gpubroker/gpubroker/policy"
 )
@@ -19,8 +21,10 @@ type QuickLoad struct {
 	QuotaGPUs []float64
 	BudgetUSD []float64
 	// PoolsFit is true when the plan stays within every spot pool's
-	// capacity (the fleet-wide spot_capacity rows).
+	// capacity (the fleet-wide spot_capacity rows); Overfull lists the
+	// pools it overfills, each with the spot GPUs the plan puts there.
 	PoolsFit bool
+	Overfull []policy.SpotPool
 	// Cost is the plan's expected cost.
 	Cost float64
 }
@@ -32,9 +36,9 @@ type QuickLoad struct {
 // and, for any still left out, its cheapest option that fits the spot
 // pools, whatever it takes from the quotas and budgets. Its cost is a few
 // of Solve's option rankings, with no exhaustive search: a generator of
-// instances at the feasibility edge (optimizer/hardgen) sets each cap to
-// at least what this plan takes, which makes the plan a proof that the
-// instance is feasible.
+// instances at the feasibility edge (optimizer/hardgen) sets each cap,
+// and each overfilled pool's capacity, to at least what this plan takes,
+// which makes the plan a proof that the instance is feasible.
 func QuickPlan(in Input) (QuickLoad, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return QuickLoad{}, fmt.Errorf("%w: catalog and policy are required", ErrInput)
@@ -73,6 +77,7 @@ func QuickPlan(in Input) (QuickLoad, error) {
 			out.Fits = false
 			if s.isPoolRow(int32(r)) {
 				out.PoolsFit = false
+				out.Overfull = append(out.Overfull, s.poolEntry(s.poolOfRow(int32(r)), int(math.Ceil(used-eps))))
 			}
 		}
 	}
@@ -128,8 +133,8 @@ func (s *solver) quickAssign(evals []*eval) *state {
 		}
 	}
 	st := best
-	// The rest take their cheapest option that fits the spot pools (the
-	// pools' capacities are not the caps a generator scales), else their
+	// The rest take their cheapest option that fits the spot pools (a
+	// pool's capacity is not one of the caps hardgen scales), else their
 	// cheapest.
 	for w, c := range st.choice {
 		if c >= 0 {
@@ -152,4 +157,20 @@ func (s *solver) quickAssign(evals []*eval) *state {
 		st.set(w, pick)
 	}
 	return st
+}
+
+// poolEntry is the spot_capacity.pools entry that gives pool p gpus.
+func (s *solver) poolEntry(p *spotPool, gpus int) policy.SpotPool {
+	for i := range s.offers {
+		if pi := s.offerPool[i]; pi >= 0 && &s.pools[pi] == p {
+			o := &s.offers[i]
+			zone := o.Zone
+			if zone == "" {
+				zone = o.Region
+			}
+			return policy.SpotPool{Key: p.key, Cloud: o.Cloud, Zone: zone, GPU: o.GPU, GPUs: gpus}
+		}
+	}
+	parts := strings.SplitN(p.key, "/", 3)
+	return policy.SpotPool{Key: p.key, Zone: parts[1], GPUs: gpus}
 }

@@ -151,35 +151,31 @@ func Generate(cat *pricing.Catalog, n int, seed uint64, opt Options) (*policy.Po
 	}
 	// Large fleets: a full Solve at a too-tight step spends minutes
 	// proving little. Instead, one quick heuristic plan under the tightest
-	// caps, and every quota and budget raised to what that plan takes:
-	// the plan proves the instance feasible, the rows it filled are at the
-	// edge, and the rest stay at the tightest step. Should the plan
-	// overfill a spot pool, the next step is tried.
-	for step := 0; step < maxSteps; step++ {
-		p.Quotas, p.Budgets = base(scaleAt(step))
-		load, err := optimizer.QuickPlan(optimizer.Input{Catalog: cat, Policy: p, Now: now})
-		if err != nil {
-			return nil, fmt.Errorf("hardgen: n=%d seed=%d: %w", n, seed, err)
-		}
-		if !load.PoolsFit {
-			continue
-		}
-		for i := range p.Quotas {
-			p.Quotas[i].MaxGPUs = max(p.Quotas[i].MaxGPUs, int(math.Ceil(load.QuotaGPUs[i]-1e-6)))
-		}
-		for i := range p.Budgets {
-			if load.BudgetUSD[i] > p.Budgets[i].MonthlyUSD {
-				p.Budgets[i].MonthlyUSD = math.Ceil(load.BudgetUSD[i]) + 1
-			}
-		}
-		return p, nil
+	// caps, and every quota, budget and spot pool raised to what that plan
+	// takes: the plan proves the instance feasible, the rows it filled are
+	// at the edge, and the rest stay at the tightest step.
+	p.Quotas, p.Budgets = base(1)
+	load, err := optimizer.QuickPlan(optimizer.Input{Catalog: cat, Policy: p, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("hardgen: n=%d seed=%d: %w", n, seed, err)
 	}
-	return nil, fmt.Errorf("hardgen: no feasible instance for n=%d seed=%d", n, seed)
+	for i := range p.Quotas {
+		p.Quotas[i].MaxGPUs = max(p.Quotas[i].MaxGPUs, int(math.Ceil(load.QuotaGPUs[i]-1e-6)))
+	}
+	for i := range p.Budgets {
+		if load.BudgetUSD[i] > p.Budgets[i].MonthlyUSD {
+			p.Budgets[i].MonthlyUSD = math.Ceil(load.BudgetUSD[i]) + 1
+		}
+	}
+	// Pools the plan overfills get their own capacity entry (first match
+	// wins, so ahead of any other).
+	p.SpotCapacity.Pools = append(load.Overfull, p.SpotCapacity.Pools...)
+	return p, nil
 }
 
 // fullSolveEdge is the largest fleet whose feasibility edge is found with
 // full Solve calls (the instances the MILP comparison tests use); larger
-// fleets raise the tightest caps to what optimizer.QuickPlan takes.
+// fleets raise the tightest caps to what one optimizer.QuickPlan takes.
 const fullSolveEdge = 300
 
 // maxSteps is how many 10% loosening steps the generator tries.
