@@ -21,8 +21,11 @@ import (
 type Options struct {
 	// Tightness scales every quota and budget against what the
 	// unconstrained plan uses (default 0.6: 40% of the capacity the
-	// cheapest plan wants is taken away). Caps are loosened by 10% steps
-	// until the instance is feasible, so it ends at the feasibility edge.
+	// cheapest plan wants is taken away). Up to 300 workloads, caps are
+	// loosened by 10% steps until Solve finds a plan, so the instance
+	// ends at the feasibility edge; larger fleets raise each cap (and
+	// each overfilled spot pool) to what one optimizer.QuickPlan takes
+	// under the tightest caps.
 	Tightness float64
 	// Services is the share of inference services (default 0.15).
 	Services float64
