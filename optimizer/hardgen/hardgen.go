@@ -8,6 +8,7 @@ package hardgen
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -20,8 +21,11 @@ import (
 type Options struct {
 	// Tightness scales every quota and budget against what the
 	// unconstrained plan uses (default 0.6: 40% of the capacity the
-	// cheapest plan wants is taken away). Caps are loosened by 10% steps
-	// until the instance is feasible, so it ends at the feasibility edge.
+	// cheapest plan wants is taken away). Up to 300 workloads, caps are
+	// loosened by 10% steps until Solve finds a plan, so the instance
+	// ends at the feasibility edge; larger fleets raise each cap (and
+	// each overfilled spot pool) to what one optimizer.QuickPlan takes
+	// under the tightest caps.
 	Tightness float64
 	// Services is the share of inference services (default 0.15).
 	Services float64
@@ -129,14 +133,56 @@ func Generate(cat *pricing.Catalog, n int, seed uint64, opt Options) (*policy.Po
 		}
 		return qs, bs
 	}
-	for step, scale := 0, 1.0; step < 30; step, scale = step+1, scale*1.1 {
-		p.Quotas, p.Budgets = base(scale)
-		if _, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now}); err == nil {
-			return p, nil
+	// The scale of a step is multiplied up as the generator always did,
+	// so that the instances of small fleets stay what they were.
+	scaleAt := func(step int) float64 {
+		scale := 1.0
+		for range step {
+			scale *= 1.1
+		}
+		return scale
+	}
+	if len(p.Workloads) <= fullSolveEdge {
+		// Small fleets: the first step at which Solve itself finds a plan.
+		for step := 0; step < maxSteps; step++ {
+			p.Quotas, p.Budgets = base(scaleAt(step))
+			if _, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now}); err == nil {
+				return p, nil
+			}
+		}
+		return nil, fmt.Errorf("hardgen: no feasible instance for n=%d seed=%d", n, seed)
+	}
+	// Large fleets: a full Solve at a too-tight step spends minutes
+	// proving little. Instead, one quick heuristic plan under the tightest
+	// caps, and every quota, budget and spot pool raised to what that plan
+	// takes: the plan proves the instance feasible, the rows it filled are
+	// at the edge, and the rest stay at the tightest step.
+	p.Quotas, p.Budgets = base(1)
+	load, err := optimizer.QuickPlan(optimizer.Input{Catalog: cat, Policy: p, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("hardgen: n=%d seed=%d: %w", n, seed, err)
+	}
+	for i := range p.Quotas {
+		p.Quotas[i].MaxGPUs = max(p.Quotas[i].MaxGPUs, int(math.Ceil(load.QuotaGPUs[i]-1e-6)))
+	}
+	for i := range p.Budgets {
+		if load.BudgetUSD[i] > p.Budgets[i].MonthlyUSD {
+			p.Budgets[i].MonthlyUSD = math.Ceil(load.BudgetUSD[i]) + 1
 		}
 	}
-	return nil, fmt.Errorf("hardgen: no feasible instance for n=%d seed=%d", n, seed)
+	// Pools the plan overfills get their own capacity entry (first match
+	// wins, so ahead of any other).
+	p.SpotCapacity.Pools = append(load.Overfull, p.SpotCapacity.Pools...)
+	return p, nil
 }
+
+// fullSolveEdge is the largest fleet whose feasibility edge is found with
+// full Solve calls (the instances the MILP comparison tests use); larger
+// fleets raise the tightest caps to what one optimizer.QuickPlan takes.
+const fullSolveEdge = 300
+
+// maxSteps is how many 10% loosening steps the generator tries.
+const maxSteps = 30
 
 func workload(r *rand.Rand, i int, services float64) policy.Workload {
 	spots := []policy.SpotPolicy{policy.SpotNever, policy.SpotPrefer, policy.SpotPrefer, policy.SpotOnly}
