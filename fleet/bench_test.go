@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/internal/cputime"
 	"github.com/gpubroker/gpubroker/internal/heapprobe"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/pricing"
@@ -120,7 +121,7 @@ func BenchmarkReconcilePass(b *testing.B) {
 			}
 			var peak uint64
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			b.ResetTimer()
 			for range b.N {
 				peak = max(peak, heapprobe.Peak(func() {
@@ -130,7 +131,7 @@ func BenchmarkReconcilePass(b *testing.B) {
 				}))
 			}
 			b.StopTimer()
-			cpu := cpuTime() - cpu0
+			cpu := cputime.Process() - cpu0
 			calls := 0
 			for _, fk := range fakes {
 				for k, v := range fk.Calls() {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/internal/cputime"
 	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
@@ -108,7 +109,7 @@ func benchmarkSolve(b *testing.B, n int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var plan *Plan
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		var err error
 		plan, err = Solve(Input{Catalog: cat, Policy: p, Now: testNow})
@@ -116,7 +117,7 @@ func benchmarkSolve(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 	b.ReportMetric(plan.Bound.GapPercent, "gap%")
 	b.ReportMetric(float64(len(p.Quotas)), "quotas")
 }
@@ -131,7 +132,7 @@ func benchmarkSpotPools(b *testing.B, n int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var plan *Plan
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		var err error
 		plan, err = Solve(Input{Catalog: cat, Policy: p, Now: testNow})
@@ -139,7 +140,7 @@ func benchmarkSpotPools(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 	b.ReportMetric(plan.Bound.GapPercent, "gap%")
 	b.ReportMetric(float64(len(plan.SpotPools)), "pools")
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-
-	"github.com/gpubroker/gpubroker/policy"
 )
 
 // Solver modes (Input.Solver).
@@ -184,13 +182,7 @@ func BuildModel(in Input) (*Model, error) {
 	s.addPoolRows(s.potentialPools())
 	var evals []*eval
 	for i := range s.pol.Workloads {
-		w := &s.pol.Workloads[i]
-		var e *eval
-		if w.Kind == policy.Inference {
-			e = s.evalService(w)
-		} else {
-			e = s.evalJob(w)
-		}
+		e := s.eval(&s.pol.Workloads[i])
 		s.dropOversized(e)
 		if e.blocked == nil {
 			evals = append(evals, e)

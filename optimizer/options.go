@@ -782,6 +782,14 @@ func withRestart(dst, units []zoneUnit, restart float64) []zoneUnit {
 	return dst
 }
 
+// eval ranks the options of one workload: a service's or a job's.
+func (s *solver) eval(w *policy.Workload) *eval {
+	if w.Kind == policy.Inference {
+		return s.evalService(w)
+	}
+	return s.evalJob(w)
+}
+
 // evalService ranks the options of an inference service: per GPU model and
 // capacity type, the cheapest spread of replicas over zones and clouds.
 func (s *solver) evalService(w *policy.Workload) *eval {

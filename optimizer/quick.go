@@ -51,12 +51,7 @@ func QuickPlan(in Input) (QuickLoad, error) {
 	s.addPoolRows(s.potentialPools())
 	evals := make([]*eval, len(s.pol.Workloads))
 	for i := range s.pol.Workloads {
-		w := &s.pol.Workloads[i]
-		if w.Kind == policy.Inference {
-			evals[i] = s.evalService(w)
-		} else {
-			evals[i] = s.evalJob(w)
-		}
+		evals[i] = s.eval(&s.pol.Workloads[i])
 		// No dropOversized: an option that alone exceeds a cap is what
 		// the fallback may have to take.
 		if b := evals[i].blocked; b != nil {

@@ -164,12 +164,7 @@ func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 		evals = make([]*eval, len(s.pol.Workloads))
 		blocked, active, activeIdx = nil, nil, nil
 		for i := range s.pol.Workloads {
-			w := &s.pol.Workloads[i]
-			if w.Kind == policy.Inference {
-				evals[i] = s.evalService(w)
-			} else {
-				evals[i] = s.evalJob(w)
-			}
+			evals[i] = s.eval(&s.pol.Workloads[i])
 			s.dropOversized(evals[i])
 			if b := evals[i].blocked; b != nil {
 				b.Proof = proofOwn

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpubroker/gpubroker/internal/cputime"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/optimizer/cbc"
 	"github.com/gpubroker/gpubroker/optimizer/hardgen"
@@ -52,16 +53,16 @@ func run(sizes string, seeds int, tight float64, limit time.Duration, threads in
 			return fmt.Errorf("-n %q: %w", f, err)
 		}
 		for seed := 1; seed <= seeds; seed++ {
-			g0 := cpuTime()
+			g0 := cputime.Process()
 			p, err := hardgen.Generate(cat, n, uint64(seed), hardgen.Options{Tightness: tight})
 			if err != nil {
 				return err
 			}
-			gc := cpuTime() - g0
+			gc := cputime.Process() - g0
 			now := cat.GeneratedAt.Add(time.Hour)
-			t0, c0 := time.Now(), cpuTime()
+			t0, c0 := time.Now(), cputime.Process()
 			h, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now})
-			ht, hc := time.Since(t0), cpuTime()-c0
+			ht, hc := time.Since(t0), cputime.Process()-c0
 			if err != nil {
 				return fmt.Errorf("heuristic n=%d seed=%d: %w", n, seed, err)
 			}

@@ -33,31 +33,38 @@ func (f *statusFleet) Replace(_ context.Context, id, reason, by string) (apiv1.F
 	return apiv1.FleetReplace{Instance: id, Reason: reason, By: by}, nil
 }
 
-// TestFleetStatusDecisionsCLI runs "gpubroker fleet status" against the
-// broker's real handlers and checks the live spot decisions table: a
-// leader's decisions (spot, wait, overdue on-demand, a hedged service), a
-// leader that has none yet, and a follower.
-func TestFleetStatusDecisionsCLI(t *testing.T) {
+// serveFleetCLI starts the broker's real handlers over fl on a fresh store
+// and points the CLI at them with an admin token.
+func serveFleetCLI(t *testing.T, fl httpapi.Fleet, at time.Time) {
+	t.Helper()
 	ctx := t.Context()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "b.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	b, err := st.Broker(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	admin, hash, _ := httpapi.NewToken()
 	if _, err := b.EnsureFirstAdminToken(ctx, hash, "first", at); err != nil {
 		t.Fatal(err)
 	}
-	fl := &statusFleet{}
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: b, Fleet: fl, Now: func() time.Time { return at }}).Handler())
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	t.Setenv("GPUBROKER_URL", srv.URL)
 	t.Setenv("GPUBROKER_TOKEN", admin)
+}
+
+// TestFleetStatusDecisionsCLI runs "gpubroker fleet status" against the
+// broker's real handlers and checks the live spot decisions table: a
+// leader's decisions (spot, wait, overdue on-demand, a hedged service), a
+// leader that has none yet, and a follower.
+func TestFleetStatusDecisionsCLI(t *testing.T) {
+	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	fl := &statusFleet{}
+	serveFleetCLI(t, fl, at)
 
 	base := apiv1.FleetStatus{At: at, Mode: apiv1.FleetApply, ByState: map[string]int{"running": 2}, Orphans: []apiv1.FleetInstance{},
 		Blocked: []apiv1.BlockedPool{}, Slots: []apiv1.FleetSlot{
@@ -121,26 +128,8 @@ func TestFleetStatusDecisionsCLI(t *testing.T) {
 // request, and an instance the fleet does not have exits with the API's
 // 404 message.
 func TestFleetReplaceCLI(t *testing.T) {
-	ctx := t.Context()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "b.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, err := st.Broker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	admin, hash, _ := httpapi.NewToken()
-	if _, err := b.EnsureFirstAdminToken(ctx, hash, "first", at); err != nil {
-		t.Fatal(err)
-	}
 	fl := &replaceFleet{}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: b, Fleet: fl, Now: func() time.Time { return at }}).Handler())
-	defer srv.Close()
-	t.Setenv("GPUBROKER_URL", srv.URL)
-	t.Setenv("GPUBROKER_TOKEN", admin)
+	serveFleetCLI(t, fl, time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 
 	out, errOut, code := execute(t, newFleetCmd(), "fleet", "replace", "i-1", "--reason", "slow host")
 	if code != exitOK || !strings.Contains(out, "Replacement of i-1 requested") || fl.reason != "slow host" {

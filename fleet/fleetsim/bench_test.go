@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/internal/cputime"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -60,7 +61,7 @@ func benchFleet(b *testing.B, n int, days int) {
 	// As `gpubroker simulate fleet` runs (GOGC in the environment wins).
 	defer BatchGC()()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		s, err := New(Config{Policy: pol, Catalog: benchCatalog(), Traces: traces, Seed: 1, SpotScale: n / 10, Duration: time.Duration(days) * 24 * time.Hour})
 		if err != nil {
@@ -76,7 +77,7 @@ func benchFleet(b *testing.B, n int, days int) {
 		b.ReportMetric(rep.Total.Ratio, "cost/od")
 		b.ReportMetric(100*rep.Total.TimeAtTarget, "%at-target")
 	}
-	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkFleet1000x30d is the issue's target: 1,000 workloads × 30 days.

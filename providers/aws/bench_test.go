@@ -9,11 +9,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	awspricing "github.com/aws/aws-sdk-go-v2/service/pricing"
+
+	"github.com/gpubroker/gpubroker/internal/cputime"
 )
 
 // syntheticPricing is an in-process Price List API serving pages of
@@ -97,7 +97,7 @@ func BenchmarkNormalizePriceList(b *testing.B) {
 			runtime.ReadMemStats(&ms)
 			base := ms.HeapInuse
 			b.SetBytes(int64(docBytes * fake.pages))
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			b.ResetTimer()
 			for b.Loop() {
 				prices, err := s.onDemandPrices(context.Background(), "us-east-1")
@@ -110,19 +110,10 @@ func BenchmarkNormalizePriceList(b *testing.B) {
 			}
 			// On a shared machine wall time overstates the work; process
 			// CPU time (all threads, GC included) per item does not.
-			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N)/float64(items), "cpu-ns/item")
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N)/float64(items), "cpu-ns/item")
 			b.ReportMetric(float64(fake.peak)/(1<<20), "peak-heap-MB")
 			b.ReportMetric(float64(fake.peak-min(base, fake.peak))/(1<<20), "peak-over-start-MB")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(items), "ns/item")
 		})
 	}
-}
-
-// cpuTime is the process's user plus system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
