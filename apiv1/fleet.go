@@ -49,6 +49,9 @@ type FleetStatus struct {
 	// follower; ask the leader). Empty on the leader until a stage ran.
 	Decisions     []FleetDecision `json:"decisions"`
 	DecisionsFrom string          `json:"decisions_from"`
+	// Replacing are the replacement requests not acted on yet (the
+	// leader's next acting pass does; dry-run and pause keep them).
+	Replacing []FleetReplace `json:"replacing"`
 }
 
 // FleetStatus.DecisionsFrom values.

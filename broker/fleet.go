@@ -144,6 +144,10 @@ func (f fleetAPI) Status(ctx context.Context) (apiv1.FleetStatus, error) {
 		out.LastPass = &r
 	}
 	out.Decisions, out.DecisionsFrom = f.liveDecisions(st.At)
+	out.Replacing = make([]apiv1.FleetReplace, 0, len(st.Replacing))
+	for _, q := range st.Replacing {
+		out.Replacing = append(out.Replacing, apiv1.FleetReplace{Instance: q.Instance, Reason: q.Reason, By: q.By, At: q.At})
+	}
 	return out, nil
 }
 

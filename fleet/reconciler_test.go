@@ -630,6 +630,9 @@ func TestReplaceRequested(t *testing.T) {
 	if reqs, _ := e.fleet.ReplaceRequests(ctx); len(reqs) != 1 {
 		t.Fatalf("dry-run consumed the request: %+v", reqs)
 	}
+	if st, err := svc.Status(ctx); err != nil || len(st.Replacing) != 1 || st.Replacing[0].Instance != first || st.Replacing[0].Reason != "slow host" {
+		t.Fatalf("status while the request waits: %+v, %v", st.Replacing, err)
+	}
 	e.r.Options.Mode = Apply
 	e.step(10 * time.Second)
 	s := e.slots()["train/0"]
@@ -641,6 +644,9 @@ func TestReplaceRequested(t *testing.T) {
 	}
 	if reqs, _ := e.fleet.ReplaceRequests(ctx); len(reqs) != 0 {
 		t.Fatalf("requests left after the replacement: %+v", reqs)
+	}
+	if st, err := svc.Status(ctx); err != nil || st.Replacing == nil || len(st.Replacing) != 0 {
+		t.Fatalf("status after the replacement: %+v, %v (want an empty list)", st.Replacing, err)
 	}
 	if evs := e.events("fleet.replace_requested"); len(evs) != 1 || evs[0].Instance != first {
 		t.Fatalf("replace_requested events: %+v", evs)

@@ -42,6 +42,9 @@ type Status struct {
 	ByState map[State]int `json:"by_state"`
 	// LastPass is this replica's latest pass (empty on a follower).
 	LastPass *Report `json:"last_pass,omitempty"`
+	// Replacing are the replacement requests the leader has not acted on
+	// yet (it does at its next acting pass; not in dry-run or paused).
+	Replacing []store.ReplaceRequest `json:"replacing"`
 }
 
 // SlotStatus is one slot with its instance and agent health.
@@ -90,6 +93,11 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 			out.LastPass = &last
 		}
 	}
+	reqs, err := s.Store.ReplaceRequests(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	out.Replacing = append([]store.ReplaceRequest{}, reqs...)
 	for _, in := range st.Instances {
 		insts[in.ID] = in
 		if !in.OrphanSince.IsZero() && in.SlotID == "" {

@@ -136,6 +136,12 @@ func renderFleetStatus(w io.Writer, st apiv1.FleetStatus) error {
 			fmt.Fprintf(w, "  %s %s/%s %s since %s\n", in.ID, in.Cloud, in.Zone, in.InstanceType, in.OrphanSince.Format(time.RFC3339))
 		}
 	}
+	if len(st.Replacing) > 0 {
+		fmt.Fprintf(w, "\nReplacements requested (the leader's next acting pass replaces them):\n")
+		for _, q := range st.Replacing {
+			fmt.Fprintf(w, "  %s by %s at %s: %s\n", q.Instance, q.By, q.At.Format(time.RFC3339), q.Reason)
+		}
+	}
 	if len(st.Blocked) > 0 {
 		fmt.Fprintf(w, "\nBlocked pools (unavailable-offerings cache):\n")
 		for _, b := range st.Blocked {

@@ -135,6 +135,13 @@ func TestFleetReplaceCLI(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "Replacement of i-1 requested") || fl.reason != "slow host" {
 		t.Fatalf("exit %d, out %q, err %q, reason %q", code, out, errOut, fl.reason)
 	}
+	// status lists the request until the leader acts on it.
+	fl.st = apiv1.FleetStatus{Mode: apiv1.FleetDryRun, Slots: []apiv1.FleetSlot{}, Replacing: []apiv1.FleetReplace{
+		{Instance: "i-1", Reason: "slow host", By: "api:first", At: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}}}
+	out, errOut, code = execute(t, newFleetCmd(), "fleet", "status")
+	if code != exitOK || !strings.Contains(out, "Replacements requested") || !strings.Contains(out, "i-1 by api:first at 2026-12-02T12:00:00Z: slow host") {
+		t.Fatalf("status with a pending replacement: exit %d, out %q, err %q", code, out, errOut)
+	}
 	out, errOut, code = execute(t, newFleetCmd(), "fleet", "replace", "i-404")
 	if code == exitOK || !strings.Contains(errOut, "not an instance of the fleet") {
 		t.Fatalf("unknown instance: exit %d, out %q, err %q", code, out, errOut)
