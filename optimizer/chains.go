@@ -69,19 +69,7 @@ func (s *solver) chains(evals []*eval, choice []int, mu []float64, budget, patie
 	spent, stale := 0, 0
 	var users, wants [][]int
 	refresh := func() {
-		users = st.rowUsers()
-		wants = make([][]int, len(s.caps))
-		seen := make([]int, len(s.caps))
-		for w, c := range st.choice {
-			for j := 0; j < c; j++ {
-				for _, u := range evals[w].cands[j].uses {
-					if seen[u.row] != w+1 {
-						seen[u.row] = w + 1
-						wants[u.row] = append(wants[u.row], w)
-					}
-				}
-			}
-		}
+		users, wants = st.rowUsers(), st.rowWants(false)
 	}
 	refresh()
 	var set, off []int

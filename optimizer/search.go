@@ -256,28 +256,6 @@ func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []in
 	for w, c := range choice {
 		st.apply(evals[w], &evals[w].cands[c], 1)
 	}
-	// wants[r]: workloads with an option cheaper than their current one
-	// that uses row r.
-	wantsOf := func() [][]int {
-		wants := make([][]int, len(s.caps))
-		seen := make([]int, len(s.caps)) // last workload that added itself, +1
-		for w, c := range st.choice {
-			for j := 0; j < c; j++ {
-				for _, u := range evals[w].cands[j].uses {
-					if seen[u.row] != w+1 {
-						seen[u.row] = w + 1
-						wants[u.row] = append(wants[u.row], w)
-					}
-				}
-			}
-			if c > 0 {
-				for _, r := range evals[w].budgetRows {
-					wants[r] = append(wants[r], w)
-				}
-			}
-		}
-		return wants
-	}
 	spent := 0
 	inSet := make([]bool, len(evals))
 	try := func(set []int) bool {
@@ -301,7 +279,7 @@ func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []in
 	}
 	for pass := 0; pass < 12 && spent < budget; pass++ {
 		improved := false
-		users, wants := st.rowUsers(), wantsOf()
+		users, wants := st.rowUsers(), st.rowWants(true)
 		// Row neighbourhoods: interleave holders (dearest first) with
 		// those that want in (largest saving first).
 		for r := range s.caps {

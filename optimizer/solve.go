@@ -1023,6 +1023,30 @@ func (st *state) rowUsers() [][]int {
 	return users
 }
 
+// rowWants lists per row the workloads with an option cheaper than their
+// current one that uses the row; with budgets, a workload off its
+// cheapest option also wants its budget rows.
+func (st *state) rowWants(budgets bool) [][]int {
+	wants := make([][]int, len(st.rem))
+	seen := make([]int, len(st.rem)) // last workload that added itself, +1
+	for w, c := range st.choice {
+		for j := 0; j < c; j++ {
+			for _, u := range st.evals[w].cands[j].uses {
+				if seen[u.row] != w+1 {
+					seen[u.row] = w + 1
+					wants[u.row] = append(wants[u.row], w)
+				}
+			}
+		}
+		if budgets && c > 0 {
+			for _, r := range st.evals[w].budgetRows {
+				wants[r] = append(wants[r], w)
+			}
+		}
+	}
+	return wants
+}
+
 func (st *state) trySwap(w, j int, users [][]int) bool {
 	e := st.evals[w]
 	gain := e.cands[st.choice[w]].cost - e.cands[j].cost
