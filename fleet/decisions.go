@@ -87,23 +87,20 @@ func (b *DecisionBoard) List() []Decision {
 	}
 	var out []Decision
 	if b.training != nil {
-		ds := b.training.Decisions()
-		for _, name := range slices.Sorted(maps.Keys(ds)) {
-			d := ds[name]
-			if d.At.IsZero() {
-				continue
-			}
-			out = append(out, trainingDecision(name, d))
-		}
+		out = appendDecided(out, b.training.Decisions(), func(d TrainingDecision) time.Time { return d.At }, trainingDecision)
 	}
 	if b.hedged != nil {
-		ds := b.hedged.Decisions()
-		for _, name := range slices.Sorted(maps.Keys(ds)) {
-			d := ds[name]
-			if d.At.IsZero() {
-				continue
-			}
-			out = append(out, hedgeDecision(name, d))
+		out = appendDecided(out, b.hedged.Decisions(), func(d HedgeDecision) time.Time { return d.At }, hedgeDecision)
+	}
+	return out
+}
+
+// appendDecided appends the stage's decisions by workload name, leaving out
+// those not taken yet (zero time).
+func appendDecided[D any](out []Decision, ds map[string]D, at func(D) time.Time, conv func(string, D) Decision) []Decision {
+	for _, name := range slices.Sorted(maps.Keys(ds)) {
+		if d := ds[name]; !at(d).IsZero() {
+			out = append(out, conv(name, d))
 		}
 	}
 	return out
