@@ -15,15 +15,7 @@ import (
 // and not from last month's spend.
 func TestBudgetReached(t *testing.T) {
 	ctx := t.Context()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, err := st.Broker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBroker(t, filepath.Join(t.TempDir(), "s.db"))
 	day := func(m time.Month, d int) time.Time { return time.Date(2026, m, d, 0, 0, 0, 0, time.UTC) }
 	if err := b.UpsertSpend(ctx, []store.SpendEntry{
 		{Day: day(11, 30), Instance: "old", Workload: "batch", Team: "ml", Cost: 5000}, // last month

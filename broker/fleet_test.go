@@ -25,15 +25,7 @@ import (
 // CLI reads is what the broker means.
 func TestFleetAPIContract(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "b.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, err := st.Broker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBroker(t, filepath.Join(t.TempDir(), "b.db"))
 	fst, err := b.Fleet(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -112,15 +104,7 @@ func TestFleetAPIContract(t *testing.T) {
 // (said so) on a replica that does not lead.
 func TestFleetStatusDecisions(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "b.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, err := st.Broker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBroker(t, filepath.Join(t.TempDir(), "b.db"))
 	fst, err := b.Fleet(ctx)
 	if err != nil {
 		t.Fatal(err)
