@@ -3,11 +3,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -147,47 +145,15 @@ workloads:
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(os.Args[0], "serve", "--config", filepath.Join(dir, "serve.yaml"), "-f", filepath.Join(dir, "policy.yaml"),
+	cmd, token := startServe(t, dir, "--config", filepath.Join(dir, "serve.yaml"), "-f", filepath.Join(dir, "policy.yaml"),
 		"--db", filepath.Join(dir, "broker.db"), "--listen", brokerAddr, "--no-refresh-on-start")
-	cmd.Env = append(os.Environ(), envAsCLI+"=1", "TMPDIR="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "serve.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
-			s := string(b)
-			if len(s) > 6000 {
-				s = s[len(s)-6000:]
-			}
-			t.Logf("serve log (tail):\n%s", s)
+			t.Logf("serve log (tail):\n%s", serveLogTail(dir, 6000))
 		}
 	})
-	token := ""
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if tok, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "gpb_"); ok {
-			token = "gpb_" + tok
-		}
-		if strings.Contains(sc.Text(), "listening on") {
-			break
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	if token == "" {
-		t.Fatal("serve printed no admin token")
-	}
 
 	// replicas counts the service's slots in the fleet (the reconciler
 	// records them in dry-run too; slots that left the plan are gone).

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -134,21 +133,9 @@ exec unshare --uts sh -c 'hostname "$GPUBROKER_FAKE_INSTANCE_ID" && exec ` + os.
 	writeE2EFile(t, filepath.Join(dir, "serve.yaml"), cfg)
 	writeE2EFile(t, filepath.Join(dir, "policy.yaml"), e2ePolicy)
 
-	cmd := exec.Command(os.Args[0], "serve", "--config", filepath.Join(dir, "serve.yaml"), "-f", filepath.Join(dir, "policy.yaml"),
+	cmd, token := startServe(t, dir, "--config", filepath.Join(dir, "serve.yaml"), "-f", filepath.Join(dir, "policy.yaml"),
 		"--db", dsn, "--listen", brokerAddr, "--no-refresh-on-start", "--lease-ttl", "5s")
-	cmd.Env = append(os.Environ(), envAsCLI+"=1", "TMPDIR="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "serve.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e.token = token
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -161,23 +148,9 @@ exec unshare --uts sh -c 'hostname "$GPUBROKER_FAKE_INSTANCE_ID" && exec ` + os.
 		}
 		killLeftovers(t, dir)
 		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
-			t.Logf("serve log (tail):\n%s", tail(string(b), 60))
+			t.Logf("serve log (tail):\n%s", tail(serveLogTail(dir, 1<<20), 60))
 		}
 	})
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if tok, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "gpb_"); ok {
-			e.token = "gpb_" + tok
-		}
-		if strings.Contains(sc.Text(), "listening on") {
-			break
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	if e.token == "" {
-		t.Fatal("serve printed no admin token")
-	}
 
 	// 1. The fleet fills.
 	slots := e.waitAllRunning(90 * time.Second)
