@@ -3,14 +3,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/apiv1"
+	"github.com/gpubroker/gpubroker/internal/testprom"
 )
 
 // requestCounter is a load generator's /metrics: a request counter that
@@ -60,43 +59,6 @@ func listenAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startPrometheus runs a real Prometheus server scraping target every
-// second and returns its address.
-func startPrometheus(t *testing.T, target string) string {
-	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not installed; CI must run this test (.ci/run installs it)")
-		}
-		t.Skip("prometheus not installed (apt-get install prometheus): skipping the autoscaling end-to-end test")
-	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: chat\n    static_configs:\n      - targets: [%q]\n", target)
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := listenAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus logs:\n%s", logs.String())
-		}
-	})
-	return addr
-}
-
 // TestAutoscaleEndToEnd runs `gpubroker serve` with a fleet in dry-run on
 // the simulated cloud, an inference service whose policy scales it on a
 // real Prometheus server's sum(rate(...)) of a load generator's request
@@ -113,7 +75,7 @@ func TestAutoscaleEndToEnd(t *testing.T) {
 	gen := &requestCounter{rate: 175, last: time.Now()}
 	target := httptest.NewServer(gen)
 	defer target.Close()
-	prom := startPrometheus(t, strings.TrimPrefix(target.URL, "http://"))
+	prom := testprom.Start(t, strings.TrimPrefix(target.URL, "http://"))
 
 	dir := t.TempDir()
 	brokerAddr := listenAddr(t)
@@ -131,7 +93,7 @@ workloads:
         query: sum(rate(chat_requests_total{service="chat"}[5s]))
         target_per_replica: 50
       scale_down_window: 3s
-`, prom)
+`, prom.Addr)
 	serveYAML := `fleet:
   mode: dry-run
   interval: 300ms

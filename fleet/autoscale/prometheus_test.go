@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpubroker/gpubroker/internal/testprom"
 )
 
 func TestParseQueryResponse(t *testing.T) {
@@ -107,49 +105,16 @@ func (g *loadGen) set(rate float64) {
 	g.rate = rate
 }
 
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // TestRealPrometheus runs a real Prometheus server (Debian's prometheus)
 // scraping a load generator every second, and scales a service on
 // sum(rate(chat_requests_total[5s])) as the load rises and falls.
 func TestRealPrometheus(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not installed; CI must run this test (.ci/run installs it)")
-		}
-		t.Skip("prometheus not installed (apt-get install prometheus): skipping the real-Prometheus test")
-	}
 	gen := &loadGen{rate: 200, last: time.Now()}
 	target := httptest.NewServer(gen)
 	defer target.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: chat\n    static_configs:\n      - targets: [%q]\n",
-		strings.TrimPrefix(target.URL, "http://"))
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = cmd.Wait() }()
+	prom := testprom.Start(t, strings.TrimPrefix(target.URL, "http://"))
 
-	p := Prometheus{URL: "http://" + addr, Query: `sum(rate(chat_requests_total{service="chat"}[5s]))`}
+	p := Prometheus{URL: "http://" + prom.Addr, Query: `sum(rate(chat_requests_total{service="chat"}[5s]))`}
 	// wait until the rate is known (two scrapes inside the window).
 	value := func() (float64, error) {
 		ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
@@ -167,7 +132,7 @@ func TestRealPrometheus(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		t.Fatalf("load never reached [%v, %v]: last %v, %v\nprometheus logs:\n%s", lo, hi, v, err, logs.String())
+		t.Fatalf("load never reached [%v, %v]: last %v, %v\nprometheus logs:\n%s", lo, hi, v, err, prom.Logs())
 		return 0
 	}
 	a := New(Config{Min: 1, Max: 20, TargetPerReplica: 50, ScaleDownWindow: 0}, 2)
@@ -190,7 +155,7 @@ func TestRealPrometheus(t *testing.T) {
 		t.Errorf("at %.0f req/s: %d replicas, want 1 (%s)", v, d.Desired, d.Reason)
 	}
 	// A query for a metric that does not exist is ErrNoData, not zero load.
-	_, err = Prometheus{URL: "http://" + addr, Query: `sum(rate(nothing_total[5s]))`}.Value(context.Background())
+	_, err := Prometheus{URL: "http://" + prom.Addr, Query: `sum(rate(nothing_total[5s]))`}.Value(context.Background())
 	if !errors.Is(err, ErrNoData) {
 		t.Errorf("missing metric: %v, want ErrNoData", err)
 	}
