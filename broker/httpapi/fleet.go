@@ -34,26 +34,35 @@ func (s *Server) fleetRoutes() {
 // maxReplaceReason bounds the reason of a replacement request.
 const maxReplaceReason = 500
 
+// decodeReplace reads the optional body of a replacement request and
+// returns its reason.
+func decodeReplace(w http.ResponseWriter, r *http.Request) (string, error) {
+	var body apiv1.FleetReplaceRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, 4<<10, &body); err != nil {
+			return "", err
+		}
+	}
+	if n := utf8.RuneCountInString(body.Reason); n > maxReplaceReason {
+		return "", badf("reason is %d characters; at most %d", n, maxReplaceReason)
+	}
+	return body.Reason, nil
+}
+
 func (s *Server) fleetReplace(w http.ResponseWriter, r *http.Request) {
 	if s.noFleet(w) {
 		return
 	}
-	var body apiv1.FleetReplaceRequest
-	if r.ContentLength != 0 {
-		if err := decodeJSON(w, r, 4<<10, &body); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	if n := utf8.RuneCountInString(body.Reason); n > maxReplaceReason {
-		s.fail(w, r, badf("reason is %d characters; at most %d", n, maxReplaceReason))
+	reason, err := decodeReplace(w, r)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	by := principalFrom(r.Context()).subject
 	if by == "" {
 		by = "admin"
 	}
-	v, err := s.fleet.Replace(r.Context(), r.PathValue("id"), body.Reason, "api:"+by)
+	v, err := s.fleet.Replace(r.Context(), r.PathValue("id"), reason, "api:"+by)
 	if err != nil {
 		s.fail(w, r, err)
 		return

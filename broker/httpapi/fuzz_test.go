@@ -64,6 +64,24 @@ func FuzzAgentBodies(f *testing.F) {
 	})
 }
 
+// FuzzFleetReplaceBody feeds arbitrary bodies to the replacement route's
+// decoder: never a panic, only 400/413-class errors, and an accepted
+// reason is within its bound.
+func FuzzFleetReplaceBody(f *testing.F) {
+	for _, s := range []string{`{"reason":"slow host"}`, `{}`, ``, `{"reason":1}`, `{"reasn":"x"}`, `{"reason":"a"} {}`,
+		`{"reason":"\u0000"}`, `[]`, `{"reason":"` + strings.Repeat("é", 501) + `"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		reason, err := decodeReplace(httptest.NewRecorder(), r)
+		checkInputErr(t, err)
+		if err == nil && utf8.RuneCountInString(reason) > maxReplaceReason {
+			t.Fatalf("accepted a reason of %d characters", utf8.RuneCountInString(reason))
+		}
+	})
+}
+
 // FuzzOffersQuery feeds arbitrary query strings to the offers parser.
 func FuzzOffersQuery(f *testing.F) {
 	for _, s := range []string{"gpu=H100,A100-80GB&cloud=aws&capacity=spot&min_gpus=8", "region=us-[", "max_price=NaN",
