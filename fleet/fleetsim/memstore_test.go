@@ -238,9 +238,17 @@ func TestMemStoreSnapshotFollowsEveryChange(t *testing.T) {
 // listed oldest first, a repeat replaces the earlier one, and Apply's
 // DoneReplacements forgets them, in both stores.
 func TestMemStoreReplaceRequestsLikeStoreFleet(t *testing.T) {
+	compareReplaceRequests(t, filepath.Join(t.TempDir(), "fleet.db"))
+}
+
+func TestMemStoreReplaceRequestsLikeStoreFleetOnPostgres(t *testing.T) {
+	compareReplaceRequests(t, testpg.DSN(t))
+}
+
+func compareReplaceRequests(t *testing.T, dsn string) {
 	ctx := context.Background()
 	var got []string
-	for name, fs := range fleetStores(t, filepath.Join(t.TempDir(), "fleet.db")) {
+	for name, fs := range fleetStores(t, dsn) {
 		rs := fs.(interface {
 			RequestReplace(context.Context, store.ReplaceRequest) error
 		})
