@@ -524,6 +524,12 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 			}
 		}
 	}
+	if a.Capacity == spotpolicy.Spot && a.Pool < len(pools) && pools[a.Pool].offer.SpotPrice >= od.OnDemandPrice {
+		// Spot at or above the on-demand price (it happens for some
+		// types and zones): on demand costs no more and is not preempted.
+		a, j.reason = spotpolicy.RunOnDemand, fmt.Sprintf("spot in %s costs $%.2f/h, not less than on demand ($%.2f/h)",
+			pools[a.Pool].offer.Zone, pools[a.Pool].offer.SpotPrice, od.OnDemandPrice)
+	}
 	a = spotpolicy.Guard(s, a)
 	a, j.reason = t.hysteresis(s, pools, a, j.reason)
 	if cur == spotpolicy.RunOnDemand && State(first.State) != Running && a != spotpolicy.RunOnDemand {

@@ -91,7 +91,9 @@ type Report struct {
 	Pools     []PoolTrace      `json:"pools"`
 	Workloads []WorkloadReport `json:"workloads"`
 	Total     Totals           `json:"total"`
-	Series    []Point          `json:"-"`
+	// Budgets are the policy's budgets, month by month (none: omitted).
+	Budgets []BudgetReport `json:"budgets,omitempty"`
+	Series  []Point        `json:"-"`
 }
 
 func round(f float64, places int) float64 {
@@ -178,6 +180,9 @@ func (s *Sim) report(end time.Time) *Report {
 		}
 	}
 	t.Passes = s.passes
+	if s.budgets != nil {
+		r.Budgets = s.budgets.report(s.cfg.Start, end)
+	}
 	return r
 }
 
@@ -213,6 +218,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, b := range r.Budgets {
+		if err := writeBudget(w, b); err != nil {
+			return err
+		}
+	}
 	_, err := fmt.Fprintf(w, "\n%.1f days from %s, seed %d, %d traces over %d used spot pools, %d reconcile passes; API calls by kind: launch %d, terminate %d, list pages %d\n",
 		r.Days, r.Start.Format(time.RFC3339), r.Seed, r.Traces, len(r.Pools), t.Passes,
 		t.APICallsByKind[string(fake.APILaunch)], t.APICallsByKind[string(fake.APITerminate)], t.APICallsByKind[string(fake.APIListPage)])
@@ -220,3 +230,28 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 var _ fleet.Agents = (*agents)(nil)
+
+// writeBudget writes one budget's line: its spend by month and when it
+// was reached.
+func writeBudget(w io.Writer, b BudgetReport) error {
+	name := b.Name
+	switch {
+	case name != "":
+	case b.Workload != "":
+		name = "workload " + b.Workload
+	case b.Team != "":
+		name = "team " + b.Team
+	default:
+		name = "all workloads"
+	}
+	line := fmt.Sprintf("budget %s: $%.0f a month, %s at 100%%;", name, b.MonthlyUSD, b.Action)
+	for _, m := range b.Months {
+		line += fmt.Sprintf(" %s $%.2f (%.0f%%", m.Month, m.SpentUSD, 100*m.SpentUSD/b.MonthlyUSD)
+		if m.ReachedHours > 0 {
+			line += fmt.Sprintf(", reached at %.1f h", m.ReachedHours)
+		}
+		line += ")"
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}

@@ -179,6 +179,7 @@ type Sim struct {
 	slotPool map[string]providers.PoolKey
 	spent    int64 // settled spend of gone instances, micro-USD
 	acc      map[string]*acc
+	budgets  *budgets // nil: the policy has none
 	series   []Point
 	passes   int
 	minted   int
@@ -229,7 +230,7 @@ func New(cfg Config) (*Sim, error) {
 		s.computes[c] = fc
 		computes[c] = &tracked{Compute: fc, s: s}
 	}
-	s.tap = &planTap{inner: fleet.NewPlanChain(fleet.ChainConfig{
+	chain := fleet.ChainConfig{
 		Catalog: func() *pricing.Catalog { return cfg.Catalog },
 		Policy:  s.policy,
 		Now:     s.clk.Now,
@@ -253,7 +254,15 @@ func New(cfg Config) (*Sim, error) {
 		// LaunchLatency + ReadyDelay after its launch.
 		Hedge:  &fleet.HedgeOptions{ReadyDelay: cfg.LaunchLatency + cfg.ReadyDelay},
 		Agents: s.agents,
-	})}
+	}
+	// Budgets act as in the broker: stop-scaling holds services at their
+	// minimum, spot-only moves spot-prefer workloads to spot, until the
+	// month ends.
+	if s.budgets = newBudgets(s, cfg.Policy); s.budgets != nil {
+		chain.StopScaling = s.budgets.spentAction(policy.BudgetStopScaling)
+		chain.SpotOnly = s.budgets.spentAction(policy.BudgetSpotOnly)
+	}
+	s.tap = &planTap{inner: fleet.NewPlanChain(chain)}
 	s.rec = &fleet.Reconciler{Store: s.store, Computes: computes, Agents: s.agents, Plans: s.tap, Tokens: minter{s},
 		Now: s.clk.Now, Log: cfg.Log, Options: cfg.Options}
 	for _, w := range cfg.Policy.Workloads {
@@ -433,7 +442,11 @@ type acc struct {
 func micro(usd float64) int64 { return int64(math.Round(usd * 1e6)) }
 
 func (s *Sim) account(in *instInfo, until time.Time) {
-	c, od := s.bill(in, until)
+	entries := s.entries(in, until)
+	if s.budgets != nil {
+		s.budgets.settle(entries)
+	}
+	c, od := sumCost(entries)
 	s.spent += micro(c)
 	a := s.acc[in.workload]
 	if a == nil {
@@ -445,16 +458,21 @@ func (s *Sim) account(in *instInfo, until time.Time) {
 	a.life += until.Sub(in.launched)
 }
 
-// bill is an instance's cost and on-demand cost up to until, by the
-// ledger's billing rules.
-func (s *Sim) bill(in *instInfo, until time.Time) (cost, od float64) {
-	for _, e := range ledger.Entries(ledger.Usage{Instance: in.id, Workload: in.workload, Cloud: string(in.pool.Cloud),
-		Zone: in.pool.Zone, InstanceType: in.pool.InstanceType, Capacity: string(in.pool.Capacity),
-		Start: in.launched, End: in.gone, Price: in.price, OnDemand: in.od}, until) {
+// sumCost is the entries' cost and on-demand cost.
+func sumCost(entries []ledger.Entry) (cost, od float64) {
+	for _, e := range entries {
 		cost += e.Cost
 		od += e.OnDemand
 	}
 	return cost, od
+}
+
+// entries are an instance's ledger entries (cost and on-demand cost by
+// day) up to until, by the ledger's billing rules.
+func (s *Sim) entries(in *instInfo, until time.Time) []ledger.Entry {
+	return ledger.Entries(ledger.Usage{Instance: in.id, Workload: in.workload, Cloud: string(in.pool.Cloud),
+		Zone: in.pool.Zone, InstanceType: in.pool.InstanceType, Capacity: string(in.pool.Capacity),
+		Start: in.launched, End: in.gone, Price: in.price, OnDemand: in.od}, until)
 }
 
 // Run runs the simulation to its end and reports.
@@ -522,6 +540,9 @@ func (s *Sim) pass(ctx context.Context, now time.Time) error {
 		return nil // nothing left to run or to drain
 	}
 	s.passes++
+	if s.budgets != nil {
+		s.budgets.update(now) // alert-only budgets are recorded too
+	}
 	_, err := s.rec.Reconcile(ctx, store.Fence{Now: now})
 	switch {
 	case err == nil:
@@ -797,7 +818,7 @@ func (s *Sim) sample(t time.Time) {
 	spend := s.spent
 	replicas := 0
 	for _, in := range s.live {
-		c, _ := s.bill(in, t)
+		c, _ := sumCost(s.entries(in, t))
 		spend += micro(c)
 		if s.agents.recs[in.id] != nil && !in.noticed {
 			replicas++

@@ -177,3 +177,25 @@ workloads:
 		}
 	}
 }
+
+// Spot dearer than on demand (it happens for some types and zones) buys
+// nothing: neither the training stage nor hedging may launch it.
+func TestSpotDearerThanOnDemandIsNotUsed(t *testing.T) {
+	cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 3.5), p3("us-east-1c", 3.6), p3("us-east-1d", 3.06)}, DefaultStart, "test")
+	s, err := New(Config{Policy: mustPolicy(t, smokePolicy), Catalog: cat, Seed: 1, Duration: 4 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range s.insts {
+		if in.pool.Capacity == pricing.Spot {
+			t.Errorf("%s launched on spot in %s at $%.2f/h (on demand $%.2f/h)", in.workload, in.pool.Zone, in.price, in.od)
+		}
+	}
+	if w := rep.Workloads[0]; !w.Finished || w.Missed || w.Migrations != 0 {
+		t.Errorf("training job: %+v", w)
+	}
+}

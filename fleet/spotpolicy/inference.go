@@ -223,6 +223,12 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	if odP <= 0 {
 		spotP, odP = 1, 3 // the usual ratio when prices are not given
 	}
+	if spotP >= odP {
+		// Spot at or above the on-demand price (it happens, for some
+		// GPU types in some zones): on demand costs no more and is never
+		// preempted.
+		return a.allOnDemand(s)
+	}
 	// Over-provision spot as far as it is cheaper than the on-demand hedge
 	// it saves: each extra spot replica is weighed against the on-demand
 	// replicas the risk model still asks for with it.
@@ -242,16 +248,8 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	}
 	if risky {
 		// Spot is so unreliable that on-demand alone must cover the
-		// target: spot on top would only add cost. Spot replicas already
-		// running stay until on-demand is ready (make before break).
-		a.calm = 0
-		keep := make([]int, len(s.Zones))
-		if s.OnDemandReady < s.Target {
-			for k, z := range s.Zones {
-				keep[k] = z.Spot
-			}
-		}
-		return Fleet{Spot: keep, OnDemand: s.Target}
+		// target: spot on top would only add cost.
+		return a.allOnDemand(s)
 	}
 	readySpot, open := 0, 0
 	for k, z := range s.Zones {
@@ -269,6 +267,19 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		od = s.OnDemand // hold on-demand until spot has been calm a while
 	}
 	return Fleet{Spot: sp, OnDemand: od}
+}
+
+// allOnDemand is the target on demand. Spot replicas already running
+// stay until on-demand is ready (make before break).
+func (a *AdaptiveInference) allOnDemand(s *InferenceState) Fleet {
+	a.calm = 0
+	keep := make([]int, len(s.Zones))
+	if s.OnDemandReady < s.Target {
+		for k, z := range s.Zones {
+			keep[k] = z.Spot
+		}
+	}
+	return Fleet{Spot: keep, OnDemand: s.Target}
 }
 
 // hedge is the on-demand replicas to run with the spot replicas sp: enough

@@ -300,3 +300,39 @@ func BenchmarkAdaptiveInferenceDecide(b *testing.B) {
 		})
 	}
 }
+
+// Spot at or above the on-demand price buys nothing: the whole target goes
+// on demand, and spot replicas that run stay until on-demand is ready.
+func TestAdaptiveInferenceSpotNotCheaper(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		spot, od        float64
+		running, odRdy  int
+		wantSpot, wantO int
+	}{
+		{"spot cheaper", 0.97, 3.06, 0, 0, -1, -1},
+		{"spot as dear", 3.06, 3.06, 0, 0, 0, 4},
+		{"spot dearer", 3.5, 3.06, 0, 0, 0, 4},
+		{"spot dearer, spot running, on demand not ready", 3.5, 3.06, 2, 0, 6, 4},
+		{"spot dearer, on demand ready", 3.5, 3.06, 2, 4, 0, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+			s := &InferenceState{Gap: 195, Target: 4, ReadyDelay: 600, SpotPrice: tc.spot, OnDemandPrice: tc.od,
+				OnDemand: tc.odRdy, OnDemandReady: tc.odRdy}
+			for range 3 {
+				s.Zones = append(s.Zones, Zone{Pool: Pool{Available: true, MeanUp: 1e6, Run: 1000}, Capacity: 4, Spot: tc.running, SpotReady: tc.running})
+			}
+			f := a.Decide(s)
+			if tc.wantSpot < 0 { // any spot: the policy hedges as usual
+				if sum(f.Spot) == 0 {
+					t.Errorf("cheap spot: spot %v on-demand %d, want spot", f.Spot, f.OnDemand)
+				}
+				return
+			}
+			if sum(f.Spot) != tc.wantSpot || f.OnDemand != tc.wantO {
+				t.Errorf("spot %v on-demand %d, want %d spot and %d on demand", f.Spot, f.OnDemand, tc.wantSpot, tc.wantO)
+			}
+		})
+	}
+}
