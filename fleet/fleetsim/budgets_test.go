@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -31,15 +30,7 @@ workloads:
 	for i := range 40 {
 		flap.Avail = append(flap.Avail, 2*(1-i/20))
 	}
-	s, err := New(Config{Policy: mustPolicy(t, src), Catalog: testCatalog(), Traces: []fake.Trace{flap}, Seed: 1, Duration: 14 * 24 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := s.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep, s
+	return runSim(t, Config{Policy: mustPolicy(t, src), Catalog: testCatalog(), Traces: []fake.Trace{flap}, Seed: 1, Duration: 14 * 24 * time.Hour})
 }
 
 // hoursAfter is the instance-hours of each capacity type after t.

@@ -63,7 +63,13 @@ func runSmoke(t *testing.T, seed uint64) (*Report, *Sim) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Policy: mustPolicy(t, smokePolicy), Catalog: testCatalog(), Traces: traces, Seed: seed, Duration: 5 * 24 * time.Hour})
+	return runSim(t, Config{Policy: mustPolicy(t, smokePolicy), Catalog: testCatalog(), Traces: traces, Seed: seed, Duration: 5 * 24 * time.Hour})
+}
+
+// runSim runs one simulation to its end.
+func runSim(t *testing.T, cfg Config) (*Report, *Sim) {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,14 +188,7 @@ workloads:
 // nothing: neither the training stage nor hedging may launch it.
 func TestSpotDearerThanOnDemandIsNotUsed(t *testing.T) {
 	cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 3.5), p3("us-east-1c", 3.6), p3("us-east-1d", 3.06)}, DefaultStart, "test")
-	s, err := New(Config{Policy: mustPolicy(t, smokePolicy), Catalog: cat, Seed: 1, Duration: 4 * 24 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := s.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, s := runSim(t, Config{Policy: mustPolicy(t, smokePolicy), Catalog: cat, Seed: 1, Duration: 4 * 24 * time.Hour})
 	for _, in := range s.insts {
 		if in.pool.Capacity == pricing.Spot {
 			t.Errorf("%s launched on spot in %s at $%.2f/h (on demand $%.2f/h)", in.workload, in.pool.Zone, in.price, in.od)
