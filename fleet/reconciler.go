@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
 	"github.com/gpubroker/gpubroker/store"
@@ -179,6 +180,9 @@ type passState struct {
 	acts  bool // Apply mode and not paused
 
 	specs    map[string]*Spec
+	// gathering are the multi-instance jobs (gangs) not yet all up in one
+	// pool, with their instances up per pool (incompleteGangs).
+	gathering map[string]map[providers.PoolKey]int
 	order    []string // slot ids: desired first (plan order), then the rest
 	slots    map[string]*store.SlotRecord
 	intents  map[string]*store.IntentRecord // by token
@@ -411,6 +415,7 @@ func (p *passState) retire(rec *store.FleetInstanceRecord, reason string) {
 
 func (p *passState) decide() {
 	p.decideInstances()
+	p.gathering = p.incompleteGangs()
 	for _, id := range p.order {
 		p.decideSlot(id)
 	}
@@ -599,6 +604,11 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 		p.replacedReq[q.Instance] = true
 	case spec.Move && elsewhere(s, spec):
 		p.replace(s, spec, rec, fmt.Sprintf("moved by the training policy to %s %s", zoneOf(spec.Offer), spec.Capacity), false, true)
+	case p.gangJoins(s, spec):
+		// A job's instances work together (one zone, one offer; docs/plan.md):
+		// one left behind in a pool the plan has left only costs money.
+		p.replace(s, spec, rec, fmt.Sprintf("the job's other instances are planned in %s %s %s: a multi-instance job runs in one pool",
+			zoneOf(spec.Offer), spec.Offer.InstanceType, spec.Capacity), false, true)
 	case State(s.State) == Booting:
 		if registered || (!*o.RequireAgent && inst.State == providers.StateRunning) {
 			p.move(s, Running, "agent registered")
@@ -616,6 +626,65 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 			p.replace(s, spec, rec, fmt.Sprintf("no heartbeat for %s", p.now.Sub(last).Round(time.Second)), false, true)
 		}
 	}
+}
+
+// incompleteGangs are the training and batch jobs planned on more than one
+// instance whose slots are not all booting or running in one pool, with
+// how many are up in each pool. A complete gang stays where it runs even
+// when the plan has moved on (as a single instance does: only the training
+// stage's Move moves it); an incomplete one makes no progress, so its
+// instances outside the plan's pool follow the ones that came up there.
+func (p *passState) incompleteGangs() map[string]map[providers.PoolKey]int {
+	type gang struct {
+		n, up int
+		pools map[providers.PoolKey]int
+	}
+	gangs := map[string]*gang{}
+	for id, spec := range p.specs {
+		if spec.Kind != string(policy.Training) && spec.Kind != string(policy.Batch) {
+			continue
+		}
+		g := gangs[spec.Workload]
+		if g == nil {
+			g = &gang{pools: map[providers.PoolKey]int{}}
+			gangs[spec.Workload] = g
+		}
+		g.n++
+		s := p.slots[id]
+		if s == nil || (State(s.State) != Booting && State(s.State) != Running) {
+			continue
+		}
+		g.up++
+		g.pools[slotPool(s)]++
+	}
+	var out map[string]map[providers.PoolKey]int
+	for w, g := range gangs {
+		if g.n > 1 && g.up > 0 && (g.up < g.n || len(g.pools) > 1) {
+			if out == nil {
+				out = map[string]map[providers.PoolKey]int{}
+			}
+			out[w] = g.pools
+		}
+	}
+	return out
+}
+
+// gangJoins says the slot belongs to an incomplete gang, runs outside its
+// planned pool, and should go there: another of the gang is up in that
+// pool, or its own pool is blocked for capacity or a preemption (it cannot
+// complete the gang where it is). A pool blocked for a quota error is not
+// a reason: the account's quota is as short in the plan's pool, and leaving
+// would only give up the instance the quota allows.
+func (p *passState) gangJoins(s *store.SlotRecord, spec *Spec) bool {
+	ups := p.gathering[s.Workload]
+	if ups == nil || !elsewhere(s, spec) {
+		return false
+	}
+	if ups[PoolOf(spec.Offer, spec.Capacity)] > 0 {
+		return true
+	}
+	why, blocked := p.r.Unavailable.BlockedFor(slotPool(s), p.now)
+	return blocked && why != "quota"
 }
 
 // elsewhere says the slot's instance is not in the spec's pool.

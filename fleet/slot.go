@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -102,7 +103,10 @@ func Desired(plan *optimizer.Plan) []Spec {
 	out := make([]Spec, 0, n) // sized once: a pass builds it and re-plans rebuild it
 	for _, p := range plan.Placements {
 		var alt []pricing.Offer
-		if r := p.RunnerUp; r != nil && r.Capacity == p.Capacity && r.Cloud == p.Cloud && r.InstanceType != "" {
+		gang := p.Kind != string(policy.Inference) && placementInstances(p) > 1
+		// A multi-instance job's instances must share a pool: one of them
+		// launched in the runner-up's pool would leave the job split.
+		if r := p.RunnerUp; r != nil && !gang && r.Capacity == p.Capacity && r.Cloud == p.Cloud && r.InstanceType != "" {
 			alt = []pricing.Offer{{Cloud: r.Cloud, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, GPU: r.GPU}}
 		}
 		idx := 0
@@ -127,6 +131,15 @@ func Desired(plan *optimizer.Plan) []Spec {
 		}
 	}
 	return out
+}
+
+// placementInstances is the instances of all of p's groups.
+func placementInstances(p optimizer.Placement) int {
+	n := 0
+	for _, g := range p.Groups {
+		n += max(0, g.Instances)
+	}
+	return n
 }
 
 func (s Spec) String() string {

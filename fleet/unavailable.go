@@ -99,6 +99,17 @@ func (u *Unavailable) Blocked(k providers.PoolKey, now time.Time) bool {
 	return b != nil && now.Before(b.until)
 }
 
+// BlockedFor is why pool k is blocked at now ("" and false when it is not).
+func (u *Unavailable) BlockedFor(k providers.PoolKey, now time.Time) (string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	b := u.entries[k]
+	if b == nil || !now.Before(b.until) {
+		return "", false
+	}
+	return b.reason, true
+}
+
 // Version changes whenever a pool is blocked or cleared; a plan source
 // re-plans when it moves.
 func (u *Unavailable) Version() int {

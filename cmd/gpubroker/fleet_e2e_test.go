@@ -159,10 +159,13 @@ exec unshare --uts sh -c 'hostname "$GPUBROKER_FAKE_INSTANCE_ID" && exec ` + os.
 		t.Fatalf("only %d slots", len(slots))
 	}
 	// 2. The storm: the trace replays (an hour of it per second) until it
-	// has preempted at least 3 instances; duplicates are checked all along.
+	// has preempted at least 2 instances; duplicates are checked all along.
+	// (How many it preempts depends on where the fleet sits: a batch job's
+	// instances that a preemption left behind follow the job to its new
+	// pool, which the trace may leave alone for the rest of the window.)
 	var notices []fake.Notice
 	stormEnd := time.Now().Add(90 * time.Second)
-	for len(notices) < 3 {
+	for len(notices) < 2 {
 		if time.Now().After(stormEnd) {
 			t.Fatalf("the replayed trace caused only %d notices in 90s; no storm", len(notices))
 		}
