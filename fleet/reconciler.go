@@ -179,21 +179,18 @@ type passState struct {
 	fence store.Fence
 	acts  bool // Apply mode and not paused
 
-	specs map[string]*Spec
-	// gathering are the multi-instance jobs (gangs) not yet all up in one
-	// pool, with their instances up per pool (incompleteGangs).
-	gathering map[string]map[providers.PoolKey]int
-	order     []string // slot ids: desired first (plan order), then the rest
-	slots     map[string]*store.SlotRecord
-	intents   map[string]*store.IntentRecord // by token
-	bySlot    map[string]*store.IntentRecord // open intent of the slot's current generation
-	records   map[string]*store.FleetInstanceRecord
-	cloud     map[string]providers.Instance // listed, by id
-	listed    map[pricing.Cloud]bool        // clouds whose listing succeeded
-	agents    map[string]store.InstanceRecord
-	alive     map[pricing.Cloud]int
-	launches  []*launchPlan
-	terms     []terminatePlan
+	specs    map[string]*Spec
+	order    []string // slot ids: desired first (plan order), then the rest
+	slots    map[string]*store.SlotRecord
+	intents  map[string]*store.IntentRecord // by token
+	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
+	records  map[string]*store.FleetInstanceRecord
+	cloud    map[string]providers.Instance // listed, by id
+	listed   map[pricing.Cloud]bool        // clouds whose listing succeeded
+	agents   map[string]store.InstanceRecord
+	alive    map[pricing.Cloud]int
+	launches []*launchPlan
+	terms    []terminatePlan
 
 	planVersion int
 
@@ -201,6 +198,10 @@ type passState struct {
 	// replacedReq the ones this pass acted on.
 	replaceReq  map[string]store.ReplaceRequest
 	replacedReq map[string]bool
+
+	// gathering are the multi-instance jobs (gangs) not yet all up in one
+	// pool, with their instances up per pool (incompleteGangs).
+	gathering map[string]map[providers.PoolKey]int
 
 	changes store.FleetChanges
 	dirtyS  map[string]bool
