@@ -358,6 +358,11 @@ func (p *passState) doLaunch(ctx context.Context, l *launchPlan, stopped map[pri
 			}
 			for _, k := range pools {
 				p.r.Unavailable.Block(k, reason, p.now)
+				if up := p.gangUp(s, k); reason == "capacity" && up > 0 {
+					// The pool refused a job's next instance beside the ones
+					// it runs: it holds that many, not the whole job.
+					p.r.Unavailable.Limit(k, up, p.now)
+				}
 			}
 			intent.State, intent.Error, intent.UpdatedAt = store.IntentFailed, err.Error(), p.now
 			p.dirtyI[intent.Token] = true

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/pricing"
 	"github.com/gpubroker/gpubroker/providers"
+	"github.com/gpubroker/gpubroker/providers/fake"
 )
 
 // movedTo is the plan with every group of the job in zone (a re-plan after
@@ -99,4 +101,33 @@ func TestDesiredGangHasNoAlternatives(t *testing.T) {
 	if len(specs) != 1 || len(specs[0].Alternatives) != 1 || specs[0].Alternatives[0].Zone != "us-east-1b" {
 		t.Errorf("single-instance job: %+v, want the runner-up as its alternative", specs)
 	}
+}
+
+// A pool that refuses a job's second instance beside its first holds one:
+// the job is not planned there again for a while, even once the block
+// runs out (it went from pool to pool each time before).
+func TestGangRefusalLimitsThePool(t *testing.T) {
+	e := newEnv(t, testPolicy, func(cc *fake.ComputeConfig, _ *Options) { cc.SpotScale = 1 })
+	e.pass()
+	k := providers.PoolKey{Cloud: pricing.AWS, Zone: "us-east-1a", InstanceType: "p3.2xlarge", Capacity: pricing.Spot}
+	if got := e.r.Unavailable.LimitOf(k, e.clk.Now()); got != 1 {
+		t.Fatalf("us-east-1a held one of the job's two instances and refused the second: limit %d, want 1", got)
+	}
+	// Past the block, not the limit: no plan puts the job in 1a.
+	for range 4 {
+		e.step(5 * time.Minute)
+	}
+	if e.r.Unavailable.Blocked(k, e.clk.Now()) {
+		t.Fatal("us-east-1a still blocked: the test needs its block run out")
+	}
+	plan, err := e.r.Plans.Plan(context.Background(), e.r.Unavailable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan.Placements {
+		if p.Zone == "us-east-1a" {
+			t.Errorf("the job planned back in us-east-1a, which holds one of its two instances: %+v", p.Groups)
+		}
+	}
+	e.checkNoDuplicates()
 }

@@ -202,6 +202,8 @@ type passState struct {
 	// gathering are the multi-instance jobs (gangs) not yet all up in one
 	// pool, with their instances up per pool (incompleteGangs).
 	gathering map[string]map[providers.PoolKey]int
+	// gangSlots are the slot ids of each workload, built on first use.
+	gangSlots map[string][]string
 
 	changes store.FleetChanges
 	dirtyS  map[string]bool
@@ -668,6 +670,29 @@ func (p *passState) incompleteGangs() map[string]map[providers.PoolKey]int {
 		}
 	}
 	return out
+}
+
+// gangUp is how many of s's job's other instances are booting or running
+// in pool k now (this pass's launches included); 0 for a service or a
+// single-instance job.
+func (p *passState) gangUp(s *store.SlotRecord, k providers.PoolKey) int {
+	if s.Kind != string(policy.Training) && s.Kind != string(policy.Batch) {
+		return 0
+	}
+	if p.gangSlots == nil {
+		p.gangSlots = map[string][]string{}
+		for id, spec := range p.specs {
+			p.gangSlots[spec.Workload] = append(p.gangSlots[spec.Workload], id)
+		}
+	}
+	n := 0
+	for _, id := range p.gangSlots[s.Workload] {
+		o := p.slots[id]
+		if o != nil && o.ID != s.ID && (State(o.State) == Booting || State(o.State) == Running) && slotPool(o) == k {
+			n++
+		}
+	}
+	return n
 }
 
 // gangJoins says the slot belongs to an incomplete gang, runs outside its

@@ -24,6 +24,13 @@ type Unavailable struct {
 	mu      sync.Mutex
 	entries map[providers.PoolKey]*block
 	version int
+	// limits are pools seen to hold fewer instances than a job asked for.
+	limits map[providers.PoolKey]poolLimit
+}
+
+type poolLimit struct {
+	n     int
+	until time.Time
 }
 
 type block struct {
@@ -148,4 +155,49 @@ func (u *Unavailable) Entries(now time.Time) []Entry {
 // PoolOf is the pool of an offer sold as ct.
 func PoolOf(o pricing.Offer, ct pricing.CapacityType) providers.PoolKey {
 	return providers.PoolKey{Cloud: o.Cloud, Zone: zoneOf(o), InstanceType: o.InstanceType, Capacity: ct}
+}
+
+// Limit records that pool k held n instances of a job when it refused one
+// more of them (a pool of one instance and a four-instance job): for the
+// longest back-off from now, the optimizer places no job of more than n
+// instances there (optimizer.Input.PoolLimit), so the job takes another
+// pool or shape instead of coming back each time the block runs out. A
+// pool that holds n for one job may hold as few for another: the smallest
+// recent figure stands.
+func (u *Unavailable) Limit(k providers.PoolKey, n int, now time.Time) {
+	if n <= 0 {
+		return
+	}
+	maxB := u.MaxBackoff
+	if maxB <= 0 {
+		maxB = time.Hour
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.limits == nil {
+		u.limits = map[providers.PoolKey]poolLimit{}
+	}
+	if l, ok := u.limits[k]; ok && now.Before(l.until) && l.n <= n {
+		n = l.n
+	}
+	u.limits[k] = poolLimit{n: n, until: now.Add(maxB)}
+	u.version++
+}
+
+// LimitOf is the most instances pool k is known to hold at now (0: no
+// known limit).
+func (u *Unavailable) LimitOf(k providers.PoolKey, now time.Time) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if l, ok := u.limits[k]; ok && now.Before(l.until) {
+		return l.n
+	}
+	return 0
+}
+
+// LimitFunc is the optimizer's PoolLimit hook at now.
+func (u *Unavailable) LimitFunc(now time.Time) func(o *pricing.Offer, ct pricing.CapacityType) int {
+	return func(o *pricing.Offer, ct pricing.CapacityType) int {
+		return u.LimitOf(PoolOf(*o, ct), now)
+	}
 }

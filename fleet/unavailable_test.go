@@ -82,3 +82,39 @@ func TestUnavailableBackoff(t *testing.T) {
 		})
 	}
 }
+
+func TestUnavailableLimit(t *testing.T) {
+	k := providers.PoolKey{Cloud: pricing.AWS, Zone: "us-east-1a", InstanceType: "g4dn.xlarge", Capacity: pricing.Spot}
+	other := k
+	other.Zone = "us-east-1b"
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	u := &Unavailable{}
+	v := u.Version()
+	u.Limit(k, 3, t0)
+	if u.Version() == v {
+		t.Error("a new limit must change the version (the plan source re-plans on it)")
+	}
+	u.Limit(k, 5, t0.Add(time.Minute)) // a larger figure does not raise it
+	u.Limit(k, 0, t0.Add(time.Minute)) // nothing learned
+	fn := u.LimitFunc(t0.Add(2 * time.Minute))
+	o := pricing.Offer{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1a", InstanceType: "g4dn.xlarge"}
+	for _, tc := range []struct {
+		name string
+		got  int
+		want int
+	}{
+		{"limit", u.LimitOf(k, t0.Add(30*time.Minute)), 3},
+		{"other pool", u.LimitOf(other, t0), 0},
+		{"hook", fn(&o, pricing.Spot), 3},
+		{"hook, on demand", fn(&o, pricing.OnDemand), 0},
+		{"an hour after the last refusal", u.LimitOf(k, t0.Add(61*time.Minute)), 0},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+	u.Limit(k, 2, t0.Add(2*time.Hour))
+	if got := u.LimitOf(k, t0.Add(2*time.Hour)); got != 2 {
+		t.Errorf("after the old limit expired: %d, want the new 2", got)
+	}
+}

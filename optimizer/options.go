@@ -222,6 +222,11 @@ func (s *solver) staticClass(w *policy.Workload) *class {
 			if _, sold := o.Price(ct); !sold || (s.unavail != nil && s.unavail(o, ct)) {
 				continue
 			}
+			if s.poolLimit != nil && inst > 1 {
+				if lim := s.poolLimit(o, ct); lim > 0 && inst > lim {
+					continue // the pool was seen to hold fewer
+				}
+			}
 			if ct == pricing.Spot && inst*o.GPUCount > s.spotLimit(int32(i)) {
 				if soft == ok && spotAllows(w.Spot, ct) {
 					c.f.spotTooBig++

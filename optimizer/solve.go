@@ -26,6 +26,11 @@ type Input struct {
 	// unavailable-offerings cache: pools that just failed for capacity or
 	// were preempted, during their back-off).
 	Unavailable func(o *pricing.Offer, ct pricing.CapacityType) bool
+	// PoolLimit, when set, is the most instances of an offer sold one way
+	// its pool is known to hold now (0: no known limit): a job that needs
+	// more instances of it is not placed there (the fleet learns it from a
+	// launch refused beside the job's own instances).
+	PoolLimit func(o *pricing.Offer, ct pricing.CapacityType) int
 	// Solver is SolverHeuristic (""), SolverExact or SolverAuto.
 	Solver string
 	// Exact is the exact MILP solver for SolverExact and SolverAuto
@@ -118,6 +123,9 @@ type solver struct {
 	// qcSlot maps a quota class to its index in the eval being built (-1:
 	// none yet); scratch space reset after each workload.
 	qcSlot []int32
+
+	// poolLimit is Input.PoolLimit.
+	poolLimit func(o *pricing.Offer, ct pricing.CapacityType) int
 }
 
 // Solve places every workload of the policy on the catalog's offers at the
@@ -675,6 +683,7 @@ func newSolver(in Input) *solver {
 	s := &solver{
 		pol:        p,
 		unavail:    in.Unavailable,
+		poolLimit:  in.PoolLimit,
 		offers:     in.Catalog.Offers(),
 		speeds:     in.Speeds,
 		horizon:    p.Horizon.Hours(),
