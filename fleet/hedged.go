@@ -66,7 +66,26 @@ type hedge struct {
 	tick   int // last tick decided; -1 none
 	fleet  spotpolicy.Fleet
 	last   HedgeDecision
+	// caps are the spot pools' capacities learned from refusals: a pool
+	// that refused a launch for capacity while it ran replicas of the
+	// service holds about that many now.
+	caps map[providers.PoolKey]learnedCap
 }
+
+// learnedCap is what a spot pool held for the service when it last refused
+// one more replica for capacity.
+type learnedCap struct {
+	n int
+	// until is when the refusal's block ends: then the pool is probed
+	// with one replica more than it held, and an hour (capacityMemory)
+	// after it, without a further refusal, the limit is forgotten.
+	until time.Time
+}
+
+// capacityMemory is how long after its last refusal's block a pool's
+// learned capacity is kept: the unavailable cache's longest back-off, so a
+// pool that refuses at every probe keeps its limit for good.
+const capacityMemory = time.Hour
 
 // HedgeDecision is a service's latest hedging decision, for status and
 // logs.
@@ -268,30 +287,8 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	// The live state, as the simulator builds it per tick.
 	zones := make([]spotpolicy.Zone, len(hg.zones))
 	keys := make([]providers.PoolKey, len(hg.zones))
-	blocked := make([]bool, len(hg.zones))
 	for k, o := range hg.zones {
-		// The live signal of a spot pool is the unavailable cache: the
-		// reconciler blocks a pool that refused a launch for capacity or
-		// whose spot instance was preempted, and clears it when a launch
-		// there succeeds. Unblocked, the cloud sells it: available, as a
-		// trace's tick with capacity is in the simulator.
 		keys[k] = PoolOf(o, pricing.Spot)
-		blocked[k] = u.Blocked(keys[k], now)
-		if name := poolName(keys[k]); !h.tracker.Known(name) {
-			// First heard of here (a new service, or a new leader whose
-			// stage state starts empty): a spot replica of the service
-			// running in the pool since T is evidence the pool has held
-			// since T. Without it a new leader would distrust every pool
-			// and move the whole service to on-demand for hours.
-			if since := runningSince(mine, keys[k]); !since.IsZero() {
-				h.tracker.Seed(name, since, now)
-			}
-		}
-		h.tracker.Observe(poolName(keys[k]), now, !blocked[k])
-		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
-		if !blocked[k] {
-			zones[k].Capacity = optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
-		}
 	}
 	ready := func(s *store.SlotRecord) bool {
 		if State(s.State) != Running {
@@ -330,15 +327,29 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		}
 		state.OnDemandReadyIn = append(state.OnDemandReadyIn, max(0, (readyDelay-now.Sub(since)).Seconds()))
 	}
-	// A blocked pool takes no new replica but still holds the ones that
-	// run there: it was blocked because another launch was refused (a pool
-	// that holds one replica refuses the second) or another replica was
-	// preempted, and dropping the survivors would only relaunch them when
-	// the block ends.
-	for k := range zones {
-		if blocked[k] {
-			zones[k].Capacity = zones[k].Spot
+	for k, o := range hg.zones {
+		// The live signal of a spot pool is the unavailable cache: the
+		// reconciler blocks a pool that refused a launch for capacity or
+		// whose spot instance was preempted, and clears it when a launch
+		// there succeeds. Unblocked, the cloud sells it: available, as a
+		// trace's tick with capacity is in the simulator. A refusal while
+		// the pool runs spot instances of ours is the pool's capacity, not
+		// its loss (poolCapacity).
+		nominal := optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
+		c, limited, avail := hg.poolCapacity(keys[k], nominal, zones[k].Spot, u, now)
+		if name := poolName(keys[k]); !h.tracker.Known(name) {
+			// First heard of here (a new service, or a new leader whose
+			// stage state starts empty): a spot replica of the service
+			// running in the pool since T is evidence the pool has held
+			// since T. Without it a new leader would distrust every pool
+			// and move the whole service to on-demand for hours.
+			if since := runningSince(mine, keys[k]); !since.IsZero() {
+				h.tracker.Seed(name, since, now)
+			}
 		}
+		h.tracker.Observe(poolName(keys[k]), now, avail)
+		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
+		zones[k].Capacity, zones[k].Limited = c, limited
 	}
 	if len(hg.zones) > 0 {
 		state.SpotPrice = hg.zones[0].SpotPrice
@@ -350,8 +361,16 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	if t > hg.tick {
 		state.Tick = t
 		f := hg.policy.Decide(&state)
+		probing := false
 		for k := range f.Spot {
 			f.Spot[k] = min(f.Spot[k], zones[k].Capacity)
+			probing = probing || zones[k].Limited && f.Spot[k] > zones[k].Spot
+		}
+		if probing && od != nil {
+			// A pool that refused is asked for more than it holds (a
+			// probe): it may refuse again, so the on-demand replicas the
+			// policy would release for it stay until it has launched.
+			f.OnDemand = max(f.OnDemand, state.OnDemand)
 		}
 		if od == nil && f.OnDemand > 0 {
 			// Spot only (the policy's, or a spent spot-only budget's), or
@@ -403,6 +422,50 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	p.Explanation = append(slices.Clip(p.Explanation), fmt.Sprintf("live hedging (%s, tick %d): %d spot over %d pools + %d on-demand for a target of %d",
 		hg.policy.Name(), hg.tick, n-hg.fleet.OnDemand, len(hg.last.Spot), hg.fleet.OnDemand, target))
 	return p, nil
+}
+
+// poolCapacity is how many spot replicas the service may hold in pool k at
+// now, given the pool's nominal capacity (spot_capacity), the unavailable
+// cache and the service's live replicas there (mine). limited
+// says c is a limit learned from a refusal, which the risk model must not
+// count as a loss; avail is the pool's signal for the tracker.
+//
+//   - Refused for capacity while it ran mine > 0 of the service's replicas:
+//     the pool holds about that many now (a pool of one instance refuses
+//     the second). Its capacity is mine; it lost nothing, so it stays
+//     available and its replicas trusted.
+//   - Past that block: probed with one replica more than it held, and the
+//     limit grows with each probe that holds; an hour (capacityMemory)
+//     after the last refusal's block it is forgotten, so capacity that
+//     returns is used.
+//   - Blocked otherwise (a preemption, or a refusal while the service held
+//     nothing there): unavailable, keeping only what still runs there. A
+//     pool full with other workloads' instances is, to this service, a
+//     pool without capacity: trusting it would send replicas to be
+//     refused there again and again.
+func (hg *hedge) poolCapacity(k providers.PoolKey, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
+	reason, until, blocked := u.Reason(k, now)
+	lc, known := hg.caps[k]
+	switch {
+	case blocked && reason == "capacity" && mine > 0:
+		if !known || lc.until != until {
+			lc = learnedCap{n: mine, until: until} // a new refusal
+		}
+		if hg.caps == nil {
+			hg.caps = map[providers.PoolKey]learnedCap{}
+		}
+		hg.caps[k] = lc
+		return mine, true, true
+	case blocked:
+		delete(hg.caps, k)
+		return mine, false, false
+	case known && now.Sub(lc.until) < capacityMemory:
+		lc.n = max(lc.n, mine)
+		hg.caps[k] = lc
+		return min(nominal, lc.n+1), true, true
+	}
+	delete(hg.caps, k)
+	return nominal, false, true
 }
 
 // spreadRest adds n replicas to sp, one per pool with capacity left per

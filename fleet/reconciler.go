@@ -709,7 +709,7 @@ func (p *passState) gangJoins(s *store.SlotRecord, spec *Spec) bool {
 	if ups[PoolOf(spec.Offer, spec.Capacity)] > 0 {
 		return true
 	}
-	why, blocked := p.r.Unavailable.BlockedFor(slotPool(s), p.now)
+	why, _, blocked := p.r.Unavailable.Reason(slotPool(s), p.now)
 	return blocked && why != "quota"
 }
 

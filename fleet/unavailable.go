@@ -106,15 +106,18 @@ func (u *Unavailable) Blocked(k providers.PoolKey, now time.Time) bool {
 	return b != nil && now.Before(b.until)
 }
 
-// BlockedFor is why pool k is blocked at now ("" and false when it is not).
-func (u *Unavailable) BlockedFor(k providers.PoolKey, now time.Time) (string, bool) {
+// Reason is why pool k is blocked at now ("capacity", "quota",
+// "preempted"), and until when; ok is false when it is not blocked. The
+// hedging stage tells a pool that refused one more replica (its capacity)
+// from one that lost what it ran.
+func (u *Unavailable) Reason(k providers.PoolKey, now time.Time) (reason string, until time.Time, ok bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	b := u.entries[k]
 	if b == nil || !now.Before(b.until) {
-		return "", false
+		return "", time.Time{}, false
 	}
-	return b.reason, true
+	return b.reason, b.until, true
 }
 
 // Version changes whenever a pool is blocked or cleared; a plan source

@@ -14,6 +14,14 @@ type Zone struct {
 	Capacity int
 	// Spot replicas running in the zone, and how many of them are ready.
 	Spot, SpotReady int
+	// Limited says Capacity is a limit learned from a refusal, not a
+	// loss: the zone refused one more replica while it held Spot of them
+	// (live, a pool that holds one instance refuses the second). The
+	// zone kept what it ran, so the risk model counts no loss when
+	// Capacity falls to the limit and keeps the capacity it saw before
+	// for its loss windows. The simulator, which reads capacity from
+	// traces, never sets it.
+	Limited bool
 }
 
 // InferenceState is what an inference policy sees at a tick boundary.
@@ -421,8 +429,14 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		clear(a.survCache[k])
 	}
 	for k, z := range s.Zones {
-		a.windows[k].observe(z.Capacity, want)
-		if z.Capacity < min(a.prev[k], want) {
+		c := z.Capacity
+		if z.Limited {
+			// A learned limit: the zone lost nothing it held, so to the
+			// loss record its capacity is unchanged.
+			c = max(c, a.prev[k])
+		}
+		a.windows[k].observe(c, want)
+		if c < min(a.prev[k], want) {
 			a.losses++
 			a.zoneLosses[k]++
 			joint, alone := false, 1.0
@@ -439,10 +453,10 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 			a.chance += 1 - alone
 			a.lastLoss[k] = s.Tick
 		}
-		if z.Capacity > 0 {
+		if c > 0 {
 			a.upTicks[k]++
 		}
-		a.prev[k] = z.Capacity
+		a.prev[k] = c
 	}
 }
 

@@ -336,3 +336,55 @@ func TestAdaptiveInferenceSpotNotCheaper(t *testing.T) {
 		})
 	}
 }
+
+// A zone whose capacity falls to a limit learned from a refusal
+// (Zone.Limited: it refused one more replica while it held some) lost
+// nothing: no loss is counted, its loss windows see no fall, and its
+// survival stays that of a zone that never lost; the same fall unlimited
+// is a loss, and so is a later loss of what it held.
+func TestAdaptiveInferenceLimitedIsNoLoss(t *testing.T) {
+	cases := []struct {
+		name    string
+		limited bool
+		lose    bool // the zone then loses all it holds
+		losses  float64
+	}{
+		{"limit learned", true, false, 0},
+		{"capacity lost", false, false, 1},
+		{"limit learned, then lost", true, true, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+			s := &InferenceState{Gap: 60, Target: 4, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: 3}
+			zone := func(capacity int, limited bool) []Zone {
+				return []Zone{{Pool: Pool{Available: capacity > 0, Run: 100, Frac: 0.9, MeanUp: 100}, Capacity: capacity, Limited: limited,
+					Spot: min(capacity, 2), SpotReady: min(capacity, 2)}, {Pool: Pool{Available: true, Run: 100, Frac: 0.9, MeanUp: 100}, Capacity: 64}}
+			}
+			for i := range 60 {
+				s.Tick, s.Zones = i, zone(64, false)
+				a.Decide(s)
+			}
+			for i := 60; i < 120; i++ {
+				s.Tick, s.Zones = i, zone(2, c.limited)
+				a.Decide(s)
+			}
+			if c.lose {
+				s.Tick, s.Zones = 120, zone(0, false)
+				a.Decide(s)
+			}
+			if a.zoneLosses[0] != c.losses || a.losses != c.losses {
+				t.Errorf("losses counted %v (zone %v); want %v", a.losses, a.zoneLosses[0], c.losses)
+			}
+			var windowed float64
+			for _, h := range a.windows[0].hist {
+				for _, x := range h {
+					windowed += x
+				}
+			}
+			if !c.limited && windowed == 0 || c.limited && !c.lose && windowed != 0 {
+				t.Errorf("loss windows saw %v falls; limited %v", windowed, c.limited)
+			}
+		})
+	}
+}
