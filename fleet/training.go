@@ -546,11 +546,39 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 			a, j.reason = spotpolicy.RunOnDemand, "on-demand still booting; the spot pool only just looks available"
 		}
 	}
+	if w.Spot == policy.SpotOnly && a.Capacity == spotpolicy.OnDemand {
+		// The safety net asks for on demand, which spot_policy only
+		// forbids: the job stays on spot and may miss its deadline, as
+		// its owner chose.
+		a, j.reason = spotOnlyAction(s, pools, cur), "spot only: no on-demand fallback ("+j.reason+")"
+	}
 	j.reported = reported
 	j.decision = a
 	j.lastAt = now
 	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
 	return place(p, pools, od, a, cur), nil
+}
+
+// spotOnlyAction is what a spot-only job does instead of on demand: stay
+// on the spot pool it runs in, else take the available pool with the best
+// recent availability (then the cheapest), else wait for one.
+func spotOnlyAction(s *spotpolicy.State, pools []livePool, cur spotpolicy.Action) spotpolicy.Action {
+	if cur.Capacity == spotpolicy.Spot {
+		return cur
+	}
+	best := -1
+	for k, p := range s.Pools {
+		if !p.Available {
+			continue
+		}
+		if best < 0 || p.Frac > s.Pools[best].Frac || (p.Frac == s.Pools[best].Frac && pools[k].price < pools[best].price) {
+			best = k
+		}
+	}
+	if best < 0 {
+		return spotpolicy.Idle
+	}
+	return spotpolicy.RunSpot(best)
 }
 
 // poolName names a pool in the tracker and in status.

@@ -198,3 +198,35 @@ func TestSpotDearerThanOnDemandIsNotUsed(t *testing.T) {
 		t.Errorf("training job: %+v", w)
 	}
 }
+
+// A spot-only job never runs on demand, even when the deadline safety net
+// would want it: with spot gone for good it misses its deadline instead.
+func TestSpotOnlyJobNeverRunsOnDemand(t *testing.T) {
+	src := `
+clouds: [aws]
+workloads:
+  - name: train
+    kind: training
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 20, reference_gpu: V100}
+    deadline: 30h
+    checkpoint_interval: 10m
+    restart_overhead: 5m
+    spot: only
+`
+	// Spot for the first 4 hours of every 40, nothing after: the safety
+	// net gives up on spot long before the deadline.
+	scarce := fake.Trace{Name: "scarce", Gap: time.Hour}
+	for i := range 40 {
+		scarce.Avail = append(scarce.Avail, map[bool]int{true: 1}[i < 4])
+	}
+	rep, s := runSim(t, Config{Policy: mustPolicy(t, src), Catalog: testCatalog(), Traces: []fake.Trace{scarce}, Seed: 1, Duration: 2 * 24 * time.Hour})
+	for _, in := range s.insts {
+		if in.pool.Capacity != pricing.Spot {
+			t.Errorf("the spot-only job launched on %s in %s at %s", in.pool.Capacity, in.pool.Zone, in.launched.Sub(DefaultStart))
+		}
+	}
+	if w := rep.Workloads[0]; w.Finished || !w.Missed {
+		t.Errorf("with spot for 4 h of 30 the 20-hour job cannot finish: %+v", w)
+	}
+}
