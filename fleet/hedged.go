@@ -51,6 +51,11 @@ type HedgedSource struct {
 	// MaxZones bounds the spot pools one service spreads over (default 6):
 	// the cheapest, pools it already runs in first.
 	MaxZones int
+	// Workers is how many services' decisions are taken at once (default
+	// GOMAXPROCS). The decisions are independent once the shared pool
+	// tracker has seen every service's pools in service order, so the
+	// plan is the same whatever the number.
+	Workers int
 
 	mu      sync.Mutex
 	tracker spotpolicy.LiveTracker
@@ -61,7 +66,9 @@ type HedgedSource struct {
 type hedge struct {
 	key    string // policy name, GPU model and count it was built for
 	policy spotpolicy.Inference
-	zones  []pricing.Offer // spot pools, in the policy's zone order
+	zones  []pricing.Offer     // spot pools, in the policy's zone order
+	keys   []providers.PoolKey // zones' spot pools
+	names  []string            // and their tracker names
 	start  time.Time
 	tick   int // last tick decided; -1 none
 	fleet  spotpolicy.Fleet
@@ -153,17 +160,64 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	out := *plan
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
-	for _, i := range todo {
+	// The pool tracker is shared by the services: it hears of their pools
+	// in service order, then each service decides on its own.
+	jobs := make([]hedgeJob, len(todo))
+	for j, i := range todo {
 		p := out.Placements[i]
 		w, _ := byName.get(p.Workload)
-		np, err := h.hedgePlacement(pol, cat, w, p, bySvc[w.Name], beats, u, now)
-		if err != nil {
-			h.log().Warn("hedging: leaving the service as planned", "workload", w.Name, "err", err)
+		jobs[j] = h.observePools(pol, cat, w, p, bySvc[w.Name], u, now)
+	}
+	workers := h.Workers
+	seen := make(map[*hedge]bool, len(jobs))
+	for j := range jobs {
+		if hg := jobs[j].hg; hg != nil {
+			if seen[hg] {
+				workers = 1 // two placements of one service share its hedge: in order
+			}
+			seen[hg] = true
+		}
+	}
+	parallelFor(len(jobs), workers, func(j int) {
+		jb := &jobs[j]
+		if jb.err == nil && jb.hg != nil {
+			jb.out, jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
+		}
+	})
+	for j, i := range todo {
+		jb := &jobs[j]
+		if jb.err != nil {
+			h.log().Warn("hedging: leaving the service as planned", "workload", jb.w.Name, "err", jb.err)
 			continue
 		}
-		out.Placements[i] = np
+		if jb.hg == nil {
+			continue // nothing to hedge
+		}
+		if jb.changed {
+			d := jb.hg.last
+			h.log().Info("hedging decision", "workload", jb.w.Name, "policy", d.Policy, "target", jb.target, "ready", d.Ready,
+				"spot", d.Spot, "on_demand", d.OnDemand)
+		}
+		out.Placements[i] = jb.out
 	}
 	return &out, nil
+}
+
+// hedgeJob is one service's hedging in a plan: what observePools prepares
+// in service order, and what hedgePlacement decides.
+type hedgeJob struct {
+	w      policy.Workload
+	p      optimizer.Placement
+	mine   []*store.SlotRecord
+	hg     *hedge // nil: nothing to hedge (p stands)
+	target int
+	// The live state of hg's spot pools.
+	zones   []spotpolicy.Zone
+	blocked []bool
+
+	out     optimizer.Placement
+	err     error
+	changed bool // the decision changed (logged in service order)
 }
 
 // forget drops the hedges of services that left the policy or no longer
@@ -233,18 +287,20 @@ func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
 	return pricing.Cloud(k.Cloud) == g.Cloud && k.Zone == zone && k.InstanceType == g.InstanceType && k.Capacity == g.Capacity
 }
 
-// hedgePlacement runs w's policy (at a tick boundary) and returns p with
-// the decision's groups.
-func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement,
-	mine []*store.SlotRecord, beats map[string]time.Time, u *Unavailable, now time.Time) (optimizer.Placement, error) {
-	tick, readyDelay, fresh, maxZones := h.defaults()
+// observePools finds or builds w's hedge and feeds the shared pool
+// tracker the live signal of each of its spot pools. Plan calls it for the
+// services in order (the tracker's state depends on who heard of a pool
+// first); the rest of the decision is the service's own (hedgePlacement).
+func (h *HedgedSource) observePools(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement,
+	mine []*store.SlotRecord, u *Unavailable, now time.Time) hedgeJob {
+	_, _, _, maxZones := h.defaults()
+	j := hedgeJob{w: w, p: p, mine: mine}
 	ref := p.Groups[0]
-	target := 0
 	for _, g := range p.Groups {
-		target += g.Instances
+		j.target += g.Instances
 	}
-	if target == 0 {
-		return p, nil // nothing to hedge
+	if j.target == 0 {
+		return j // nothing to hedge
 	}
 	name := w.SpotDecider
 	if name == "" {
@@ -255,19 +311,26 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	if hg == nil || hg.key != key {
 		dec, err := spotpolicy.NewInference(name)
 		if err != nil {
-			return p, err
+			j.err = err
+			return j
 		}
 		hg = &hedge{key: key, policy: dec, start: now, tick: -1}
 		hg.zones = spotPools(pol, cat, w, p, mine, maxZones)
 		h.hedges[w.Name] = hg
 	}
-	od := onDemandOffer(pol, cat, w, p, u, now)
-	if len(hg.zones) == 0 && od == nil {
-		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
+	if len(hg.names) != len(hg.zones) {
+		// The zones' pool keys and tracker names, once per hedge (its
+		// zones are chosen once).
+		hg.keys, hg.names = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones))
+		for k, o := range hg.zones {
+			hg.keys[k] = PoolOf(o, pricing.Spot)
+			hg.names[k] = poolName(hg.keys[k])
+		}
 	}
+	j.hg = hg
 	// The live state, as the simulator builds it per tick.
 	zones := make([]spotpolicy.Zone, len(hg.zones))
-	keys := make([]providers.PoolKey, len(hg.zones))
+	keys := hg.keys
 	blocked := make([]bool, len(hg.zones))
 	for k, o := range hg.zones {
 		// The live signal of a spot pool is the unavailable cache: the
@@ -275,9 +338,8 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		keys[k] = PoolOf(o, pricing.Spot)
 		blocked[k] = u.Blocked(keys[k], now)
-		if name := poolName(keys[k]); !h.tracker.Known(name) {
+		if name := hg.names[k]; !h.tracker.Known(name) {
 			// First heard of here (a new service, or a new leader whose
 			// stage state starts empty): a spot replica of the service
 			// running in the pool since T is evidence the pool has held
@@ -287,11 +349,29 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 				h.tracker.Seed(name, since, now)
 			}
 		}
-		h.tracker.Observe(poolName(keys[k]), now, !blocked[k])
-		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
+		h.tracker.Observe(hg.names[k], now, !blocked[k])
+		zones[k].Pool = h.tracker.Pool(hg.names[k], now)
 		if !blocked[k] {
 			zones[k].Capacity = optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
 		}
+	}
+	j.zones, j.blocked = zones, blocked
+	return j
+}
+
+// hedgePlacement runs the service's policy (at a tick boundary) on the
+// live state observePools prepared and returns its placement with the
+// decision's groups. It touches only the service's own hedge, so Plan
+// runs it for several services at once.
+func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, j *hedgeJob, beats map[string]time.Time,
+	u *Unavailable, now time.Time) (optimizer.Placement, error) {
+	tick, readyDelay, fresh, _ := h.defaults()
+	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
+	zones, keys, blocked := j.zones, hg.keys, j.blocked
+	ref := p.Groups[0]
+	od := onDemandOffer(pol, cat, w, p, u, now)
+	if len(hg.zones) == 0 && od == nil {
+		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
 	ready := func(s *store.SlotRecord) bool {
 		if State(s.State) != Running {
@@ -368,10 +448,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 				d.Spot[string(keys[k].Cloud)+"/"+keys[k].Zone+"/"+keys[k].InstanceType] = n
 			}
 		}
-		if hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot) {
-			h.log().Info("hedging decision", "workload", w.Name, "policy", d.Policy, "target", target, "ready", d.Ready,
-				"spot", d.Spot, "on_demand", d.OnDemand)
-		}
+		j.changed = hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot)
 		hg.last = d
 	}
 	// Groups of the decision, each pinned to the slots it keeps.

@@ -41,6 +41,7 @@ type Reconciler struct {
 	// take a decision step for a preview.
 	lastPlan *optimizer.Plan
 	seen     map[string]bool // dry-run actions already recorded this term
+	tokens   tokenMemo
 }
 
 type launchMark struct {
@@ -261,7 +262,7 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 		p.records[x.ID] = x
 	}
 	for _, s := range p.slots {
-		if in := p.intents[ClientToken(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
+		if in := p.intents[r.tokens.token(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
 			p.bySlot[s.ID] = in
 		}
 	}
@@ -469,7 +470,7 @@ func (p *passState) decideInstances() {
 		}
 		// Owned: the slot's current instance, launched with the token of the
 		// slot's current generation.
-		owned := slot != nil && slot.InstanceID == id && token == ClientToken(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
+		owned := slot != nil && slot.InstanceID == id && token == p.r.tokens.token(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
 		if owned {
 			if rec.SlotID != slot.ID || !rec.OrphanSince.IsZero() {
 				rec.SlotID, rec.OrphanSince = slot.ID, time.Time{}
@@ -756,6 +757,7 @@ func (p *passState) flush(ctx context.Context) error {
 	sort.Slice(p.changes.Intents, func(i, j int) bool { return p.changes.Intents[i].Token < p.changes.Intents[j].Token })
 	sort.Slice(p.changes.Instances, func(i, j int) bool { return p.changes.Instances[i].ID < p.changes.Instances[j].ID })
 	err := p.r.Store.Apply(ctx, p.fence, p.changes)
+	p.r.tokens.forget(p.changes.DeleteSlots)
 	p.changes = store.FleetChanges{}
 	clear(p.dirtyS)
 	clear(p.dirtyI)

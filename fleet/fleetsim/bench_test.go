@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -76,6 +77,9 @@ func benchFleet(b *testing.B, n int, days int) {
 		b.ReportMetric(float64(rep.Total.DeadlineMisses), "misses")
 		b.ReportMetric(rep.Total.Ratio, "cost/od")
 		b.ReportMetric(100*rep.Total.TimeAtTarget, "%at-target")
+		if *benchReport != "" {
+			writeBenchReport(b, rep)
+		}
 	}
 	b.ReportMetric(float64((cputime.Process()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
 }
@@ -85,6 +89,19 @@ func BenchmarkFleet1000x30d(b *testing.B) { benchFleet(b, 1000, 30) }
 
 // BenchmarkFleet100x30d is a tenth of it.
 func BenchmarkFleet100x30d(b *testing.B) { benchFleet(b, 100, 30) }
+
+var benchReport = flag.String("bench-report", "", "write each fleet benchmark's whole report as JSON to this file (to check that a speed change leaves every figure identical)")
+
+// writeBenchReport writes rep as indented JSON to -bench-report.
+func writeBenchReport(b *testing.B, rep *Report) {
+	buf, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(*benchReport, buf, 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
 
 var writeBenchPolicy = flag.String("write-bench-policy", "", "write the 1,000-workload benchmark policy to this file (for timing `gpubroker simulate fleet` itself)")
 
