@@ -60,6 +60,13 @@ type HedgedSource struct {
 	mu      sync.Mutex
 	tracker spotpolicy.LiveTracker
 	hedges  map[string]*hedge
+	// Scratch of Plan, kept between plans (under mu) so that each plan
+	// does not allocate them anew: a thousand-workload fleet plans tens of
+	// thousands of times in a simulated month.
+	beats map[string]time.Time
+	bySvc map[string][]*store.SlotRecord
+	jobs  []hedgeJob
+	plans int // plans so far (hedge.plan)
 }
 
 // hedge is one service's live policy and what it was built for.
@@ -71,6 +78,7 @@ type hedge struct {
 	names  []string            // and their tracker names
 	start  time.Time
 	tick   int // last tick decided; -1 none
+	plan   int // the HedgedSource plan that last hedged it
 	fleet  spotpolicy.Fleet
 	last   HedgeDecision
 }
@@ -130,7 +138,13 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if err != nil {
 		return nil, fmt.Errorf("hedging: reading the fleet: %w", err)
 	}
-	beats := map[string]time.Time{}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.beats == nil {
+		h.beats = map[string]time.Time{}
+	}
+	beats := h.beats
+	clear(beats)
 	if h.Agents != nil {
 		recs, err := h.Agents.ListInstances(ctx, "", "")
 		if err != nil {
@@ -146,14 +160,19 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if h.Catalog != nil {
 		cat = h.Catalog()
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.hedges == nil {
 		h.hedges = map[string]*hedge{}
 	}
 	tick, _, _, _ := h.defaults()
 	h.tracker.Gap = tick
-	bySvc := map[string][]*store.SlotRecord{}
+	if h.bySvc == nil {
+		h.bySvc = map[string][]*store.SlotRecord{}
+	}
+	bySvc := h.bySvc
+	for k, v := range bySvc {
+		clear(v)
+		bySvc[k] = v[:0]
+	}
 	for i := range st.Slots {
 		s := &st.Slots[i]
 		bySvc[s.Workload] = append(bySvc[s.Workload], s)
@@ -162,20 +181,21 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
 	// The pool tracker is shared by the services: it hears of their pools
 	// in service order, then each service decides on its own.
-	jobs := make([]hedgeJob, len(todo))
+	if cap(h.jobs) < len(todo) {
+		h.jobs = make([]hedgeJob, len(todo))
+	}
+	jobs := h.jobs[:len(todo)]
+	h.plans++
+	workers := h.Workers
 	for j, i := range todo {
 		p := out.Placements[i]
 		w, _ := byName.get(p.Workload)
-		jobs[j] = h.observePools(pol, cat, w, p, bySvc[w.Name], u, now)
-	}
-	workers := h.Workers
-	seen := make(map[*hedge]bool, len(jobs))
-	for j := range jobs {
+		h.observePools(&jobs[j], pol, cat, w, p, bySvc[w.Name], u, now)
 		if hg := jobs[j].hg; hg != nil {
-			if seen[hg] {
+			if hg.plan == h.plans {
 				workers = 1 // two placements of one service share its hedge: in order
 			}
-			seen[hg] = true
+			hg.plan = h.plans
 		}
 	}
 	parallelFor(len(jobs), workers, func(j int) {
@@ -291,16 +311,16 @@ func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
 // tracker the live signal of each of its spot pools. Plan calls it for the
 // services in order (the tracker's state depends on who heard of a pool
 // first); the rest of the decision is the service's own (hedgePlacement).
-func (h *HedgedSource) observePools(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement,
-	mine []*store.SlotRecord, u *Unavailable, now time.Time) hedgeJob {
+func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement,
+	mine []*store.SlotRecord, u *Unavailable, now time.Time) {
 	_, _, _, maxZones := h.defaults()
-	j := hedgeJob{w: w, p: p, mine: mine}
+	*j = hedgeJob{w: w, p: p, mine: mine}
 	ref := p.Groups[0]
 	for _, g := range p.Groups {
 		j.target += g.Instances
 	}
 	if j.target == 0 {
-		return j // nothing to hedge
+		return // nothing to hedge
 	}
 	name := w.SpotDecider
 	if name == "" {
@@ -312,7 +332,7 @@ func (h *HedgedSource) observePools(pol *policy.Policy, cat *pricing.Catalog, w 
 		dec, err := spotpolicy.NewInference(name)
 		if err != nil {
 			j.err = err
-			return j
+			return
 		}
 		hg = &hedge{key: key, policy: dec, start: now, tick: -1}
 		hg.zones = spotPools(pol, cat, w, p, mine, maxZones)
@@ -356,7 +376,6 @@ func (h *HedgedSource) observePools(pol *policy.Policy, cat *pricing.Catalog, w 
 		}
 	}
 	j.zones, j.blocked = zones, blocked
-	return j
 }
 
 // hedgePlacement runs the service's policy (at a tick boundary) on the

@@ -240,9 +240,64 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 			p.replaceReq[q.Instance] = q
 		}
 	}
+	// The plan is computed while the fleet and the clouds are read: the
+	// plan chain reads neither this pass's records nor the listings (its
+	// stages read the fleet themselves), and the blocked pools do not
+	// change until the pass acts. In the fleet simulator this takes the
+	// listing off the plan's critical path on a second core.
+	p.planVersion = r.Unavailable.Version()
+	r.mu.Lock()
+	plan := r.lastPlan
+	r.mu.Unlock()
+	var (
+		planned sync.WaitGroup
+		planErr error
+	)
+	if write || plan == nil {
+		planned.Add(1)
+		go func() {
+			defer planned.Done()
+			plan, planErr = r.Plans.Plan(ctx, r.Unavailable)
+		}()
+	}
+	if err := p.read(ctx); err != nil {
+		planned.Wait()
+		return nil, err
+	}
+	planned.Wait()
+	if planErr != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoPlan, planErr)
+	}
+	if write {
+		r.mu.Lock()
+		r.lastPlan = plan
+		r.mu.Unlock()
+	}
+	specs := Desired(plan)
+	p.specs = make(map[string]*Spec, len(specs))
+	for i := range specs {
+		s := &specs[i]
+		p.specs[s.ID] = s
+		p.order = append(p.order, s.ID)
+	}
+	var rest []string
+	for id := range p.slots {
+		if p.specs[id] == nil {
+			rest = append(rest, id)
+		}
+	}
+	sort.Strings(rest)
+	p.order = append(p.order, rest...)
+	return p, nil
+}
+
+// read loads the fleet's records, lists the clouds' instances and the
+// agents into the pass's maps.
+func (p *passState) read(ctx context.Context) error {
+	r := p.r
 	st, err := r.Store.Load(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Sized from the state: a pass builds these every time.
 	p.slots = make(map[string]*store.SlotRecord, len(st.Slots))
@@ -295,43 +350,14 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 	if r.Agents != nil {
 		recs, err := r.Agents.ListInstances(ctx, "", "")
 		if err != nil {
-			return nil, fmt.Errorf("reading agent registrations: %w", err)
+			return fmt.Errorf("reading agent registrations: %w", err)
 		}
 		p.agents = make(map[string]store.InstanceRecord, len(recs))
 		for _, a := range recs {
 			p.agents[a.ID] = a
 		}
 	}
-	p.planVersion = r.Unavailable.Version()
-	r.mu.Lock()
-	plan := r.lastPlan
-	r.mu.Unlock()
-	if write || plan == nil {
-		if plan, err = r.Plans.Plan(ctx, r.Unavailable); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
-		}
-		if write {
-			r.mu.Lock()
-			r.lastPlan = plan
-			r.mu.Unlock()
-		}
-	}
-	specs := Desired(plan)
-	p.specs = make(map[string]*Spec, len(specs))
-	for i := range specs {
-		s := &specs[i]
-		p.specs[s.ID] = s
-		p.order = append(p.order, s.ID)
-	}
-	var rest []string
-	for id := range p.slots {
-		if p.specs[id] == nil {
-			rest = append(rest, id)
-		}
-	}
-	sort.Strings(rest)
-	p.order = append(p.order, rest...)
-	return p, nil
+	return nil
 }
 
 // --- bookkeeping ---

@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"context"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gpubroker/gpubroker/store"
@@ -14,6 +15,10 @@ import (
 // its service's GPU utilisation. It implements fleet.Agents and the agents
 // side of fleet.AgentLoad.
 type agents struct {
+	// mu guards everything below: the reconciler lists the agents while
+	// its plan chain (autoscaling, hedging) lists them on another
+	// goroutine.
+	mu   sync.Mutex
 	now  func() time.Time
 	recs map[string]*store.InstanceRecord
 	byWL map[string]map[string]*store.InstanceRecord
@@ -41,6 +46,8 @@ func newAgents(now func() time.Time) *agents {
 // read it.
 func (a *agents) ListInstances(_ context.Context, workload, state string) ([]store.InstanceRecord, error) {
 	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if !now.Equal(a.listsAt) || a.lists == nil {
 		a.lists, a.listsAt = map[[2]string][]store.InstanceRecord{}, now
 	}
@@ -79,11 +86,13 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	return out, nil
 }
 
-// changed drops the cached lists.
+// changed drops the cached lists (a.mu held).
 func (a *agents) changed() { a.lists = nil }
 
 // setUtil sets a service's per-replica utilisation.
 func (a *agents) setUtil(workload string, u float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if old, ok := a.util[workload]; !ok || old != u {
 		a.util[workload] = u
 		a.changed()
@@ -92,6 +101,8 @@ func (a *agents) setUtil(workload string, u float64) {
 
 // preempting marks an agent as reporting a preemption notice.
 func (a *agents) preempting(id string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if r := a.recs[id]; r != nil {
 		r.State, r.PreemptAt = store.StatePreempting, at
 		a.changed()
@@ -99,6 +110,8 @@ func (a *agents) preempting(id string, at time.Time) {
 }
 
 func (a *agents) add(r *store.InstanceRecord) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.all = nil
 	a.changed()
 	a.recs[r.ID] = r
@@ -109,6 +122,8 @@ func (a *agents) add(r *store.InstanceRecord) {
 }
 
 func (a *agents) remove(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if r := a.recs[id]; r != nil {
 		a.all = nil
 		a.changed()

@@ -236,6 +236,9 @@ func New(cfg Config) (*Sim, error) {
 		Now:     s.clk.Now,
 		Log:     cfg.Log,
 		Load:    fleet.AgentLoad{Agents: s.agents},
+		// The clock stands still during a pass: the load can be sampled
+		// while the solver and the training stage plan.
+		PrefetchLoad: true,
 		// A full solve per pool block does not scale to a thousand
 		// workloads over a month (see fleet.SolverSource.Incremental).
 		IncrementalReplan: true,
