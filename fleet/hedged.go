@@ -66,7 +66,8 @@ type HedgedSource struct {
 	beats map[string]time.Time
 	bySvc map[string][]*store.SlotRecord
 	jobs  []hedgeJob
-	plans int // plans so far (hedge.plan)
+	heard map[string]heardPool // the spot pools observed in this plan
+	plans int                  // plans so far (hedge.plan)
 }
 
 // hedge is one service's live policy and what it was built for.
@@ -186,6 +187,10 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	jobs := h.jobs[:len(todo)]
 	h.plans++
+	if h.heard == nil {
+		h.heard = map[string]heardPool{}
+	}
+	clear(h.heard)
 	workers := h.Workers
 	for j, i := range todo {
 		p := out.Placements[i]
@@ -358,24 +363,45 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		blocked[k] = u.Blocked(keys[k], now)
-		if name := hg.names[k]; !h.tracker.Known(name) {
-			// First heard of here (a new service, or a new leader whose
-			// stage state starts empty): a spot replica of the service
-			// running in the pool since T is evidence the pool has held
-			// since T. Without it a new leader would distrust every pool
-			// and move the whole service to on-demand for hours.
-			if since := runningSince(mine, keys[k]); !since.IsZero() {
-				h.tracker.Seed(name, since, now)
-			}
+		x, ok := h.heard[hg.names[k]]
+		if !ok {
+			x = h.observePool(hg.names[k], keys[k], mine, u, now)
 		}
-		h.tracker.Observe(hg.names[k], now, !blocked[k])
-		zones[k].Pool = h.tracker.Pool(hg.names[k], now)
+		blocked[k], zones[k].Pool = x.blocked, x.pool
 		if !blocked[k] {
 			zones[k].Capacity = optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
 		}
 	}
 	j.zones, j.blocked = zones, blocked
+}
+
+// heardPool is a spot pool's signal and tracker view in one plan.
+type heardPool struct {
+	blocked bool
+	pool    spotpolicy.Pool
+}
+
+// observePool feeds the shared tracker a spot pool's live signal, the
+// first time a plan meets the pool (mine: the services' slots that met it
+// first), and records what it heard in h.heard: the services after it in
+// the plan see the same, as the tracker, told again at the same instant,
+// would not change.
+func (h *HedgedSource) observePool(name string, key providers.PoolKey, mine []*store.SlotRecord, u *Unavailable, now time.Time) heardPool {
+	blocked := u.Blocked(key, now)
+	if !h.tracker.Known(name) {
+		// First heard of here (a new service, or a new leader whose
+		// stage state starts empty): a spot replica of the service
+		// running in the pool since T is evidence the pool has held
+		// since T. Without it a new leader would distrust every pool
+		// and move the whole service to on-demand for hours.
+		if since := runningSince(mine, key); !since.IsZero() {
+			h.tracker.Seed(name, since, now)
+		}
+	}
+	h.tracker.Observe(name, now, !blocked)
+	x := heardPool{blocked: blocked, pool: h.tracker.Pool(name, now)}
+	h.heard[name] = x
+	return x
 }
 
 // hedgePlacement runs the service's policy (at a tick boundary) on the
