@@ -497,7 +497,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		hg.last = d
 	}
 	// Groups of the decision, each pinned to the slots it keeps.
-	var groups []optimizer.Group
+	groups := make([]optimizer.Group, 0, len(hg.fleet.Spot)+1)
 	for k, n := range hg.fleet.Spot {
 		if n = min(n, zones[k].Capacity+zones[k].Spot); n <= 0 {
 			continue // a pool blocked since the tick keeps only what runs there
@@ -723,9 +723,12 @@ func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, 
 		return nil
 	}
 	for _, g := range p.Groups {
+		if g.Capacity != pricing.OnDemand {
+			continue
+		}
 		o := pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
 			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
-		if g.Capacity == pricing.OnDemand && !u.Blocked(PoolOf(o, pricing.OnDemand), now) {
+		if !u.Blocked(PoolOf(o, pricing.OnDemand), now) {
 			return &o
 		}
 	}

@@ -187,7 +187,7 @@ type passState struct {
 	records  map[string]*store.FleetInstanceRecord
 	cloud    map[string]providers.Instance // listed, by id
 	listed   map[pricing.Cloud]bool        // clouds whose listing succeeded
-	agents   map[string]store.InstanceRecord
+	agents   map[string]*store.InstanceRecord
 	alive    map[pricing.Cloud]int
 	launches []*launchPlan
 	terms    []terminatePlan
@@ -221,7 +221,7 @@ type terminatePlan struct {
 func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error) {
 	now := r.Now().UTC()
 	p := &passState{r: r, now: now, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
-		listed: map[pricing.Cloud]bool{}, agents: map[string]store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
+		listed: map[pricing.Cloud]bool{}, agents: map[string]*store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
 	pause, err := r.Store.Paused(ctx)
@@ -352,9 +352,10 @@ func (p *passState) read(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("reading agent registrations: %w", err)
 		}
-		p.agents = make(map[string]store.InstanceRecord, len(recs))
-		for _, a := range recs {
-			p.agents[a.ID] = a
+		// By pointer into the listing: a pass reads a few fields of some.
+		p.agents = make(map[string]*store.InstanceRecord, len(recs))
+		for i := range recs {
+			p.agents[recs[i].ID] = &recs[i]
 		}
 	}
 	return nil
@@ -604,7 +605,11 @@ func (p *passState) decideSlot(id string) {
 // it is preempted, stopped, gone, silent or never came up.
 func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Instance, rec *store.FleetInstanceRecord, listed bool) {
 	o := &p.r.Options
-	agent, registered := p.agents[s.InstanceID]
+	var agent store.InstanceRecord
+	a, registered := p.agents[s.InstanceID]
+	if registered {
+		agent = *a
+	}
 	switch {
 	case !listed:
 		return // the cloud did not answer: leave the slot alone
