@@ -186,6 +186,7 @@ type passState struct {
 	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
 	records  map[string]*store.FleetInstanceRecord
 	cloud    map[string]providers.Instance // listed, by id
+	cloudIDs []string                      // cloud's ids, in the order listed
 	listed   map[pricing.Cloud]bool        // clouds whose listing succeeded
 	agents   map[string]*store.InstanceRecord
 	alive    map[pricing.Cloud]int
@@ -250,21 +251,22 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 	plan := r.lastPlan
 	r.mu.Unlock()
 	var (
-		planned sync.WaitGroup
+		read    sync.WaitGroup
+		readErr error
 		planErr error
 	)
+	read.Add(1)
+	go func() {
+		defer read.Done()
+		readErr = p.read(ctx)
+	}()
 	if write || plan == nil {
-		planned.Add(1)
-		go func() {
-			defer planned.Done()
-			plan, planErr = r.Plans.Plan(ctx, r.Unavailable)
-		}()
+		plan, planErr = r.Plans.Plan(ctx, r.Unavailable)
 	}
-	if err := p.read(ctx); err != nil {
-		planned.Wait()
-		return nil, err
+	read.Wait()
+	if readErr != nil {
+		return nil, readErr
 	}
-	planned.Wait()
 	if planErr != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoPlan, planErr)
 	}
@@ -338,8 +340,12 @@ func (p *passState) read(ctx context.Context) error {
 		p.listed[c] = true
 		if len(p.cloud) == 0 {
 			p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+			p.cloudIDs = make([]string, 0, len(list))
 		}
 		for _, in := range list {
+			if _, dup := p.cloud[in.ID]; !dup {
+				p.cloudIDs = append(p.cloudIDs, in.ID)
+			}
 			p.cloud[in.ID] = in
 			if in.State != providers.StateTerminated {
 				p.alive[c]++
@@ -450,11 +456,12 @@ func (p *passState) decide() {
 // launches whose answer was lost, records new and changed instances,
 // reports orphans and plans their termination after the grace period.
 func (p *passState) decideInstances() {
-	ids := make([]string, 0, len(p.cloud))
-	for id := range p.cloud {
-		ids = append(ids, id)
+	// In id order: the listings' order, unless it is not sorted already.
+	ids := p.cloudIDs
+	if !slices.IsSorted(ids) {
+		ids = slices.Clone(ids)
+		slices.Sort(ids)
 	}
-	sort.Strings(ids)
 	for _, id := range ids {
 		in := p.cloud[id]
 		rec := p.records[id]

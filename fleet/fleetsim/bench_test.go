@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -61,8 +62,18 @@ func benchFleet(b *testing.B, n int, days int) {
 	pol := mustPolicy(b, benchPolicy(n, 1))
 	// As `gpubroker simulate fleet` runs (GOGC in the environment wins).
 	defer BatchGC()()
+	if *benchMainCPU {
+		// The simulation's own goroutine on one thread, so that its CPU
+		// time (main-cpu-ms/op) is the run's critical path: about the wall
+		// time on an idle machine whose other cores take the garbage
+		// collector and the goroutines the simulation starts
+		// (docs/BENCHMARKS.md). Off by default: handing the processor over
+		// whenever that goroutine waits costs a little wall time.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	b.ResetTimer()
-	cpu0 := cputime.Process()
+	cpu0, main0 := cputime.Process(), cputime.Thread()
 	for i := 0; i < b.N; i++ {
 		s, err := New(Config{Policy: pol, Catalog: benchCatalog(), Traces: traces, Seed: 1, SpotScale: n / 10, Duration: time.Duration(days) * 24 * time.Hour})
 		if err != nil {
@@ -82,6 +93,9 @@ func benchFleet(b *testing.B, n int, days int) {
 		}
 	}
 	b.ReportMetric(float64((cputime.Process()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
+	if *benchMainCPU {
+		b.ReportMetric(float64((cputime.Thread()-main0).Milliseconds())/float64(b.N), "main-cpu-ms/op")
+	}
 }
 
 // BenchmarkFleet1000x30d is the issue's target: 1,000 workloads × 30 days.
@@ -89,6 +103,8 @@ func BenchmarkFleet1000x30d(b *testing.B) { benchFleet(b, 1000, 30) }
 
 // BenchmarkFleet100x30d is a tenth of it.
 func BenchmarkFleet100x30d(b *testing.B) { benchFleet(b, 100, 30) }
+
+var benchMainCPU = flag.Bool("bench-main-cpu", false, "lock the fleet benchmarks' goroutine to its thread and report that thread's CPU time (main-cpu-ms/op), the run's critical path")
 
 var benchReport = flag.String("bench-report", "", "write each fleet benchmark's whole report as JSON to this file (to check that a speed change leaves every figure identical)")
 
