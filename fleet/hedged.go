@@ -72,7 +72,7 @@ type HedgedSource struct {
 
 // hedge is one service's live policy and what it was built for.
 type hedge struct {
-	key    string // policy name, GPU model and count it was built for
+	key    hedgeKey // what it was built for
 	policy spotpolicy.Inference
 	zones  []pricing.Offer     // spot pools, in the policy's zone order
 	keys   []providers.PoolKey // zones' spot pools
@@ -82,6 +82,13 @@ type hedge struct {
 	plan   int // the HedgedSource plan that last hedged it
 	fleet  spotpolicy.Fleet
 	last   HedgeDecision
+}
+
+// hedgeKey is what a hedge is built for: the policy, GPU model and count.
+type hedgeKey struct {
+	policy string
+	gpu    pricing.GPUModel
+	count  int
 }
 
 // HedgeDecision is a service's latest hedging decision, for status and
@@ -331,7 +338,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 	if name == "" {
 		name = spotpolicy.DefaultInference
 	}
-	key := fmt.Sprintf("%s %s×%d", name, ref.GPU, ref.GPUsPerInstance)
+	key := hedgeKey{policy: name, gpu: ref.GPU, count: ref.GPUsPerInstance}
 	hg := h.hedges[w.Name]
 	if hg == nil || hg.key != key {
 		dec, err := spotpolicy.NewInference(name)

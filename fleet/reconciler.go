@@ -221,7 +221,7 @@ type terminatePlan struct {
 
 func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error) {
 	now := r.Now().UTC()
-	p := &passState{r: r, now: now, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
+	p := &passState{r: r, now: now, write: write, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
 		listed: map[pricing.Cloud]bool{}, agents: map[string]*store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
@@ -258,7 +258,10 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 	read.Add(1)
 	go func() {
 		defer read.Done()
-		readErr = p.read(ctx)
+		if readErr = p.read(ctx); readErr == nil {
+			// Matching the listings to the records needs no plan either.
+			p.decideInstances()
+		}
 	}()
 	if write || plan == nil {
 		plan, planErr = r.Plans.Plan(ctx, r.Unavailable)
@@ -444,7 +447,8 @@ func (p *passState) retire(rec *store.FleetInstanceRecord, reason string) {
 // --- decide ---
 
 func (p *passState) decide() {
-	p.decideInstances()
+	// observe has matched the listed instances to the records
+	// (decideInstances) while the plan was made.
 	for _, id := range p.order {
 		p.decideSlot(id)
 	}
