@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -25,6 +26,8 @@ type agents struct {
 	// all is recs sorted by id, rebuilt after an agent comes or goes: the
 	// reconciler lists every agent every pass.
 	all []*store.InstanceRecord
+	// running counts each workload's agents in state running (Sim.ready).
+	running map[string]int
 	// util is each inference service's per-replica utilisation (0..1).
 	util map[string]float64
 	// lists caches ListInstances' answers, by workload and state, until an
@@ -37,7 +40,8 @@ type agents struct {
 }
 
 func newAgents(now func() time.Time) *agents {
-	return &agents{now: now, recs: map[string]*store.InstanceRecord{}, byWL: map[string]map[string]*store.InstanceRecord{}, util: map[string]float64{}}
+	return &agents{now: now, recs: map[string]*store.InstanceRecord{}, byWL: map[string]map[string]*store.InstanceRecord{}, util: map[string]float64{},
+		running: map[string]int{}}
 }
 
 // ListInstances implements fleet.Agents: every registered agent, or those of
@@ -104,6 +108,7 @@ func (a *agents) preempting(id string, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if r := a.recs[id]; r != nil {
+		a.countRunning(r, -1)
 		r.State, r.PreemptAt = store.StatePreempting, at
 		a.changed()
 	}
@@ -115,6 +120,7 @@ func (a *agents) add(r *store.InstanceRecord) {
 	a.all = nil
 	a.changed()
 	a.recs[r.ID] = r
+	a.countRunning(r, 1)
 	if a.byWL[r.Workload] == nil {
 		a.byWL[r.Workload] = map[string]*store.InstanceRecord{}
 	}
@@ -129,5 +135,26 @@ func (a *agents) remove(id string) {
 		a.changed()
 		delete(a.byWL[r.Workload], id)
 		delete(a.recs, id)
+		a.countRunning(r, -1)
 	}
+}
+
+// countRunning adds d to r's workload's running count if r is running
+// (a.mu held).
+func (a *agents) countRunning(r *store.InstanceRecord, d int) {
+	if r.State != store.StateRunning {
+		return
+	}
+	if n := a.running[r.Workload] + d; n > 0 {
+		a.running[r.Workload] = n
+	} else {
+		delete(a.running, r.Workload)
+	}
+}
+
+// runningCounts is each workload's count of running agents, a copy.
+func (a *agents) runningCounts() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.running)
 }

@@ -632,13 +632,7 @@ func (s *Sim) register(now time.Time) {
 
 // ready counts each workload's registered, un-noticed agents.
 func (s *Sim) ready() map[string]int {
-	n := make(map[string]int, len(s.svcs)+len(s.jobs))
-	for _, a := range s.agents.recs {
-		if a.State == store.StateRunning {
-			n[a.Workload]++
-		}
-	}
-	return n
+	return s.agents.runningCounts()
 }
 
 // placements indexes the last plan's placements by workload; the index is
