@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -529,8 +530,12 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		n += g.Instances
 	}
 	p.Groups, p.Instances = groups, n
-	p.Explanation = append(slices.Clip(p.Explanation), fmt.Sprintf("live hedging (%s, tick %d): %d spot over %d pools + %d on-demand for a target of %d",
-		hg.policy.Name(), hg.tick, n-hg.fleet.OnDemand, len(hg.last.Spot), hg.fleet.OnDemand, target))
+	// (fmt.Sprintf's "live hedging (%s, tick %d): %d spot over %d pools + %d
+	// on-demand for a target of %d", built without fmt: every service,
+	// every plan.)
+	p.Explanation = append(slices.Clip(p.Explanation), "live hedging ("+hg.policy.Name()+", tick "+strconv.Itoa(hg.tick)+"): "+
+		strconv.Itoa(n-hg.fleet.OnDemand)+" spot over "+strconv.Itoa(len(hg.last.Spot))+" pools + "+strconv.Itoa(hg.fleet.OnDemand)+
+		" on-demand for a target of "+strconv.Itoa(target))
 	return p, nil
 }
 
