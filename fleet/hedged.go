@@ -202,7 +202,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	workers := h.Workers
 	for j, i := range todo {
 		p := out.Placements[i]
-		w, _ := byName.get(p.Workload)
+		w := byName[p.Workload] // read only: a pointer into the policy
 		h.observePools(&jobs[j], pol, cat, w, p, bySvc[w.Name], u, now)
 		if hg := jobs[j].hg; hg != nil {
 			if hg.plan == h.plans {
@@ -239,7 +239,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 // hedgeJob is one service's hedging in a plan: what observePools prepares
 // in service order, and what hedgePlacement decides.
 type hedgeJob struct {
-	w      policy.Workload
+	w      *policy.Workload
 	p      optimizer.Placement
 	mine   []*store.SlotRecord
 	hg     *hedge // nil: nothing to hedge (p stands)
@@ -324,7 +324,7 @@ func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
 // tracker the live signal of each of its spot pools. Plan calls it for the
 // services in order (the tracker's state depends on who heard of a pool
 // first); the rest of the decision is the service's own (hedgePlacement).
-func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement,
+func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement,
 	mine []*store.SlotRecord, u *Unavailable, now time.Time) {
 	_, _, _, maxZones := h.defaults()
 	*j = hedgeJob{w: w, p: p, mine: mine}
@@ -348,7 +348,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			return
 		}
 		hg = &hedge{key: key, policy: dec, start: now, tick: -1}
-		hg.zones = spotPools(pol, cat, w, p, mine, maxZones)
+		hg.zones = spotPools(pol, cat, *w, p, mine, maxZones)
 		h.hedges[w.Name] = hg
 	}
 	if len(hg.names) != len(hg.zones) {
@@ -422,7 +422,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
 	zones, keys, blocked := j.zones, hg.keys, j.blocked
 	ref := p.Groups[0]
-	od := onDemandOffer(pol, cat, w, p, u, now)
+	od := onDemandOffer(pol, cat, *w, p, u, now)
 	if len(hg.zones) == 0 && od == nil {
 		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
