@@ -36,6 +36,9 @@ type ChainConfig struct {
 	Progress   ProgressSource
 	SpeedRatio func(cloud pricing.Cloud, instanceType string) float64
 	Training   TrainingConfig
+	// PrefetchLoad samples the services' load while the inner stages plan
+	// (ScaledSource.Prefetch); the fleet simulator sets it.
+	PrefetchLoad bool
 	// IncrementalReplan makes the solver re-plan only the workloads a pool
 	// block or a removed workload touches (SolverSource.Incremental); the
 	// fleet simulator sets it, the broker does not.
@@ -97,7 +100,8 @@ func NewPlanChain(c ChainConfig) PlanSource {
 		src = tr
 	}
 	if c.Load != nil {
-		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling}
+		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling,
+			Prefetch: c.PrefetchLoad}
 	}
 	if c.Fleet != nil && c.Hedge != nil {
 		h := &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,

@@ -287,7 +287,7 @@ func (p *passState) doLaunch(ctx context.Context, l *launchPlan, stopped map[pri
 				}
 				gen = last + 1
 			}
-			token := ClientToken(o.Name, s.ID, gen)
+			token := p.r.tokens.token(o.Name, s.ID, gen)
 			req = providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
 				Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}
 			body, _ := json.Marshal(req)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -51,19 +52,35 @@ type HedgedSource struct {
 	// MaxZones bounds the spot pools one service spreads over (default 6):
 	// the cheapest, pools it already runs in first.
 	MaxZones int
+	// Workers is how many services' decisions are taken at once (default
+	// GOMAXPROCS). The decisions are independent once the shared pool
+	// tracker has seen every service's pools in service order, so the
+	// plan is the same whatever the number.
+	Workers int
 
 	mu      sync.Mutex
 	tracker spotpolicy.LiveTracker
 	hedges  map[string]*hedge
+	// Scratch of Plan, kept between plans (under mu) so that each plan
+	// does not allocate them anew: a thousand-workload fleet plans tens of
+	// thousands of times in a simulated month.
+	beats map[string]time.Time
+	bySvc map[string][]*store.SlotRecord
+	jobs  []hedgeJob
+	heard map[string]heardPool // the spot pools observed in this plan
+	plans int                  // plans so far (hedge.plan)
 }
 
 // hedge is one service's live policy and what it was built for.
 type hedge struct {
-	key    string // policy name, GPU model and count it was built for
+	key    hedgeKey // what it was built for
 	policy spotpolicy.Inference
-	zones  []pricing.Offer // spot pools, in the policy's zone order
+	zones  []pricing.Offer     // spot pools, in the policy's zone order
+	keys   []providers.PoolKey // zones' spot pools
+	names  []string            // and their tracker names
 	start  time.Time
 	tick   int // last tick decided; -1 none
+	plan   int // the HedgedSource plan that last hedged it
 	fleet  spotpolicy.Fleet
 	last   HedgeDecision
 	// caps are the spot pools' capacities learned from refusals: a pool
@@ -86,6 +103,13 @@ type learnedCap struct {
 // learned capacity is kept: the unavailable cache's longest back-off, so a
 // pool that refuses at every probe keeps its limit for good.
 const capacityMemory = time.Hour
+
+// hedgeKey is what a hedge is built for: the policy, GPU model and count.
+type hedgeKey struct {
+	policy string
+	gpu    pricing.GPUModel
+	count  int
+}
 
 // HedgeDecision is a service's latest hedging decision, for status and
 // logs.
@@ -142,7 +166,13 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if err != nil {
 		return nil, fmt.Errorf("hedging: reading the fleet: %w", err)
 	}
-	beats := map[string]time.Time{}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.beats == nil {
+		h.beats = map[string]time.Time{}
+	}
+	beats := h.beats
+	clear(beats)
 	if h.Agents != nil {
 		recs, err := h.Agents.ListInstances(ctx, "", "")
 		if err != nil {
@@ -158,31 +188,87 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if h.Catalog != nil {
 		cat = h.Catalog()
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.hedges == nil {
 		h.hedges = map[string]*hedge{}
 	}
 	tick, _, _, _ := h.defaults()
 	h.tracker.Gap = tick
-	bySvc := map[string][]*store.SlotRecord{}
+	if h.bySvc == nil {
+		h.bySvc = map[string][]*store.SlotRecord{}
+	}
+	bySvc := h.bySvc
+	for k, v := range bySvc {
+		clear(v)
+		bySvc[k] = v[:0]
+	}
 	for i := range st.Slots {
 		s := &st.Slots[i]
 		bySvc[s.Workload] = append(bySvc[s.Workload], s)
 	}
 	out := *plan
 	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
-	for _, i := range todo {
+	// The pool tracker is shared by the services: it hears of their pools
+	// in service order, then each service decides on its own.
+	if cap(h.jobs) < len(todo) {
+		h.jobs = make([]hedgeJob, len(todo))
+	}
+	jobs := h.jobs[:len(todo)]
+	h.plans++
+	if h.heard == nil {
+		h.heard = map[string]heardPool{}
+	}
+	clear(h.heard)
+	workers := h.Workers
+	for j, i := range todo {
 		p := out.Placements[i]
-		w, _ := byName.get(p.Workload)
-		np, err := h.hedgePlacement(pol, cat, w, p, bySvc[w.Name], beats, u, now)
-		if err != nil {
-			h.log().Warn("hedging: leaving the service as planned", "workload", w.Name, "err", err)
+		w := byName[p.Workload] // read only: a pointer into the policy
+		h.observePools(&jobs[j], pol, cat, w, p, bySvc[w.Name], u, now)
+		if hg := jobs[j].hg; hg != nil {
+			if hg.plan == h.plans {
+				workers = 1 // two placements of one service share its hedge: in order
+			}
+			hg.plan = h.plans
+		}
+	}
+	parallelFor(len(jobs), workers, func(j int) {
+		jb := &jobs[j]
+		if jb.err == nil && jb.hg != nil {
+			jb.out, jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
+		}
+	})
+	for j, i := range todo {
+		jb := &jobs[j]
+		if jb.err != nil {
+			h.log().Warn("hedging: leaving the service as planned", "workload", jb.w.Name, "err", jb.err)
 			continue
 		}
-		out.Placements[i] = np
+		if jb.hg == nil {
+			continue // nothing to hedge
+		}
+		if jb.changed {
+			d := jb.hg.last
+			h.log().Info("hedging decision", "workload", jb.w.Name, "policy", d.Policy, "target", jb.target, "ready", d.Ready,
+				"spot", d.Spot, "on_demand", d.OnDemand)
+		}
+		out.Placements[i] = jb.out
 	}
 	return &out, nil
+}
+
+// hedgeJob is one service's hedging in a plan: what observePools prepares
+// in service order, and what hedgePlacement decides.
+type hedgeJob struct {
+	w      *policy.Workload
+	p      optimizer.Placement
+	mine   []*store.SlotRecord
+	hg     *hedge // nil: nothing to hedge (p stands)
+	target int
+	// The live state of hg's spot pools.
+	zones []spotpolicy.Zone
+
+	out     optimizer.Placement
+	err     error
+	changed bool // the decision changed (logged in service order)
 }
 
 // forget drops the hedges of services that left the policy or no longer
@@ -252,43 +338,126 @@ func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
 	return pricing.Cloud(k.Cloud) == g.Cloud && k.Zone == zone && k.InstanceType == g.InstanceType && k.Capacity == g.Capacity
 }
 
-// hedgePlacement runs w's policy (at a tick boundary) and returns p with
-// the decision's groups.
-func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement,
-	mine []*store.SlotRecord, beats map[string]time.Time, u *Unavailable, now time.Time) (optimizer.Placement, error) {
-	tick, readyDelay, fresh, maxZones := h.defaults()
+// observePools finds or builds w's hedge and feeds the shared pool
+// tracker the live signal of each of its spot pools. Plan calls it for the
+// services in order (the tracker's state depends on who heard of a pool
+// first); the rest of the decision is the service's own (hedgePlacement).
+func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement,
+	mine []*store.SlotRecord, u *Unavailable, now time.Time) {
+	_, _, _, maxZones := h.defaults()
+	*j = hedgeJob{w: w, p: p, mine: mine}
 	ref := p.Groups[0]
-	target := 0
 	for _, g := range p.Groups {
-		target += g.Instances
+		j.target += g.Instances
 	}
-	if target == 0 {
-		return p, nil // nothing to hedge
+	if j.target == 0 {
+		return // nothing to hedge
 	}
 	name := w.SpotDecider
 	if name == "" {
 		name = spotpolicy.DefaultInference
 	}
-	key := fmt.Sprintf("%s %s×%d", name, ref.GPU, ref.GPUsPerInstance)
+	key := hedgeKey{policy: name, gpu: ref.GPU, count: ref.GPUsPerInstance}
 	hg := h.hedges[w.Name]
 	if hg == nil || hg.key != key {
 		dec, err := spotpolicy.NewInference(name)
 		if err != nil {
-			return p, err
+			j.err = err
+			return
 		}
 		hg = &hedge{key: key, policy: dec, start: now, tick: -1}
-		hg.zones = spotPools(pol, cat, w, p, mine, maxZones)
+		hg.zones = spotPools(pol, cat, *w, p, mine, maxZones)
 		h.hedges[w.Name] = hg
 	}
-	od := onDemandOffer(pol, cat, w, p, u, now)
-	if len(hg.zones) == 0 && od == nil {
-		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
+	if len(hg.names) != len(hg.zones) {
+		// The zones' pool keys and tracker names, once per hedge (its
+		// zones are chosen once).
+		hg.keys, hg.names = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones))
+		for k, o := range hg.zones {
+			hg.keys[k] = PoolOf(o, pricing.Spot)
+			hg.names[k] = poolName(hg.keys[k])
+		}
 	}
+	j.hg = hg
 	// The live state, as the simulator builds it per tick.
 	zones := make([]spotpolicy.Zone, len(hg.zones))
-	keys := make([]providers.PoolKey, len(hg.zones))
+	keys := hg.keys
+	// The service's live spot replicas per pool: a refusal beside them is
+	// the pool's capacity, not its loss (poolCapacity).
+	spot := make([]int, len(hg.zones))
+	for _, s := range mine {
+		if !live(s) {
+			continue
+		}
+		if k := slotPool(s); k.Capacity == pricing.Spot {
+			for z := range keys {
+				if keys[z] == k {
+					spot[z]++
+				}
+			}
+		}
+	}
 	for k, o := range hg.zones {
-		keys[k] = PoolOf(o, pricing.Spot)
+		// The live signal of a spot pool is the unavailable cache: the
+		// reconciler blocks a pool that refused a launch for capacity or
+		// whose spot instance was preempted, and clears it when a launch
+		// there succeeds. Unblocked, the cloud sells it: available, as a
+		// trace's tick with capacity is in the simulator.
+		nominal := optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
+		c, limited, avail := hg.poolCapacity(keys[k], nominal, spot[k], u, now)
+		x, ok := h.heard[hg.names[k]]
+		if !ok || x.avail != avail {
+			x = h.observePool(hg.names[k], keys[k], mine, avail, now)
+		}
+		zones[k].Pool = x.pool
+		zones[k].Capacity, zones[k].Limited = c, limited
+	}
+	j.zones = zones
+}
+
+// heardPool is a spot pool's signal and tracker view in one plan.
+type heardPool struct {
+	avail bool
+	pool  spotpolicy.Pool
+}
+
+// observePool feeds the shared tracker a spot pool's live signal as a
+// service sees it (mine: its slots) and records what it heard in h.heard.
+// A later service of the same plan that sees the same signal reuses it:
+// the tracker, told the same again at the same instant, would not change.
+// One that sees another (a pool that refused a replica beside its own is
+// available to it, blocked to the others) tells the tracker, as the
+// services did one after the other before the decisions ran in parallel.
+func (h *HedgedSource) observePool(name string, key providers.PoolKey, mine []*store.SlotRecord, avail bool, now time.Time) heardPool {
+	if !h.tracker.Known(name) {
+		// First heard of here (a new service, or a new leader whose
+		// stage state starts empty): a spot replica of the service
+		// running in the pool since T is evidence the pool has held
+		// since T. Without it a new leader would distrust every pool
+		// and move the whole service to on-demand for hours.
+		if since := runningSince(mine, key); !since.IsZero() {
+			h.tracker.Seed(name, since, now)
+		}
+	}
+	h.tracker.Observe(name, now, avail)
+	x := heardPool{avail: avail, pool: h.tracker.Pool(name, now)}
+	h.heard[name] = x
+	return x
+}
+
+// hedgePlacement runs the service's policy (at a tick boundary) on the
+// live state observePools prepared and returns its placement with the
+// decision's groups. It touches only the service's own hedge, so Plan
+// runs it for several services at once.
+func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, j *hedgeJob, beats map[string]time.Time,
+	u *Unavailable, now time.Time) (optimizer.Placement, error) {
+	tick, readyDelay, fresh, _ := h.defaults()
+	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
+	zones, keys := j.zones, hg.keys
+	ref := p.Groups[0]
+	od := onDemandOffer(pol, cat, *w, p, u, now)
+	if len(hg.zones) == 0 && od == nil {
+		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
 	ready := func(s *store.SlotRecord) bool {
 		if State(s.State) != Running {
@@ -327,30 +496,6 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		}
 		state.OnDemandReadyIn = append(state.OnDemandReadyIn, max(0, (readyDelay-now.Sub(since)).Seconds()))
 	}
-	for k, o := range hg.zones {
-		// The live signal of a spot pool is the unavailable cache: the
-		// reconciler blocks a pool that refused a launch for capacity or
-		// whose spot instance was preempted, and clears it when a launch
-		// there succeeds. Unblocked, the cloud sells it: available, as a
-		// trace's tick with capacity is in the simulator. A refusal while
-		// the pool runs spot instances of ours is the pool's capacity, not
-		// its loss (poolCapacity).
-		nominal := optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
-		c, limited, avail := hg.poolCapacity(keys[k], nominal, zones[k].Spot, u, now)
-		if name := poolName(keys[k]); !h.tracker.Known(name) {
-			// First heard of here (a new service, or a new leader whose
-			// stage state starts empty): a spot replica of the service
-			// running in the pool since T is evidence the pool has held
-			// since T. Without it a new leader would distrust every pool
-			// and move the whole service to on-demand for hours.
-			if since := runningSince(mine, keys[k]); !since.IsZero() {
-				h.tracker.Seed(name, since, now)
-			}
-		}
-		h.tracker.Observe(poolName(keys[k]), now, avail)
-		zones[k].Pool = h.tracker.Pool(poolName(keys[k]), now)
-		zones[k].Capacity, zones[k].Limited = c, limited
-	}
 	if len(hg.zones) > 0 {
 		state.SpotPrice = hg.zones[0].SpotPrice
 	}
@@ -387,14 +532,11 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 				d.Spot[string(keys[k].Cloud)+"/"+keys[k].Zone+"/"+keys[k].InstanceType] = n
 			}
 		}
-		if hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot) {
-			h.log().Info("hedging decision", "workload", w.Name, "policy", d.Policy, "target", target, "ready", d.Ready,
-				"spot", d.Spot, "on_demand", d.OnDemand)
-		}
+		j.changed = hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot)
 		hg.last = d
 	}
 	// Groups of the decision, each pinned to the slots it keeps.
-	var groups []optimizer.Group
+	groups := make([]optimizer.Group, 0, len(hg.fleet.Spot)+1)
 	for k, n := range hg.fleet.Spot {
 		if n = min(n, zones[k].Capacity+zones[k].Spot); n <= 0 {
 			continue // a pool blocked since the tick keeps only what runs there
@@ -419,8 +561,12 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		n += g.Instances
 	}
 	p.Groups, p.Instances = groups, n
-	p.Explanation = append(slices.Clip(p.Explanation), fmt.Sprintf("live hedging (%s, tick %d): %d spot over %d pools + %d on-demand for a target of %d",
-		hg.policy.Name(), hg.tick, n-hg.fleet.OnDemand, len(hg.last.Spot), hg.fleet.OnDemand, target))
+	// (fmt.Sprintf's "live hedging (%s, tick %d): %d spot over %d pools + %d
+	// on-demand for a target of %d", built without fmt: every service,
+	// every plan.)
+	p.Explanation = append(slices.Clip(p.Explanation), "live hedging ("+hg.policy.Name()+", tick "+strconv.Itoa(hg.tick)+"): "+
+		strconv.Itoa(n-hg.fleet.OnDemand)+" spot over "+strconv.Itoa(len(hg.last.Spot))+" pools + "+strconv.Itoa(hg.fleet.OnDemand)+
+		" on-demand for a target of "+strconv.Itoa(target))
 	return p, nil
 }
 
@@ -664,9 +810,12 @@ func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, 
 		return nil
 	}
 	for _, g := range p.Groups {
+		if g.Capacity != pricing.OnDemand {
+			continue
+		}
 		o := pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
 			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
-		if g.Capacity == pricing.OnDemand && !u.Blocked(PoolOf(o, pricing.OnDemand), now) {
+		if !u.Blocked(PoolOf(o, pricing.OnDemand), now) {
 			return &o
 		}
 	}

@@ -42,6 +42,7 @@ type Reconciler struct {
 	// take a decision step for a preview.
 	lastPlan *optimizer.Plan
 	seen     map[string]bool // dry-run actions already recorded this term
+	tokens   tokenMemo
 }
 
 type launchMark struct {
@@ -186,8 +187,9 @@ type passState struct {
 	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
 	records  map[string]*store.FleetInstanceRecord
 	cloud    map[string]providers.Instance // listed, by id
+	cloudIDs []string                      // cloud's ids, in the order listed
 	listed   map[pricing.Cloud]bool        // clouds whose listing succeeded
-	agents   map[string]store.InstanceRecord
+	agents   map[string]*store.InstanceRecord
 	alive    map[pricing.Cloud]int
 	launches []*launchPlan
 	terms    []terminatePlan
@@ -226,8 +228,8 @@ type terminatePlan struct {
 
 func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error) {
 	now := r.Now().UTC()
-	p := &passState{r: r, now: now, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
-		listed: map[pricing.Cloud]bool{}, agents: map[string]store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
+	p := &passState{r: r, now: now, write: write, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
+		listed: map[pricing.Cloud]bool{}, agents: map[string]*store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
 	pause, err := r.Store.Paused(ctx)
@@ -246,9 +248,68 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 			p.replaceReq[q.Instance] = q
 		}
 	}
+	// The plan is computed while the fleet and the clouds are read: the
+	// plan chain reads neither this pass's records nor the listings (its
+	// stages read the fleet themselves), and the blocked pools do not
+	// change until the pass acts. In the fleet simulator this takes the
+	// listing off the plan's critical path on a second core.
+	p.planVersion = r.Unavailable.Version()
+	r.mu.Lock()
+	plan := r.lastPlan
+	r.mu.Unlock()
+	var (
+		read    sync.WaitGroup
+		readErr error
+		planErr error
+	)
+	read.Add(1)
+	go func() {
+		defer read.Done()
+		if readErr = p.read(ctx); readErr == nil {
+			// Matching the listings to the records needs no plan either.
+			p.decideInstances()
+		}
+	}()
+	if write || plan == nil {
+		plan, planErr = r.Plans.Plan(ctx, r.Unavailable)
+	}
+	read.Wait()
+	if readErr != nil {
+		return nil, readErr
+	}
+	if planErr != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoPlan, planErr)
+	}
+	if write {
+		r.mu.Lock()
+		r.lastPlan = plan
+		r.mu.Unlock()
+	}
+	specs := Desired(plan)
+	p.specs = make(map[string]*Spec, len(specs))
+	for i := range specs {
+		s := &specs[i]
+		p.specs[s.ID] = s
+		p.order = append(p.order, s.ID)
+	}
+	var rest []string
+	for id := range p.slots {
+		if p.specs[id] == nil {
+			rest = append(rest, id)
+		}
+	}
+	sort.Strings(rest)
+	p.order = append(p.order, rest...)
+	return p, nil
+}
+
+// read loads the fleet's records, lists the clouds' instances and the
+// agents into the pass's maps.
+func (p *passState) read(ctx context.Context) error {
+	r := p.r
 	st, err := r.Store.Load(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Sized from the state: a pass builds these every time.
 	p.slots = make(map[string]*store.SlotRecord, len(st.Slots))
@@ -268,7 +329,7 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 		p.records[x.ID] = x
 	}
 	for _, s := range p.slots {
-		if in := p.intents[ClientToken(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
+		if in := p.intents[r.tokens.token(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
 			p.bySlot[s.ID] = in
 		}
 	}
@@ -289,8 +350,12 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 		p.listed[c] = true
 		if len(p.cloud) == 0 {
 			p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+			p.cloudIDs = make([]string, 0, len(list))
 		}
 		for _, in := range list {
+			if _, dup := p.cloud[in.ID]; !dup {
+				p.cloudIDs = append(p.cloudIDs, in.ID)
+			}
 			p.cloud[in.ID] = in
 			if in.State != providers.StateTerminated {
 				p.alive[c]++
@@ -301,43 +366,15 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 	if r.Agents != nil {
 		recs, err := r.Agents.ListInstances(ctx, "", "")
 		if err != nil {
-			return nil, fmt.Errorf("reading agent registrations: %w", err)
+			return fmt.Errorf("reading agent registrations: %w", err)
 		}
-		p.agents = make(map[string]store.InstanceRecord, len(recs))
-		for _, a := range recs {
-			p.agents[a.ID] = a
-		}
-	}
-	p.planVersion = r.Unavailable.Version()
-	r.mu.Lock()
-	plan := r.lastPlan
-	r.mu.Unlock()
-	if write || plan == nil {
-		if plan, err = r.Plans.Plan(ctx, r.Unavailable); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNoPlan, err)
-		}
-		if write {
-			r.mu.Lock()
-			r.lastPlan = plan
-			r.mu.Unlock()
+		// By pointer into the listing: a pass reads a few fields of some.
+		p.agents = make(map[string]*store.InstanceRecord, len(recs))
+		for i := range recs {
+			p.agents[recs[i].ID] = &recs[i]
 		}
 	}
-	specs := Desired(plan)
-	p.specs = make(map[string]*Spec, len(specs))
-	for i := range specs {
-		s := &specs[i]
-		p.specs[s.ID] = s
-		p.order = append(p.order, s.ID)
-	}
-	var rest []string
-	for id := range p.slots {
-		if p.specs[id] == nil {
-			rest = append(rest, id)
-		}
-	}
-	sort.Strings(rest)
-	p.order = append(p.order, rest...)
-	return p, nil
+	return nil
 }
 
 // --- bookkeeping ---
@@ -417,7 +454,8 @@ func (p *passState) retire(rec *store.FleetInstanceRecord, reason string) {
 // --- decide ---
 
 func (p *passState) decide() {
-	p.decideInstances()
+	// observe has matched the listed instances to the records
+	// (decideInstances) while the plan was made.
 	p.gathering = p.incompleteGangs()
 	for _, id := range p.order {
 		p.decideSlot(id)
@@ -430,11 +468,12 @@ func (p *passState) decide() {
 // launches whose answer was lost, records new and changed instances,
 // reports orphans and plans their termination after the grace period.
 func (p *passState) decideInstances() {
-	ids := make([]string, 0, len(p.cloud))
-	for id := range p.cloud {
-		ids = append(ids, id)
+	// In id order: the listings' order, unless it is not sorted already.
+	ids := p.cloudIDs
+	if !slices.IsSorted(ids) {
+		ids = slices.Clone(ids)
+		slices.Sort(ids)
 	}
-	sort.Strings(ids)
 	for _, id := range ids {
 		in := p.cloud[id]
 		rec := p.records[id]
@@ -477,7 +516,7 @@ func (p *passState) decideInstances() {
 		}
 		// Owned: the slot's current instance, launched with the token of the
 		// slot's current generation.
-		owned := slot != nil && slot.InstanceID == id && token == ClientToken(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
+		owned := slot != nil && slot.InstanceID == id && token == p.r.tokens.token(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
 		if owned {
 			if rec.SlotID != slot.ID || !rec.OrphanSince.IsZero() {
 				rec.SlotID, rec.OrphanSince = slot.ID, time.Time{}
@@ -585,7 +624,11 @@ func (p *passState) decideSlot(id string) {
 // it is preempted, stopped, gone, silent or never came up.
 func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Instance, rec *store.FleetInstanceRecord, listed bool) {
 	o := &p.r.Options
-	agent, registered := p.agents[s.InstanceID]
+	var agent store.InstanceRecord
+	a, registered := p.agents[s.InstanceID]
+	if registered {
+		agent = *a
+	}
 	switch {
 	case !listed:
 		return // the cloud did not answer: leave the slot alone
@@ -851,6 +894,7 @@ func (p *passState) flush(ctx context.Context) error {
 	sort.Slice(p.changes.Intents, func(i, j int) bool { return p.changes.Intents[i].Token < p.changes.Intents[j].Token })
 	sort.Slice(p.changes.Instances, func(i, j int) bool { return p.changes.Instances[i].ID < p.changes.Instances[j].ID })
 	err := p.r.Store.Apply(ctx, p.fence, p.changes)
+	p.r.tokens.forget(p.changes.DeleteSlots)
 	p.changes = store.FleetChanges{}
 	clear(p.dirtyS)
 	clear(p.dirtyI)

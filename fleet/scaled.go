@@ -34,6 +34,13 @@ type ScaledSource struct {
 	// this workload reached 100% this month: the service is held at
 	// replicas.min until the month ends (docs/policy.md).
 	StopScaling func(ctx context.Context, w policy.Workload, now time.Time) bool
+	// Prefetch samples the services' load on another goroutine while the
+	// inner stages plan, rather than one service after another once they
+	// are done. A sample is used only when the plan's time is the one it
+	// was taken at, so a clock that moves during the inner plan (a live
+	// broker's) samples again; the fleet simulator, whose clock stands
+	// still during a pass, sets it.
+	Prefetch bool
 
 	mu     sync.Mutex
 	scaler map[string]*autoscale.Autoscaler
@@ -46,7 +53,15 @@ type ScaledSource struct {
 
 // Plan returns the inner plan with inference replicas resized.
 func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
+	var pre *loadSamples
+	if s.Prefetch && !inPass(ctx) {
+		// (Inside a pass the last plan usually stands: see below.)
+		pre = s.prefetch(ctx)
+	}
 	plan, _, byName, now, ok, err := stageInput(ctx, s.Inner, u, s.Policy, s.Now)
+	if pre != nil {
+		<-pre.done
+	}
 	if !ok {
 		return plan, err
 	}
@@ -81,7 +96,11 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		} else {
 			a.Reconfigure(autoscale.FromPolicy(w)) // the policy may have been edited
 		}
-		sample, err := s.Load.Sample(ctx, w, now)
+		got, hit := pre.get(w, now)
+		sample, err := got.sample, got.err
+		if !hit {
+			sample, err = s.Load.Sample(ctx, w, now)
+		}
 		if err != nil && s.Log != nil {
 			s.Log.Warn("autoscale: load unavailable; deciding on what is known", "workload", w.Name, "err", err)
 		}
@@ -108,6 +127,58 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	s.lastIn, s.lastOut, s.lastAt = plan, &out, now
 	return &out, nil
+}
+
+// loadSamples are the services' load samples taken at one time, by
+// workload name; done is closed once they all are.
+type loadSamples struct {
+	at   time.Time
+	done chan struct{}
+	got  map[string]loadSample
+}
+
+type loadSample struct {
+	prom   *policy.PrometheusMetric // the query it was taken with
+	sample autoscale.Sample
+	err    error
+}
+
+// prefetch starts sampling every inference service of the policy at the
+// current time; nil without a policy.
+func (s *ScaledSource) prefetch(ctx context.Context) *loadSamples {
+	pol := s.Policy()
+	if pol == nil {
+		return nil
+	}
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	pre := &loadSamples{at: now, done: make(chan struct{}), got: make(map[string]loadSample, len(pol.Workloads))}
+	go func() {
+		defer close(pre.done)
+		for i := range pol.Workloads {
+			w := &pol.Workloads[i]
+			if w.Kind != policy.Inference {
+				continue
+			}
+			smp, err := s.Load.Sample(ctx, *w, now)
+			pre.got[w.Name] = loadSample{prom: w.Autoscale.Prometheus, sample: smp, err: err}
+		}
+	}()
+	return pre
+}
+
+// get is w's sample at now, if it was taken (hit false: sample it now).
+func (l *loadSamples) get(w policy.Workload, now time.Time) (loadSample, bool) {
+	if l == nil || !l.at.Equal(now) {
+		return loadSample{}, false
+	}
+	x, ok := l.got[w.Name]
+	if !ok || x.prom != w.Autoscale.Prometheus {
+		return loadSample{}, false
+	}
+	return x, true
 }
 
 // Decisions returns each inference service's last decision.

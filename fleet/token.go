@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"sync"
 )
 
 // ClientToken is the idempotency token of the generation-th launch of a
@@ -18,4 +19,45 @@ func ClientToken(fleetName, slotID string, generation int) string {
 	b[8] = (b[8] & 0x3f) | 0x80
 	x := hex.EncodeToString(b)
 	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
+
+// tokenMemo remembers each slot's latest launch token. Every pass needs
+// the token of every slot's current generation (to find its open intent
+// and to tell owned instances from orphans), a SHA-256 each, while a slot's
+// generation changes only when it launches: in the fleet simulator the
+// hashing was 3% of the run. Safe for concurrent use (Diff may run beside
+// a pass).
+type tokenMemo struct {
+	mu sync.Mutex
+	m  map[string]memoToken // by slot id
+}
+
+type memoToken struct {
+	fleet string
+	gen   int
+	token string
+}
+
+// token is ClientToken(fleetName, slotID, generation), memoised per slot.
+func (t *tokenMemo) token(fleetName, slotID string, generation int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.m[slotID]; ok && e.gen == generation && e.fleet == fleetName {
+		return e.token
+	}
+	tok := ClientToken(fleetName, slotID, generation)
+	if t.m == nil {
+		t.m = map[string]memoToken{}
+	}
+	t.m[slotID] = memoToken{fleet: fleetName, gen: generation, token: tok}
+	return tok
+}
+
+// forget drops the slots' memoised tokens (slots deleted from the store).
+func (t *tokenMemo) forget(slotIDs []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range slotIDs {
+		delete(t.m, id)
+	}
 }

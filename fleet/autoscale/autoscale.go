@@ -16,6 +16,7 @@ package autoscale
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,7 +113,17 @@ func Recommend(c Config, s Sample) Decision {
 		if math.Abs(ratio-1) > c.Tolerance {
 			d = int(math.Ceil(float64(current) * ratio))
 		}
-		reasons = append(reasons, fmt.Sprintf("%s %.3g vs target %.3g → %d", name, observed, target, d))
+		// fmt.Sprintf("%s %.3g vs target %.3g → %d", ...) without fmt:
+		// every service is sized every plan.
+		r := make([]byte, 0, len(name)+40)
+		r = append(r, name...)
+		r = append(r, ' ')
+		r = strconv.AppendFloat(r, observed, 'g', 3, 64)
+		r = append(r, " vs target "...)
+		r = strconv.AppendFloat(r, target, 'g', 3, 64)
+		r = append(r, " → "...)
+		r = strconv.AppendInt(r, int64(d), 10)
+		reasons = append(reasons, string(r))
 		desired = max(desired, d)
 	}
 	if c.TargetUtilization > 0 && len(s.Utilization) > 0 {

@@ -2,7 +2,9 @@ package fleetsim
 
 import (
 	"context"
+	"maps"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gpubroker/gpubroker/store"
@@ -14,12 +16,18 @@ import (
 // its service's GPU utilisation. It implements fleet.Agents and the agents
 // side of fleet.AgentLoad.
 type agents struct {
+	// mu guards everything below: the reconciler lists the agents while
+	// its plan chain (autoscaling, hedging) lists them on another
+	// goroutine.
+	mu   sync.Mutex
 	now  func() time.Time
 	recs map[string]*store.InstanceRecord
 	byWL map[string]map[string]*store.InstanceRecord
 	// all is recs sorted by id, rebuilt after an agent comes or goes: the
 	// reconciler lists every agent every pass.
 	all []*store.InstanceRecord
+	// running counts each workload's agents in state running (Sim.ready).
+	running map[string]int
 	// util is each inference service's per-replica utilisation (0..1).
 	util map[string]float64
 	// lists caches ListInstances' answers, by workload and state, until an
@@ -32,7 +40,8 @@ type agents struct {
 }
 
 func newAgents(now func() time.Time) *agents {
-	return &agents{now: now, recs: map[string]*store.InstanceRecord{}, byWL: map[string]map[string]*store.InstanceRecord{}, util: map[string]float64{}}
+	return &agents{now: now, recs: map[string]*store.InstanceRecord{}, byWL: map[string]map[string]*store.InstanceRecord{}, util: map[string]float64{},
+		running: map[string]int{}}
 }
 
 // ListInstances implements fleet.Agents: every registered agent, or those of
@@ -41,6 +50,8 @@ func newAgents(now func() time.Time) *agents {
 // read it.
 func (a *agents) ListInstances(_ context.Context, workload, state string) ([]store.InstanceRecord, error) {
 	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if !now.Equal(a.listsAt) || a.lists == nil {
 		a.lists, a.listsAt = map[[2]string][]store.InstanceRecord{}, now
 	}
@@ -79,11 +90,13 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	return out, nil
 }
 
-// changed drops the cached lists.
+// changed drops the cached lists (a.mu held).
 func (a *agents) changed() { a.lists = nil }
 
 // setUtil sets a service's per-replica utilisation.
 func (a *agents) setUtil(workload string, u float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if old, ok := a.util[workload]; !ok || old != u {
 		a.util[workload] = u
 		a.changed()
@@ -92,16 +105,22 @@ func (a *agents) setUtil(workload string, u float64) {
 
 // preempting marks an agent as reporting a preemption notice.
 func (a *agents) preempting(id string, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if r := a.recs[id]; r != nil {
+		a.countRunning(r, -1)
 		r.State, r.PreemptAt = store.StatePreempting, at
 		a.changed()
 	}
 }
 
 func (a *agents) add(r *store.InstanceRecord) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.all = nil
 	a.changed()
 	a.recs[r.ID] = r
+	a.countRunning(r, 1)
 	if a.byWL[r.Workload] == nil {
 		a.byWL[r.Workload] = map[string]*store.InstanceRecord{}
 	}
@@ -109,10 +128,33 @@ func (a *agents) add(r *store.InstanceRecord) {
 }
 
 func (a *agents) remove(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if r := a.recs[id]; r != nil {
 		a.all = nil
 		a.changed()
 		delete(a.byWL[r.Workload], id)
 		delete(a.recs, id)
+		a.countRunning(r, -1)
 	}
+}
+
+// countRunning adds d to r's workload's running count if r is running
+// (a.mu held).
+func (a *agents) countRunning(r *store.InstanceRecord, d int) {
+	if r.State != store.StateRunning {
+		return
+	}
+	if n := a.running[r.Workload] + d; n > 0 {
+		a.running[r.Workload] = n
+	} else {
+		delete(a.running, r.Workload)
+	}
+}
+
+// runningCounts is each workload's count of running agents, a copy.
+func (a *agents) runningCounts() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.running)
 }

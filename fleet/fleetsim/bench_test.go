@@ -2,10 +2,12 @@ package fleetsim
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +62,18 @@ func benchFleet(b *testing.B, n int, days int) {
 	pol := mustPolicy(b, benchPolicy(n, 1))
 	// As `gpubroker simulate fleet` runs (GOGC in the environment wins).
 	defer BatchGC()()
+	if *benchMainCPU {
+		// The simulation's own goroutine on one thread, so that its CPU
+		// time (main-cpu-ms/op) is the run's critical path: about the wall
+		// time on an idle machine whose other cores take the garbage
+		// collector and the goroutines the simulation starts
+		// (docs/BENCHMARKS.md). Off by default: handing the processor over
+		// whenever that goroutine waits costs a little wall time.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	b.ResetTimer()
-	cpu0 := cputime.Process()
+	cpu0, main0 := cputime.Process(), cputime.Thread()
 	for i := 0; i < b.N; i++ {
 		s, err := New(Config{Policy: pol, Catalog: benchCatalog(), Traces: traces, Seed: 1, SpotScale: n / 10, Duration: time.Duration(days) * 24 * time.Hour})
 		if err != nil {
@@ -76,8 +88,14 @@ func benchFleet(b *testing.B, n int, days int) {
 		b.ReportMetric(float64(rep.Total.DeadlineMisses), "misses")
 		b.ReportMetric(rep.Total.Ratio, "cost/od")
 		b.ReportMetric(100*rep.Total.TimeAtTarget, "%at-target")
+		if *benchReport != "" {
+			writeBenchReport(b, rep)
+		}
 	}
 	b.ReportMetric(float64((cputime.Process()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
+	if *benchMainCPU {
+		b.ReportMetric(float64((cputime.Thread()-main0).Milliseconds())/float64(b.N), "main-cpu-ms/op")
+	}
 }
 
 // BenchmarkFleet1000x30d is the issue's target: 1,000 workloads × 30 days.
@@ -85,6 +103,21 @@ func BenchmarkFleet1000x30d(b *testing.B) { benchFleet(b, 1000, 30) }
 
 // BenchmarkFleet100x30d is a tenth of it.
 func BenchmarkFleet100x30d(b *testing.B) { benchFleet(b, 100, 30) }
+
+var benchMainCPU = flag.Bool("bench-main-cpu", false, "lock the fleet benchmarks' goroutine to its thread and report that thread's CPU time (main-cpu-ms/op), the run's critical path")
+
+var benchReport = flag.String("bench-report", "", "write each fleet benchmark's whole report as JSON to this file (to check that a speed change leaves every figure identical)")
+
+// writeBenchReport writes rep as indented JSON to -bench-report.
+func writeBenchReport(b *testing.B, rep *Report) {
+	buf, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(*benchReport, buf, 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
 
 var writeBenchPolicy = flag.String("write-bench-policy", "", "write the 1,000-workload benchmark policy to this file (for timing `gpubroker simulate fleet` itself)")
 

@@ -166,24 +166,27 @@ type Sim struct {
 	computes map[pricing.Cloud]*fake.Compute
 	rec      *fleet.Reconciler
 	tap      *planTap
-	traces   map[string]*traceIndex
-	timers   timeHeap
-	insts    map[string]*instInfo
-	live     map[string]*instInfo // not gone
-	liveSpot map[providers.PoolKey]int
-	prices   map[providers.PoolKey]poolPrice
-	jobs     map[string]*job
-	jobOrder []string
-	svcs     map[string]*service
-	stats    map[string]*WorkloadReport
-	slotPool map[string]providers.PoolKey
-	spent    int64 // settled spend of gone instances, micro-USD
-	acc      map[string]*acc
-	budgets  *budgets // nil: the policy has none
-	series   []Point
-	passes   int
-	minted   int
-	tokens   map[string]string
+	// plIndex is placements' index of plIndexOf (the last plan).
+	plIndex   map[string]*optimizer.Placement
+	plIndexOf *optimizer.Plan
+	traces    map[string]*traceIndex
+	timers    timeHeap
+	insts     map[string]*instInfo
+	live      map[string]*instInfo // not gone
+	liveSpot  map[providers.PoolKey]int
+	prices    map[providers.PoolKey]poolPrice
+	jobs      map[string]*job
+	jobOrder  []string
+	svcs      map[string]*service
+	stats     map[string]*WorkloadReport
+	slotPool  map[string]providers.PoolKey
+	spent     int64 // settled spend of gone instances, micro-USD
+	acc       map[string]*acc
+	budgets   *budgets // nil: the policy has none
+	series    []Point
+	passes    int
+	minted    int
+	tokens    map[string]string
 }
 
 // New prepares a simulation.
@@ -236,6 +239,9 @@ func New(cfg Config) (*Sim, error) {
 		Now:     s.clk.Now,
 		Log:     cfg.Log,
 		Load:    fleet.AgentLoad{Agents: s.agents},
+		// The clock stands still during a pass: the load can be sampled
+		// while the solver and the training stage plan.
+		PrefetchLoad: true,
 		// A full solve per pool block does not scale to a thousand
 		// workloads over a month (see fleet.SolverSource.Incremental).
 		IncrementalReplan: true,
@@ -626,24 +632,24 @@ func (s *Sim) register(now time.Time) {
 
 // ready counts each workload's registered, un-noticed agents.
 func (s *Sim) ready() map[string]int {
-	n := map[string]int{}
-	for _, a := range s.agents.recs {
-		if a.State == store.StateRunning {
-			n[a.Workload]++
-		}
-	}
-	return n
+	return s.agents.runningCounts()
 }
 
+// placements indexes the last plan's placements by workload; the index is
+// kept until the plan changes (read twice or more per instant).
 func (s *Sim) placements() map[string]*optimizer.Placement {
+	if s.plIndex != nil && s.plIndexOf == s.tap.last {
+		return s.plIndex
+	}
 	out := map[string]*optimizer.Placement{}
-	if s.tap.last == nil {
-		return out
+	if s.tap.last != nil {
+		out = make(map[string]*optimizer.Placement, len(s.tap.last.Placements))
+		for i := range s.tap.last.Placements {
+			p := &s.tap.last.Placements[i]
+			out[p.Workload] = p
+		}
 	}
-	for i := range s.tap.last.Placements {
-		p := &s.tap.last.Placements[i]
-		out[p.Workload] = p
-	}
+	s.plIndex, s.plIndexOf = out, s.tap.last
 	return out
 }
 
