@@ -1,0 +1,34 @@
+package fleetsim
+
+import (
+	"encoding/json"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestSameReportWhateverTheCores: the simulation's concurrent parts (the
+// hedging stage's per-service decisions, the reconciler's reads beside the
+// plan, the load sampled beside the inner stages) leave the report the
+// same on one processor as on four: every figure, byte for byte.
+func TestSameReportWhateverTheCores(t *testing.T) {
+	traces, err := LoadTraceDir(sharedTraces(t, "availability/1-node/aws-02-15-2023"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(procs int) []byte {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		n := 80 // ~24 services: the hedging stage splits them over 3 goroutines
+		rep, _ := runSim(t, Config{Policy: mustPolicy(t, benchPolicy(n, 3)), Catalog: benchCatalog(), Traces: traces, Seed: 3,
+			SpotScale: n / 10, Duration: 24 * time.Hour})
+		buf, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	one, four := run(1), run(4)
+	if string(one) != string(four) {
+		t.Fatalf("reports differ between GOMAXPROCS 1 and 4:\n%s\n%s", one, four)
+	}
+}
