@@ -738,8 +738,8 @@ func (s *solver) greedyPass(evals []*eval, priced [][]float64, order []int) *sta
 // out, the rows its best priced option lacks room in. On large fleets at
 // the feasibility edge the bound's few subgradient steps price the rows too
 // loosely and one pass can leave hundreds out, each then costly to place by
-// ejection. It returns the pass that left fewest out (then the cheapest)
-// and its order.
+// ejection. Workloads ever left out go first in later passes. It returns
+// the pass that left fewest out (then the cheapest) and its order.
 func (s *solver) priceGreedy(evals []*eval, mu []float64) (*state, []int) {
 	m := append([]float64(nil), mu...)
 	// A row's base price: the fleet's mean cost per unit of the row at the
@@ -769,8 +769,21 @@ func (s *solver) priceGreedy(evals []*eval, mu []float64) (*state, []int) {
 		bestCost  float64
 	)
 	over := make([]float64, len(m))
+	// Workloads a pass left out go first in the next ones (squeaky
+	// wheel): the few with options on one congested row only (8-GPU
+	// B200 jobs on a full B200 quota) are then placed before the
+	// flexible ones fill that row.
+	first := make([]bool, len(evals))
 	for it := 0; it < priceRounds; it++ {
 		priced, order := s.pricedOrder(evals, m)
+		k := 0
+		for i, w := range order {
+			if first[w] {
+				copy(order[k+1:i+1], order[k:i])
+				order[k] = w
+				k++
+			}
+		}
 		st := s.greedyPass(evals, priced, order)
 		left := 0
 		clear(over)
@@ -778,6 +791,7 @@ func (s *solver) priceGreedy(evals []*eval, mu []float64) (*state, []int) {
 			if c >= 0 {
 				continue
 			}
+			first[w] = true
 			left++
 			e := evals[w]
 			bj := 0
