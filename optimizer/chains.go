@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"math/rand/v2"
+	"slices"
 )
 
 // The row- and workload-centred neighbourhoods of lns are built greedily
@@ -73,7 +74,7 @@ func (s *solver) chains(evals []*eval, choice []int, mu []float64, budget, patie
 	}
 	refresh()
 	var set, off []int
-	var short []int32
+	var short, rows []int32
 	size := chainSize
 	add := func(v int) {
 		if len(set) < size && !inSet[v] && st.choice[v] >= 0 {
@@ -81,11 +82,15 @@ func (s *solver) chains(evals []*eval, choice []int, mu []float64, budget, patie
 			set = append(set, v)
 		}
 	}
+	offStale := true
 	for spent < budget && stale < patience {
-		off = off[:0]
-		for w, c := range st.choice {
-			if c > 0 {
-				off = append(off, w)
+		// off changes only when a set improves.
+		if offStale {
+			off, offStale = off[:0], false
+			for w, c := range st.choice {
+				if c > 0 {
+					off = append(off, w)
+				}
 			}
 		}
 		if len(off) == 0 {
@@ -157,14 +162,75 @@ func (s *solver) chains(evals []*eval, choice []int, mu []float64, budget, patie
 			stale++
 			continue
 		}
+		// The row lists are updated for the set's workloads alone, to
+		// what rowUsers and rowWants would build (rebuilding them is
+		// O(fleet × options) per improving set, which dominated at
+		// 10,000 workloads).
 		for _, v := range set {
+			rows = st.userRows(v, st.choice[v], rows[:0])
+			for _, r := range rows {
+				users[r] = removeSorted(users[r], v)
+			}
+			rows = st.wantRows(v, st.choice[v], rows[:0])
+			for _, r := range rows {
+				wants[r] = removeSorted(wants[r], v)
+			}
 			st.set(v, -1)
 		}
 		for i, v := range set {
 			st.set(v, r.pick[i])
+			rows = st.userRows(v, st.choice[v], rows[:0])
+			for _, r := range rows {
+				users[r] = insertSorted(users[r], v)
+			}
+			rows = st.wantRows(v, st.choice[v], rows[:0])
+			for _, r := range rows {
+				wants[r] = insertSorted(wants[r], v)
+			}
 		}
-		stale = 0
-		refresh()
+		stale, offStale = 0, true
 	}
 	return st.choice
+}
+
+// userRows appends to dst the rows whose rowUsers list holds w when it is
+// on option c (none when c < 0), as often and in the order rowUsers
+// appends w.
+func (st *state) userRows(w, c int, dst []int32) []int32 {
+	if c < 0 {
+		return dst
+	}
+	e := st.evals[w]
+	st.s.quotaUses(&e.cands[c], func(r int32, _ float64) { dst = append(dst, r) })
+	return append(dst, e.budgetRows...)
+}
+
+// wantRows appends to dst the rows whose rowWants(false) list holds w when
+// it is on option c: the rows of its cheaper options, once each.
+func (st *state) wantRows(w, c int, dst []int32) []int32 {
+	n := len(dst)
+	for j := 0; j < c; j++ {
+		for _, u := range st.evals[w].cands[j].uses {
+			if !slices.Contains(dst[n:], u.row) {
+				dst = append(dst, u.row)
+			}
+		}
+	}
+	return dst
+}
+
+// removeSorted removes every v from the ascending list xs.
+func removeSorted(xs []int, v int) []int {
+	i, _ := slices.BinarySearch(xs, v)
+	k := i
+	for k < len(xs) && xs[k] == v {
+		k++
+	}
+	return slices.Delete(xs, i, k)
+}
+
+// insertSorted inserts v into the ascending list xs, after any equal ones.
+func insertSorted(xs []int, v int) []int {
+	i, _ := slices.BinarySearch(xs, v+1)
+	return slices.Insert(xs, i, v)
 }

@@ -120,6 +120,11 @@ type solver struct {
 	// ubGuess says the upper bound lowerBound gets is a guess, not a
 	// plan's cost.
 	ubGuess bool
+	// partial is the large-fleet Lagrangian heuristic's best incomplete
+	// assignment this fleet solve (partialLeft workloads left out), the
+	// start for repair when no complete plan was found.
+	partial     []int
+	partialLeft int
 	// qcSlot maps a quota class to its index in the eval being built (-1:
 	// none yet); scratch space reset after each workload.
 	qcSlot []int32
@@ -307,6 +312,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		fleetBlocked []Blocked
 		ub           float64
 	)
+	s.partial = nil
 	if len(s.caps) == 0 || len(evals) <= smallSearch {
 		choice, fleetBlocked = s.assign(evals)
 		ub = planCost(evals, choice)
@@ -372,8 +378,15 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		lb = max(lb, lb2)
 	}
 	if len(fleetBlocked) > 0 && choice == nil {
-		choice, fleetBlocked = s.assign(evals)
+		if s.partial != nil && len(s.partial) == len(evals) {
+			// Large fleets: the priced greedy's partial plan, which
+			// repair completes.
+			choice = s.partial
+		} else {
+			choice, fleetBlocked = s.assign(evals)
+		}
 	}
+	s.partial = nil
 
 	if len(fleetBlocked) > 0 {
 		// The heuristic left workloads out: search exhaustively over the
@@ -430,6 +443,15 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		case ub-lb > chainGap*lb:
 			choice = s.chains(evals, choice, mu, min(chainWorkLarge*len(evals), chainMaxWork), chainStaleLarge)
 			ub = planCost(evals, choice)
+		}
+		if len(evals) > smallSearch && ub-lb > chainGap*lb && !s.probe {
+			// Large hard fleets: the bound had 40 steps a round, aimed
+			// at a guess or at early plans. More steps towards the final
+			// plan's cost tighten it (a few seconds at 10,000 workloads),
+			// and the bound is what the plan's quality is judged by.
+			if lb2, _ := s.lowerBound(evals, ub, mu, boundPolishIters); lb2 > lb {
+				lb = lb2
+			}
 		}
 		if len(evals) <= polishSize && ub-lb > eps*lb && !s.probe {
 			st := newState(s, evals, choice)
@@ -614,32 +636,63 @@ const smallSearch = 300
 // improvement moves. The prices steer workloads away from the rows the
 // relaxation found congested. It returns nil when some workload does not fit.
 func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
-	st, order := s.lagrangeGreedy(evals, mu)
+	large := len(evals) > smallSearch
+	var (
+		st    *state
+		order []int
+	)
+	if large {
+		st, order = s.priceGreedy(evals, mu)
+	} else {
+		st, order = s.lagrangeGreedy(evals, mu)
+	}
 	st.improve(order)
+	left := 0
 	for _, c := range st.choice {
 		if c < 0 {
-			// Nearly complete: repair the few left out locally rather
-			// than throw the assignment away.
-			ch, blocked := s.repair(evals, st.choice, mu)
-			if len(blocked) > 0 {
-				return nil
-			}
-			return ch
+			left++
 		}
 	}
-	return st.choice
+	if left == 0 {
+		return st.choice
+	}
+	if large {
+		// Kept for solveFleet's fallback: a partial plan of the priced
+		// greedy leaves far fewer out than the regret greedy on real
+		// costs.
+		if s.partial == nil || left < s.partialLeft {
+			s.partial, s.partialLeft = append([]int(nil), st.choice...), left
+		}
+		if left > max(4, len(evals)/500) {
+			// Too many for local repair to be worth its time.
+			return nil
+		}
+	}
+	// Nearly complete: repair the few left out locally rather than throw
+	// the assignment away.
+	ch, blocked := s.repair(evals, st.choice, mu)
+	if len(blocked) > 0 {
+		return nil
+	}
+	return ch
 }
 
 // lagrangeGreedy is the first half of the Lagrangian heuristic: the regret
 // greedy on the priced costs. It returns the (possibly partial) assignment
 // and the order it placed the workloads in.
 func (s *solver) lagrangeGreedy(evals []*eval, mu []float64) (*state, []int) {
-	st := &state{s: s, evals: evals, choice: make([]int, len(evals)), rem: append([]float64(nil), s.caps...)}
+	priced, order := s.pricedOrder(evals, mu)
+	return s.greedyPass(evals, priced, order), order
+}
+
+// pricedOrder prices every candidate at the multipliers and orders the
+// workloads by regret (the gap between their two best priced options),
+// largest first.
+func (s *solver) pricedOrder(evals []*eval, mu []float64) ([][]float64, []int) {
 	priced := make([][]float64, len(evals))
 	regret := make([]float64, len(evals))
 	order := make([]int, len(evals))
 	for w, e := range evals {
-		st.choice[w] = -1
 		order[w] = w
 		pc := make([]float64, len(e.cands))
 		b1, b2 := math.Inf(1), math.Inf(1)
@@ -663,6 +716,16 @@ func (s *solver) lagrangeGreedy(evals []*eval, mu []float64) (*state, []int) {
 		regret[w] = b2 - b1
 	}
 	sort.SliceStable(order, func(a, b int) bool { return regret[order[a]] > regret[order[b]] })
+	return priced, order
+}
+
+// greedyPass places the workloads in order, each on its cheapest priced
+// candidate that fits what the earlier ones left.
+func (s *solver) greedyPass(evals []*eval, priced [][]float64, order []int) *state {
+	st := &state{s: s, evals: evals, choice: make([]int, len(evals)), rem: append([]float64(nil), s.caps...)}
+	for w := range st.choice {
+		st.choice[w] = -1
+	}
 	for _, w := range order {
 		e := evals[w]
 		bj, bv := -1, math.Inf(1)
@@ -675,8 +738,109 @@ func (s *solver) lagrangeGreedy(evals []*eval, mu []float64) (*state, []int) {
 			st.set(w, bj)
 		}
 	}
-	return st, order
+	return st
 }
+
+// priceGreedy repeats the Lagrangian greedy while it leaves workloads out,
+// raising the price of the rows that kept them out: for each workload left
+// out, the rows its best priced option lacks room in. On large fleets at
+// the feasibility edge the bound's few subgradient steps price the rows too
+// loosely and one pass can leave hundreds out, each then costly to place by
+// ejection. Workloads ever left out go first in later passes. It returns
+// the pass that left fewest out (then the cheapest) and its order.
+func (s *solver) priceGreedy(evals []*eval, mu []float64) (*state, []int) {
+	m := append([]float64(nil), mu...)
+	// A row's base price: the fleet's mean cost per unit of the row at the
+	// cheapest options (GPUs for quota and pool rows, USD for budgets).
+	base := make([]float64, len(m))
+	units := make([]float64, len(m))
+	for _, e := range evals {
+		o := &e.cands[0]
+		for _, u := range o.uses {
+			base[u.row] += o.cost
+			units[u.row] += u.amt
+		}
+		for _, r := range e.budgetRows {
+			base[r] += o.cost
+			units[r] += o.budgetUse
+		}
+	}
+	for r := range base {
+		if units[r] > 0 {
+			base[r] /= units[r]
+		}
+	}
+	var (
+		best      *state
+		bestOrder []int
+		bestLeft  int
+		bestCost  float64
+	)
+	over := make([]float64, len(m))
+	// Workloads a pass left out go first in the next ones (squeaky
+	// wheel): the few with options on one congested row only (8-GPU
+	// B200 jobs on a full B200 quota) are then placed before the
+	// flexible ones fill that row.
+	first := make([]bool, len(evals))
+	for it := 0; it < priceRounds; it++ {
+		priced, order := s.pricedOrder(evals, m)
+		k := 0
+		for i, w := range order {
+			if first[w] {
+				copy(order[k+1:i+1], order[k:i])
+				order[k] = w
+				k++
+			}
+		}
+		st := s.greedyPass(evals, priced, order)
+		left := 0
+		clear(over)
+		for w, c := range st.choice {
+			if c >= 0 {
+				continue
+			}
+			first[w] = true
+			left++
+			e := evals[w]
+			bj := 0
+			for j := range e.cands {
+				if priced[w][j] < priced[w][bj] {
+					bj = j
+				}
+			}
+			o := &e.cands[bj]
+			for _, u := range o.uses {
+				if st.rem[u.row] < u.amt-eps {
+					over[u.row] += u.amt
+				}
+			}
+			for _, r := range e.budgetRows {
+				if st.rem[r] < o.budgetUse-eps*max(1, o.budgetUse) {
+					over[r] += o.budgetUse
+				}
+			}
+		}
+		cost := planCost(evals, st.choice)
+		if best == nil || left < bestLeft || left == bestLeft && cost < bestCost {
+			best, bestOrder, bestLeft, bestCost = st, order, left, cost
+		}
+		if left == 0 {
+			break
+		}
+		for r := range m {
+			if over[r] > 0 && s.caps[r] > 0 {
+				m[r] = m[r]*(1+priceRaise) + priceRaise*base[r]*min(1, over[r]/s.caps[r])
+			}
+		}
+	}
+	return best, bestOrder
+}
+
+// priceRounds and priceRaise tune priceGreedy.
+const (
+	priceRounds = 40
+	priceRaise  = 0.25
+)
 
 func newSolver(in Input) *solver {
 	p := in.Policy
@@ -965,16 +1129,23 @@ func (s *solver) assign(evals []*eval) ([]int, []Blocked) {
 
 func (st *state) improve(order []int) {
 	small := len(order) <= smallSearch
+	// On large fleets ejection stops after a pass where it placed nothing:
+	// the moves that free room for it are rarely made by the cheaper-option
+	// moves of the same pass.
+	ejecting := true
 	for pass := 0; pass < 8; pass++ {
-		changed := false
+		changed, ejected := false, false
 		var users [][]int // built once per pass, when first needed
 		for _, w := range order {
 			if st.choice[w] < 0 {
+				if !ejecting {
+					continue
+				}
 				if users == nil {
 					users = st.rowUsers()
 				}
-				if st.eject(w, users) {
-					changed = true
+				if small && st.eject(w, users) || !small && st.ejectLarge(w, users) {
+					changed, ejected = true, true
 				}
 				continue
 			}
@@ -986,6 +1157,7 @@ func (st *state) improve(order []int) {
 		if small && st.swapPass(order) {
 			changed = true
 		}
+		ejecting = small || ejected
 		if !changed {
 			return
 		}
@@ -1141,6 +1313,136 @@ func (st *state) eject(w int, users [][]int) bool {
 		}
 		for i := len(log) - 1; i >= 0; i-- {
 			st.set(log[i].v, log[i].c)
+		}
+	}
+	return false
+}
+
+// ejectLarge is eject for fleets above smallSearch, where a greedy pass at
+// the feasibility edge can leave hundreds out and eject's scan of every
+// holder of every row of every option is quadratic in a row's holders.
+// For each of w's cheapest options it moves only holders of the rows that
+// lack room (a budget row's holders only to options that spend less), each
+// to its cheapest other option that fits and costs at most w's option
+// more (then, if no option of w could be placed so, without that limit),
+// and it gives up on an option after ejectWork holders.
+func (st *state) ejectLarge(w int, users [][]int) bool {
+	e := st.evals[w]
+	type undo struct{ v, c int }
+	var (
+		log     []undo
+		deficit []int32
+	)
+	nq := int32(len(st.s.quotas))
+	nb := int32(len(st.s.budgets))
+	isBudget := func(r int32) bool { return r >= nq && r < nq+nb }
+	for _, capped := range []bool{true, false} {
+		for j := 0; j < min(len(e.cands), ejectOptions); j++ {
+			o := &e.cands[j]
+			deficit = deficit[:0]
+			for _, u := range o.uses {
+				if st.rem[u.row] < u.amt-eps {
+					deficit = append(deficit, u.row)
+				}
+			}
+			for _, r := range e.budgetRows {
+				if st.rem[r] < o.budgetUse-eps*max(1, o.budgetUse) {
+					deficit = append(deficit, r)
+				}
+			}
+			if len(deficit) == 0 {
+				st.set(w, j)
+				return true
+			}
+			log = log[:0]
+			work := 0
+			for _, r := range deficit {
+				need := o.budgetUse
+				if !isBudget(r) {
+					for _, u := range o.uses {
+						if u.row == r {
+							need = u.amt
+						}
+					}
+				}
+				for _, v := range users[r] {
+					if st.rem[r] >= need-eps*max(1, need) || work >= ejectWork {
+						break
+					}
+					vc := st.choice[v]
+					if v == w || vc < 0 || !st.optionUses(v, vc, r) {
+						continue
+					}
+					work++
+					ev := st.evals[v]
+					cur := &ev.cands[vc]
+					st.set(v, -1)
+					moved := false
+					for k := range ev.cands {
+						alt := &ev.cands[k]
+						if capped && alt.cost-cur.cost > o.cost {
+							break
+						}
+						if k == vc || isBudget(r) && alt.budgetUse >= cur.budgetUse || st.usesRows(alt, deficit) {
+							continue
+						}
+						if st.fits(ev, alt) {
+							st.set(v, k)
+							moved = true
+							break
+						}
+					}
+					if moved {
+						log = append(log, undo{v, vc})
+					} else {
+						st.set(v, vc)
+					}
+				}
+			}
+			if st.fits(e, o) {
+				st.set(w, j)
+				return true
+			}
+			for i := len(log) - 1; i >= 0; i-- {
+				st.set(log[i].v, log[i].c)
+			}
+		}
+	}
+	return false
+}
+
+// ejectOptions and ejectWork bound ejectLarge: the options of the unplaced
+// workload it tries, and the holders it moves for one option.
+const (
+	ejectOptions = 16
+	ejectWork    = 256
+)
+
+// optionUses says whether candidate c of v takes from row r (quota, pool or
+// budget).
+func (st *state) optionUses(v, c int, r int32) bool {
+	e := st.evals[v]
+	for _, u := range e.cands[c].uses {
+		if u.row == r {
+			return true
+		}
+	}
+	for _, b := range e.budgetRows {
+		if b == r {
+			return true
+		}
+	}
+	return false
+}
+
+// usesRows says whether o takes from any of rows (quota and pool rows;
+// budget rows are checked by spend).
+func (st *state) usesRows(o *option, rows []int32) bool {
+	for _, u := range o.uses {
+		for _, r := range rows {
+			if u.row == r {
+				return true
+			}
 		}
 	}
 	return false
@@ -1406,6 +1708,10 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 	}
 	return min(best, ub), bestMu
 }
+
+// boundPolishIters is how many subgradient steps a large fleet's bound
+// gets after the search when the plan is still far above it.
+const boundPolishIters = 400
 
 // guessLift is how far above the best bound so far the subgradient
 // steps aim while the upper bound is only a guess.

@@ -2,8 +2,10 @@
 // hard generated fleets (optimizer/hardgen) and prints, per size and seed,
 // the generator's CPU time, the heuristic's wall and CPU time, CBC's time,
 // both costs, CBC's status and best bound, and the gap. docs/BENCHMARKS.md records its output.
+// -no-cbc runs the heuristic alone; -cpuprofile profiles its first solve.
 //
 //	go run ./bench/placement -n 2000,10000 -seeds 1 -cbc-time 600s
+//	go run ./bench/placement -n 10000 -no-cbc -cpuprofile /tmp/heur.prof
 package main
 
 import (
@@ -11,7 +13,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -29,23 +33,40 @@ func main() {
 	tight := flag.Float64("tightness", 0.6, "quota and budget tightness (hardgen)")
 	limit := flag.Duration("cbc-time", 5*time.Minute, "CBC time limit")
 	threads := flag.Int("threads", 1, "CBC threads")
+	noCBC := flag.Bool("no-cbc", false, "run the heuristic only (CBC columns empty)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the heuristic's solves to this file")
 	flag.Parse()
-	if err := run(*sizes, *seeds, *tight, *limit, *threads); err != nil {
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "placement:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		prof = f
+	}
+	if err := run(*sizes, *seeds, *tight, *limit, *threads, *noCBC); err != nil {
 		fmt.Fprintln(os.Stderr, "placement:", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizes string, seeds int, tight float64, limit time.Duration, threads int) error {
+// prof, when set, receives a CPU profile of the heuristic's solves only
+// (generation and CBC excluded).
+var prof io.Writer
+
+func run(sizes string, seeds int, tight float64, limit time.Duration, threads int, noCBC bool) error {
 	cat, err := pricing.EmbeddedCatalog()
 	if err != nil {
 		return err
 	}
-	ex, err := cbc.Find()
-	if err != nil {
-		return err
+	var ex *cbc.Solver
+	if !noCBC {
+		if ex, err = cbc.Find(); err != nil {
+			return err
+		}
+		ex.TimeLimit, ex.Threads = limit, threads
 	}
-	ex.TimeLimit, ex.Threads = limit, threads
 	fmt.Println("n\tseed\tgen_cpu_s\theur_s\theur_cpu_s\theur_cost\theur_bound\tcbc_s\tcbc_status\tcbc_cost\tcbc_bound\tgap_vs_cbc_%\theur_gap_vs_best_bound_%")
 	for _, f := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -60,11 +81,35 @@ func run(sizes string, seeds int, tight float64, limit time.Duration, threads in
 			}
 			gc := cputime.Process() - g0
 			now := cat.GeneratedAt.Add(time.Hour)
+			if prof != nil {
+				if err := pprof.StartCPUProfile(prof); err != nil {
+					return err
+				}
+			}
 			t0, c0 := time.Now(), cputime.Process()
 			h, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now})
 			ht, hc := time.Since(t0), cputime.Process()-c0
+			if prof != nil {
+				pprof.StopCPUProfile()
+				prof = nil // one profile: the first solve
+			}
+			heurNote := ""
 			if err != nil {
-				return fmt.Errorf("heuristic n=%d seed=%d: %w", n, seed, err)
+				// A plan that leaves workloads out is reported (its cost
+				// counts only what it placed) and CBC still runs: whether
+				// the instance is feasible, and CBC's bound, are the
+				// comparison's other half.
+				var ie *optimizer.InfeasibleError
+				if !errors.As(err, &ie) || h == nil {
+					return fmt.Errorf("heuristic n=%d seed=%d: %w", n, seed, err)
+				}
+				heurNote = fmt.Sprintf(" (%d left out)", len(ie.Blocked))
+				fmt.Fprintf(os.Stderr, "heuristic n=%d seed=%d: %v\n", n, seed, err)
+			}
+			if ex == nil {
+				fmt.Printf("%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f%s\t%.2f\t\t\t\t\t\t%.3f\n", len(p.Workloads), seed, gc.Seconds(), ht.Seconds(), hc.Seconds(), h.Totals.ExpectedCost, heurNote,
+					h.Bound.LowerBound, 100*(h.Totals.ExpectedCost-h.Bound.LowerBound)/h.Bound.LowerBound)
+				continue
 			}
 			// CBC alone: the model built by the solver, no warm start, so
 			// its time is CBC's own.
@@ -87,7 +132,7 @@ func run(sizes string, seeds int, tight float64, limit time.Duration, threads in
 			if res.Status == optimizer.ExactOptimal {
 				best = cbcCost
 			}
-			fmt.Printf("%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%.3f\t%.3f\n", len(p.Workloads), seed, gc.Seconds(), ht.Seconds(), hc.Seconds(), h.Totals.ExpectedCost,
+			fmt.Printf("%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f%s\t%.2f\t%.1f\t%s\t%.2f\t%.2f\t%.3f\t%.3f\n", len(p.Workloads), seed, gc.Seconds(), ht.Seconds(), hc.Seconds(), h.Totals.ExpectedCost, heurNote,
 				h.Bound.LowerBound, ct.Seconds(), res.Status, cbcCost, res.BestBound, gap, 100*(h.Totals.ExpectedCost-best)/best)
 		}
 	}
