@@ -166,27 +166,23 @@ func (s *solver) chains(evals []*eval, choice []int, mu []float64, budget, patie
 		// what rowUsers and rowWants would build (rebuilding them is
 		// O(fleet × options) per improving set, which dominated at
 		// 10,000 workloads).
-		for _, v := range set {
+		edit := func(v int, op func([]int, int) []int) {
 			rows = st.userRows(v, st.choice[v], rows[:0])
 			for _, r := range rows {
-				users[r] = removeSorted(users[r], v)
+				users[r] = op(users[r], v)
 			}
 			rows = st.wantRows(v, st.choice[v], rows[:0])
 			for _, r := range rows {
-				wants[r] = removeSorted(wants[r], v)
+				wants[r] = op(wants[r], v)
 			}
+		}
+		for _, v := range set {
+			edit(v, removeSorted)
 			st.set(v, -1)
 		}
 		for i, v := range set {
 			st.set(v, r.pick[i])
-			rows = st.userRows(v, st.choice[v], rows[:0])
-			for _, r := range rows {
-				users[r] = insertSorted(users[r], v)
-			}
-			rows = st.wantRows(v, st.choice[v], rows[:0])
-			for _, r := range rows {
-				wants[r] = insertSorted(wants[r], v)
-			}
+			edit(v, insertSorted)
 		}
 		stale, offStale = 0, true
 	}
