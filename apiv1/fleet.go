@@ -40,6 +40,10 @@ type FleetStatus struct {
 	// Blocked are the pools in the unavailable-offerings cache, as the
 	// answering replica knows them (the leader's view is the one that acts).
 	Blocked []BlockedPool `json:"blocked"`
+	// Limited are the pools seen to hold fewer instances than a job asked
+	// for (a launch refused beside the job's own instances there): no job
+	// of more instances of that type is planned there until Until.
+	Limited []LimitedPool `json:"limited"`
 	// LastPass is the answering replica's latest pass; absent on followers.
 	LastPass *FleetReport `json:"last_pass,omitempty"`
 	// Decisions are the live spot policies' latest decisions, one per
@@ -144,6 +148,16 @@ type FleetInstance struct {
 	Capacity     string    `json:"capacity"`
 	State        string    `json:"state"`
 	OrphanSince  time.Time `json:"orphan_since,omitzero"`
+}
+
+// LimitedPool is a pool with a learned instance limit.
+type LimitedPool struct {
+	Cloud        string    `json:"cloud"`
+	Zone         string    `json:"zone"`
+	InstanceType string    `json:"instance_type"`
+	Capacity     string    `json:"capacity"`
+	Instances    int       `json:"instances"`
+	Until        time.Time `json:"until"`
 }
 
 // BlockedPool is one pool in the unavailable-offerings cache.

@@ -123,7 +123,7 @@ func (f fleetAPI) Status(ctx context.Context) (apiv1.FleetStatus, error) {
 	}
 	out := apiv1.FleetStatus{At: st.At, Mode: string(st.Mode), Paused: st.Paused, PausedBy: st.PausedBy, ByState: byState(st.ByState),
 		Slots: make([]apiv1.FleetSlot, 0, len(st.Slots)), Orphans: make([]apiv1.FleetInstance, 0, len(st.Orphans)),
-		Blocked: make([]apiv1.BlockedPool, 0, len(st.Blocked))}
+		Blocked: make([]apiv1.BlockedPool, 0, len(st.Blocked)), Limited: make([]apiv1.LimitedPool, 0, len(st.Limited))}
 	for _, s := range st.Slots {
 		out.Slots = append(out.Slots, apiv1.FleetSlot{ID: s.ID, Workload: s.Workload, Kind: s.Kind, Index: s.Index, Cloud: s.Cloud,
 			Region: s.Region, Zone: s.Zone, InstanceType: s.InstanceType, GPU: s.GPU, Capacity: s.Capacity, PricePerHour: s.PricePerHour,
@@ -138,6 +138,10 @@ func (f fleetAPI) Status(ctx context.Context) (apiv1.FleetStatus, error) {
 	for _, b := range st.Blocked {
 		out.Blocked = append(out.Blocked, apiv1.BlockedPool{Cloud: string(b.Pool.Cloud), Zone: b.Pool.Zone, InstanceType: b.Pool.InstanceType,
 			Capacity: string(b.Pool.Capacity), Until: b.Until, Reason: b.Reason})
+	}
+	for _, l := range st.Limited {
+		out.Limited = append(out.Limited, apiv1.LimitedPool{Cloud: string(l.Pool.Cloud), Zone: l.Pool.Zone, InstanceType: l.Pool.InstanceType,
+			Capacity: string(l.Pool.Capacity), Instances: l.Instances, Until: l.Until})
 	}
 	if st.LastPass != nil {
 		r := reportAPI(*st.LastPass)

@@ -113,6 +113,13 @@ func TestGangRefusalLimitsThePool(t *testing.T) {
 	if got := e.r.Unavailable.LimitOf(k, e.clk.Now()); got != 1 {
 		t.Fatalf("us-east-1a held one of the job's two instances and refused the second: limit %d, want 1", got)
 	}
+	st, err := (&Service{Store: e.fleet, Reconciler: e.r, Now: e.clk.Now}).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Limited) == 0 || st.Limited[0].Pool != k || st.Limited[0].Instances != 1 || !st.Limited[0].Until.After(e.clk.Now()) {
+		t.Errorf("fleet status limited pools: %+v, want us-east-1a at 1", st.Limited)
+	}
 	// Past the block, not the limit: no plan puts the job in 1a.
 	for range 4 {
 		e.step(5 * time.Minute)

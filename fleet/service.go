@@ -40,6 +40,9 @@ type Status struct {
 	// replica knows them: the leader's view is the one that acts).
 	Blocked []Entry       `json:"blocked"`
 	ByState map[State]int `json:"by_state"`
+	// Limited are the pools seen to hold fewer instances than a job asked
+	// for (Unavailable.Limit): no job of more is planned there until Until.
+	Limited []LimitEntry `json:"limited"`
 	// LastPass is this replica's latest pass (empty on a follower).
 	LastPass *Report `json:"last_pass,omitempty"`
 	// Replacing are the replacement requests the leader has not acted on
@@ -82,13 +85,14 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	}
 	insts := map[string]store.FleetInstanceRecord{}
 	out := Status{At: now, Mode: DryRun, Paused: pause.Paused, PausedBy: pause.By, Slots: []SlotStatus{},
-		Orphans: []store.FleetInstanceRecord{}, Blocked: []Entry{}, ByState: map[State]int{}}
+		Orphans: []store.FleetInstanceRecord{}, Blocked: []Entry{}, Limited: []LimitEntry{}, ByState: map[State]int{}}
 	hbTimeout := 2 * time.Minute
 	if r := s.Reconciler; r != nil {
 		r.init()
 		out.Mode = r.Options.Mode
 		hbTimeout = r.Options.HeartbeatTimeout
 		out.Blocked = append(out.Blocked, r.Unavailable.Entries(now)...)
+		out.Limited = append(out.Limited, r.Unavailable.Limits(now)...)
 		if last := r.Last(); !last.At.IsZero() {
 			out.LastPass = &last
 		}
@@ -132,6 +136,7 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 		out.ByState[State(sl.State)]++
 	}
 	sort.Slice(out.Blocked, func(i, j int) bool { return out.Blocked[i].Until.Before(out.Blocked[j].Until) })
+	sort.Slice(out.Limited, func(i, j int) bool { return poolName(out.Limited[i].Pool) < poolName(out.Limited[j].Pool) })
 	return out, nil
 }
 

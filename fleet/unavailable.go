@@ -198,6 +198,26 @@ func (u *Unavailable) LimitOf(k providers.PoolKey, now time.Time) int {
 	return 0
 }
 
+// LimitEntry is one pool with a learned limit, for status.
+type LimitEntry struct {
+	Pool      providers.PoolKey `json:"pool"`
+	Instances int               `json:"instances"`
+	Until     time.Time         `json:"until"`
+}
+
+// Limits lists the pools with a learned limit at now.
+func (u *Unavailable) Limits(now time.Time) []LimitEntry {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []LimitEntry
+	for k, l := range u.limits {
+		if now.Before(l.until) {
+			out = append(out, LimitEntry{Pool: k, Instances: l.n, Until: l.until})
+		}
+	}
+	return out
+}
+
 // LimitFunc is the optimizer's PoolLimit hook at now.
 func (u *Unavailable) LimitFunc(now time.Time) func(o *pricing.Offer, ct pricing.CapacityType) int {
 	return func(o *pricing.Offer, ct pricing.CapacityType) int {

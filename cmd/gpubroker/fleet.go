@@ -148,6 +148,12 @@ func renderFleetStatus(w io.Writer, st apiv1.FleetStatus) error {
 			fmt.Fprintf(w, "  %s/%s %s %s until %s: %s\n", b.Cloud, b.Zone, b.InstanceType, b.Capacity, b.Until.Format(time.RFC3339), b.Reason)
 		}
 	}
+	if len(st.Limited) > 0 {
+		fmt.Fprintf(w, "\nPools seen to hold fewer instances than a job asked for (no larger job is planned there):\n")
+		for _, l := range st.Limited {
+			fmt.Fprintf(w, "  %s/%s %s %s: at most %d until %s\n", l.Cloud, l.Zone, l.InstanceType, l.Capacity, l.Instances, l.Until.Format(time.RFC3339))
+		}
+	}
 	return nil
 }
 

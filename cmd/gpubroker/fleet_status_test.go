@@ -75,6 +75,8 @@ func TestFleetStatusDecisionsCLI(t *testing.T) {
 		}}
 	leader := base
 	leader.DecisionsFrom = apiv1.DecisionsFromLeader
+	leader.Limited = []apiv1.LimitedPool{{Cloud: "aws", Zone: "us-east-1c", InstanceType: "p3.2xlarge", Capacity: "spot", Instances: 1,
+		Until: at.Add(50 * time.Minute)}}
 	leader.Decisions = []apiv1.FleetDecision{
 		{Workload: "finetune", Stage: "training", Policy: "adaptive", Action: "spot aws/us-east-1b/p3.2xlarge", At: at.Add(-40 * time.Second), Tick: 90,
 			Progress: &apiv1.FleetProgress{Done: 0.25, Reported: true, Deadline: at.Add(46*time.Hour + 30*time.Minute), TimeLeftSeconds: (46*time.Hour + 30*time.Minute).Seconds()}},
