@@ -42,7 +42,8 @@ type FleetStatus struct {
 	Blocked []BlockedPool `json:"blocked"`
 	// Limited are the pools seen to hold fewer instances than a job asked
 	// for (a launch refused beside the job's own instances there): no job
-	// of more instances of that type is planned there until Until.
+	// of more instances of that type is planned there until Until. As the
+	// answering replica knows them, like Blocked.
 	Limited []LimitedPool `json:"limited"`
 	// LastPass is the answering replica's latest pass; absent on followers.
 	LastPass *FleetReport `json:"last_pass,omitempty"`

@@ -204,7 +204,8 @@ type passState struct {
 	// gathering are the multi-instance jobs (gangs) not yet all up in one
 	// pool, with their instances up per pool (incompleteGangs).
 	gathering map[string]map[providers.PoolKey]int
-	// gangSlots are the slot ids of each workload, built on first use.
+	// gangSlots are the slot ids of each training and batch job
+	// (incompleteGangs builds them at decide).
 	gangSlots map[string][]string
 
 	changes store.FleetChanges
@@ -680,22 +681,24 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 // when the plan has moved on (as a single instance does: only the training
 // stage's Move moves it); an incomplete one makes no progress, so its
 // instances outside the plan's pool follow the ones that came up there.
+// It also indexes the jobs' slots (gangSlots) for gangUp.
 func (p *passState) incompleteGangs() map[string]map[providers.PoolKey]int {
 	type gang struct {
-		n, up int
+		up    int
 		pools map[providers.PoolKey]int
 	}
+	p.gangSlots = map[string][]string{}
 	gangs := map[string]*gang{}
 	for id, spec := range p.specs {
 		if spec.Kind != string(policy.Training) && spec.Kind != string(policy.Batch) {
 			continue
 		}
+		p.gangSlots[spec.Workload] = append(p.gangSlots[spec.Workload], id)
 		g := gangs[spec.Workload]
 		if g == nil {
 			g = &gang{pools: map[providers.PoolKey]int{}}
 			gangs[spec.Workload] = g
 		}
-		g.n++
 		s := p.slots[id]
 		if s == nil || (State(s.State) != Booting && State(s.State) != Running) {
 			continue
@@ -705,7 +708,8 @@ func (p *passState) incompleteGangs() map[string]map[providers.PoolKey]int {
 	}
 	var out map[string]map[providers.PoolKey]int
 	for w, g := range gangs {
-		if g.n > 1 && g.up > 0 && (g.up < g.n || len(g.pools) > 1) {
+		n := len(p.gangSlots[w])
+		if n > 1 && g.up > 0 && (g.up < n || len(g.pools) > 1) {
 			if out == nil {
 				out = map[string]map[providers.PoolKey]int{}
 			}
@@ -716,18 +720,9 @@ func (p *passState) incompleteGangs() map[string]map[providers.PoolKey]int {
 }
 
 // gangUp is how many of s's job's other instances are booting or running
-// in pool k now (this pass's launches included); 0 for a service or a
-// single-instance job.
+// in pool k now (this pass's launches included); 0 for a service, whose
+// slots are not in gangSlots.
 func (p *passState) gangUp(s *store.SlotRecord, k providers.PoolKey) int {
-	if s.Kind != string(policy.Training) && s.Kind != string(policy.Batch) {
-		return 0
-	}
-	if p.gangSlots == nil {
-		p.gangSlots = map[string][]string{}
-		for id, spec := range p.specs {
-			p.gangSlots[spec.Workload] = append(p.gangSlots[spec.Workload], id)
-		}
-	}
 	n := 0
 	for _, id := range p.gangSlots[s.Workload] {
 		o := p.slots[id]

@@ -2,7 +2,6 @@ package fleetsim
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet/ledger"
@@ -154,15 +153,10 @@ func (b *budgets) report(start, end time.Time) []BudgetReport {
 		r := BudgetReport{Name: bd.Name, Team: bd.Team, Workload: bd.Workload, MonthlyUSD: bd.MonthlyUSD, Action: action}
 		lb := b.ledgerBudget(i)
 		for _, m := range months {
-			var sum int64
-			ws := make([]string, 0, len(b.settled[m]))
-			for w := range b.settled[m] {
-				ws = append(ws, w)
-			}
-			sort.Strings(ws)
-			for _, w := range ws {
+			var sum int64 // whole micro-USD: the order of the sum does not matter
+			for w, v := range b.settled[m] {
 				if lb.Matches(w, b.teamOf[w]) {
-					sum += b.settled[m][w]
+					sum += v
 				}
 			}
 			bm := BudgetMonth{Month: m.Format("2006-01"), SpentUSD: round(float64(sum)/1e6, 2)}
