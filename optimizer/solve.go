@@ -438,7 +438,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		switch {
 		case s.probe || ub-lb <= eps*lb:
 		case len(evals) <= chainFleet:
-			choice = s.chains(evals, choice, mu, chainWork*len(evals), chainStale)
+			choice = s.multiChains(evals, choice, mu, chainWork*len(evals), chainStale)
 			ub = planCost(evals, choice)
 		case ub-lb > chainGap*lb:
 			choice = s.chains(evals, choice, mu, min(chainWorkLarge*len(evals), chainMaxWork), chainStaleLarge)
