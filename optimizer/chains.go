@@ -316,3 +316,10 @@ func insertSorted(xs []int, v int) []int {
 	i, _ := slices.BinarySearch(xs, v+1)
 	return slices.Insert(xs, i, v)
 }
+
+// chainAlternatives is how many of the diversifying restarts' plans, the
+// cheapest first, get a chain search of their own after the best plan's
+// (fleets of up to chainFleet workloads). A restart's plan lies in another
+// basin: on hardgen 99 / seed 4 the chains from the best plan stop 0.85%
+// above CBC's optimum and those from the third-best restart reach 0.15%.
+const chainAlternatives = 4
