@@ -532,6 +532,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	a = spotpolicy.Guard(s, a)
 	a, j.reason = t.hysteresis(s, pools, a, j.reason)
+	a, j.reason = keepUnsaved(s, cur, a, j.reason)
 	if cur == spotpolicy.RunOnDemand && State(first.State) != Running && a != spotpolicy.RunOnDemand {
 		// An on-demand instance still booting has its changeover under
 		// way. Leaving it for a spot pool that may only look available
@@ -557,6 +558,25 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	j.lastAt = now
 	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
 	return place(p, pools, od, a, cur), nil
+}
+
+// keepUnsaved holds a running job where it is when leaving would throw
+// away work the deadline still needs. spotpolicy assumes a voluntary stop
+// checkpoints first; a live job only keeps what its last checkpoint saved
+// (none without checkpoint_interval), so a stop or a move is judged from
+// the saved progress. Leaving spot for on demand is never held back: the
+// safety net takes it while that loss is still affordable.
+func keepUnsaved(s *spotpolicy.State, cur, a spotpolicy.Action, reason string) (spotpolicy.Action, string) {
+	if cur.Capacity == spotpolicy.None || a == cur || s.Done <= s.Saved || (cur.Capacity == spotpolicy.Spot && a.Capacity == spotpolicy.OnDemand) {
+		return a, reason
+	}
+	lost := *s
+	lost.Done = s.Saved
+	if lost.Safe(a) {
+		return a, reason
+	}
+	keep := spotpolicy.Guard(s, cur)
+	return keep, fmt.Sprintf("staying on %s: leaving would lose %.0f s of unsaved work the deadline needs", keep.Capacity, s.Done-s.Saved)
 }
 
 // spotOnlyAction is what a spot-only job does instead of on demand: stay
@@ -586,10 +606,15 @@ func poolName(k providers.PoolKey) string {
 	return string(k.Cloud) + "/" + k.Zone + "/" + k.InstanceType + "/" + string(k.Capacity)
 }
 
-// ckptWork is the work between two checkpoints.
+// ckptWork is the work between two checkpoints. A job without
+// checkpoint_interval saves nothing until it is done (docs/policy.md: a
+// preemption loses all work since the start), so its only "checkpoint" is
+// the whole work; spotpolicy's 0 would mean progress saved continuously,
+// and the safety net would not count the loss of everything on a
+// preemption near the deadline.
 func ckptWork(w policy.Workload, work float64) float64 {
 	if w.CheckpointInterval <= 0 {
-		return 0
+		return work
 	}
 	return math.Min(work, w.CheckpointInterval.Seconds())
 }
@@ -728,5 +753,15 @@ func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spo
 	}
 	p.Groups = groups
 	p.Zone, p.Capacity, p.PricePerHour = o.Zone, ct, total
+	if r := p.RunnerUp; r != nil && (r.Cloud != o.Cloud || r.Region != o.Region || r.InstanceType != o.InstanceType) {
+		// The solver's runner-up becomes the slot's fallback pool when a
+		// launch is refused (Desired). Outside the pools the policy watches
+		// it would run the job where the stage cannot see it: the job
+		// would count as not running, its unsaved work as safe, and the
+		// safety net would fire too late (a job without checkpoints missed
+		// its deadline by hours this way). A refused launch makes the
+		// stage decide again within the pass instead.
+		p.RunnerUp = nil
+	}
 	return p
 }

@@ -121,7 +121,9 @@ func (d *driver) step(t *testing.T) {
 	if State(s.State) != Running || (g.Move && elsewhere(s, &spec)) {
 		if State(s.State) == Running {
 			d.moves++
-			d.saved = d.done // a voluntary stop checkpoints first
+			if d.ckpt > 0 {
+				d.saved = d.done // a voluntary stop checkpoints first
+			} // without checkpoints there is nothing to save to: all is lost
 		}
 		if g.Capacity == pricing.Spot && (!d.avail(g.Zone, i) || d.u.Blocked(PoolOf(spec.Offer, pricing.Spot), d.now)) {
 			if !d.avail(g.Zone, i) {
@@ -148,9 +150,13 @@ func (d *driver) step(t *testing.T) {
 			d.finish = float64(i)*gap + ov + (d.work - d.done)
 		}
 		d.done = math.Min(d.work, d.done+prog)
-		d.saved = d.done
-		if d.ckpt > 0 && d.done < d.work {
+		switch {
+		case d.done >= d.work:
+			d.saved = d.done
+		case d.ckpt > 0:
 			d.saved = math.Floor(d.done/d.ckpt) * d.ckpt
+		default:
+			d.saved = 0 // no checkpoints: a preemption loses all work since the start (docs/policy.md)
 		}
 	}
 	d.now = d.now.Add(d.gap)
@@ -203,7 +209,10 @@ func TestTrainingSafetyNet(t *testing.T) {
 					if d.finish == 0 || d.finish > deadline.Seconds()+1e-6 {
 						t.Fatalf("missed the deadline: finished at %.0f s (0: never), deadline %.0f s; done %.0f of %.0f s", d.finish, deadline.Seconds(), d.done, d.work)
 					}
-					if tc.dies > deadline && decider != spotpolicy.PolicyOnDemand && d.onDemand > 0 {
+					if tc.dies > deadline && ckpt > 0 && decider != spotpolicy.PolicyOnDemand && d.onDemand > 0 {
+						// (Without checkpoints a preemption near the end
+						// would lose everything: the safety net must leave
+						// spot while on demand can still redo the work.)
 						t.Errorf("spot never failed, yet %.0f s ran on on-demand", d.onDemand)
 					}
 					if tc.dies == 0 && d.onDemand < work.Seconds() {
@@ -495,6 +504,49 @@ func TestTrainingForgetsRemovedJobs(t *testing.T) {
 			}
 			if d, ok := src.Decisions()["train"]; ok {
 				t.Fatalf("train's decision stays: %+v", d)
+			}
+		})
+	}
+}
+
+// TestTrainingRunnerUpStaysInWatchedPools: the solver's runner-up becomes a
+// slot's fallback pool when a launch is refused. A live job placed by the
+// stage may fall back only to a pool the stage watches (same cloud, region
+// and instance type); one elsewhere ran the job where the stage could not
+// see it, and a job without checkpoints missed its deadline by hours in the
+// fleet simulation (preemption/4-node traces, seed 1).
+func TestTrainingRunnerUpStaysInWatchedPools(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		runner optimizer.RunnerUp
+		kept   bool
+	}{
+		{"another zone of the region", optimizer.RunnerUp{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p3.2xlarge", Capacity: pricing.Spot}, true},
+		{"another region", optimizer.RunnerUp{Cloud: pricing.AWS, Region: "eu-central-1", Zone: "euc1-az3", InstanceType: "p3.2xlarge", Capacity: pricing.Spot}, false},
+		{"another instance type", optimizer.RunnerUp{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p3.8xlarge", Capacity: pricing.Spot}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := trainPlacement(1)
+			r := tc.runner
+			plan.Placements[0].RunnerUp = &r
+			w := trainWorkload(spotpolicy.PolicyAdaptive, 4*time.Hour, 12*time.Hour, 6*time.Minute, 0)
+			d := newDriver(t, w, plan, func(int) []pricing.Offer { return p3Offers(0.90, 0.95) }, func(string, int) bool { return true }, TrainingConfig{})
+			out, err := d.src.Plan(context.Background(), d.u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs := Desired(out)
+			if len(specs) != 1 {
+				t.Fatalf("%d slots, want 1", len(specs))
+			}
+			alt := specs[0].Alternatives
+			if tc.kept != (len(alt) == 1) {
+				t.Fatalf("fallback pools %+v; want the runner-up kept: %v", alt, tc.kept)
+			}
+			for _, o := range alt {
+				if o.Region != "us-east-1" || o.InstanceType != "p3.2xlarge" {
+					t.Errorf("fallback %+v is outside the pools the stage watches", o)
+				}
 			}
 		})
 	}
