@@ -404,13 +404,6 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		j = &liveJob{policy: pol, name: name, tick: -1}
 		t.jobs[w.Name] = j
 	}
-	pools, od, haveOD := t.pools(p)
-	if !haveOD {
-		return p, fmt.Errorf("no on-demand price for %s in %s/%s: the safety net needs one", p.Groups[0].InstanceType, p.Cloud, p.Region)
-	}
-	if len(pools) == 0 {
-		return p, fmt.Errorf("no spot pool sells %s in %s/%s", p.Groups[0].InstanceType, p.Cloud, p.Region)
-	}
 	// The job's slots: its start is its oldest slot's creation, its
 	// current capacity that of its first slot.
 	var first *store.SlotRecord
@@ -432,6 +425,16 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		start = j.start
 	}
 	j.start = start
+	if first != nil && first.Capacity == string(pricing.Spot) && (State(first.State) == Running || State(first.State) == Booting) {
+		p = inRunningRegion(p, first)
+	}
+	pools, od, haveOD := t.pools(p)
+	if !haveOD {
+		return p, fmt.Errorf("no on-demand price for %s in %s/%s: the safety net needs one", p.Groups[0].InstanceType, p.Cloud, p.Region)
+	}
+	if len(pools) == 0 {
+		return p, fmt.Errorf("no spot pool sells %s in %s/%s", p.Groups[0].InstanceType, p.Cloud, p.Region)
+	}
 	gap := t.Config.tick()
 	work := jobWork(w, p)
 	s := &spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
@@ -489,7 +492,8 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		// same name) says nothing about it.
 		reported = reported && !rep.At.Before(start)
 	}
-	t.account(j, first, running, s, p.Instances, now)
+	upAt := gangUpAt(mine, p.Instances)
+	t.account(j, first, running, upAt, s, p.Instances, now)
 	if reported {
 		s.Done = math.Min(1, math.Max(0, rep.Done)) * work
 		if !running && s.Checkpoint > 0 && s.Done < work {
@@ -501,8 +505,8 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	s.Current = cur
 	s.Overhead = s.Changeover
-	if running && !first.RunningAt.IsZero() {
-		s.Overhead = math.Max(0, s.Changeover-now.Sub(first.RunningAt).Seconds())
+	if running && !upAt.IsZero() {
+		s.Overhead = math.Max(0, s.Changeover-now.Sub(upAt).Seconds())
 	}
 	s.Saved = s.Done
 	if s.Checkpoint > 0 {
@@ -558,6 +562,55 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	j.lastAt = now
 	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
 	return place(p, pools, od, a, cur), nil
+}
+
+// inRunningRegion moves a job's placement to the region its first slot runs
+// spot in when the solver has since put the same instance type of the same
+// cloud in another region (it re-solves a job whose pool was blocked, and
+// the cheapest pool may be anywhere). The stage watches the spot pools of
+// the placement's region: following the solver there would leave the
+// running spot instance out of its sight (a group without Move is not
+// replaced), the job counted as idle with its unsaved work as safe, and the
+// safety net late. The policy decides moves from there. (An on-demand
+// instance is seen wherever it runs; another instance type is left to the
+// solver.)
+func inRunningRegion(p optimizer.Placement, first *store.SlotRecord) optimizer.Placement {
+	g := p.Groups[0]
+	if string(g.Cloud) != first.Cloud || g.InstanceType != first.InstanceType || g.Region == first.Region || first.Region == "" {
+		return p
+	}
+	groups := make([]optimizer.Group, len(p.Groups))
+	for i, g := range p.Groups {
+		g.Region = first.Region
+		groups[i] = g
+	}
+	p.Groups, p.Region = groups, first.Region
+	return p
+}
+
+// gangUpAt is when all of a job's instances were last running together:
+// the latest RunningAt of its running slots, or zero while fewer than
+// instances of them run. A multi-instance job makes no progress until the
+// last of its instances is up; estimating from the first one's running time
+// made the stage count a job whose second instance a one-instance pool
+// refused as finished, and the safety net never fired (fleet simulation,
+// 2 × p5.48xlarge on the one-instance traces).
+func gangUpAt(mine []*store.SlotRecord, instances int) time.Time {
+	var at time.Time
+	up := 0
+	for _, sl := range mine {
+		if State(sl.State) != Running || sl.RunningAt.IsZero() {
+			continue
+		}
+		up++
+		if sl.RunningAt.After(at) {
+			at = sl.RunningAt
+		}
+	}
+	if up < max(1, instances) {
+		return time.Time{}
+	}
+	return at
 }
 
 // keepUnsaved holds a running job where it is when leaving would throw
@@ -623,7 +676,7 @@ func ckptWork(w policy.Workload, work float64) float64 {
 // and progress estimate to now: the
 // current instance makes progress from its start plus the changeover, at
 // its measured speed; a new instance starts from the last checkpoint.
-func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bool, s *spotpolicy.State, instances int, now time.Time) {
+func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bool, upAt time.Time, s *spotpolicy.State, instances int, now time.Time) {
 	if !j.lastAt.IsZero() && j.lastPrice > 0 {
 		j.spent += j.lastPrice * now.Sub(j.lastAt).Hours()
 	}
@@ -645,7 +698,7 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 		}
 		j.inst = first.InstanceID
 	}
-	if first.RunningAt.IsZero() {
+	if upAt.IsZero() {
 		j.estimate = j.base
 		return
 	}
@@ -655,7 +708,7 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 			ratio = r
 		}
 	}
-	ran := math.Max(0, now.Sub(first.RunningAt).Seconds()-s.Changeover)
+	ran := math.Max(0, now.Sub(upAt).Seconds()-s.Changeover)
 	j.estimate = math.Min(s.Work, j.base+ran*ratio)
 }
 

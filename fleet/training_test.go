@@ -551,3 +551,98 @@ func TestTrainingRunnerUpStaysInWatchedPools(t *testing.T) {
 		})
 	}
 }
+
+func TestGangUpAt(t *testing.T) {
+	slot := func(i int, st State, up time.Duration) *store.SlotRecord {
+		s := &store.SlotRecord{ID: fmt.Sprintf("train/%d", i), Index: i, State: string(st)}
+		if up >= 0 {
+			s.RunningAt = t0.Add(up)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name      string
+		slots     []*store.SlotRecord
+		instances int
+		want      time.Time
+	}{
+		{"one instance up", []*store.SlotRecord{slot(0, Running, time.Hour)}, 1, t0.Add(time.Hour)},
+		{"both up: the later one starts the job", []*store.SlotRecord{slot(0, Running, time.Hour), slot(1, Running, 3*time.Hour)}, 2, t0.Add(3 * time.Hour)},
+		{"second one pending", []*store.SlotRecord{slot(0, Running, time.Hour), slot(1, Pending, -1)}, 2, time.Time{}},
+		{"second one booting", []*store.SlotRecord{slot(0, Running, time.Hour), slot(1, Booting, -1)}, 2, time.Time{}},
+		{"draining does not count", []*store.SlotRecord{slot(0, Running, time.Hour), slot(1, Draining, 2*time.Hour)}, 2, time.Time{}},
+		{"no slots", nil, 1, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := gangUpAt(tc.slots, tc.instances); !got.Equal(tc.want) {
+				t.Errorf("gangUpAt = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTrainingIncompleteGangMakesNoProgress: a two-instance job whose
+// second instance never came up has done nothing, however long the first
+// one runs; the estimate must not advance (before, it did, from the first
+// instance's running time, and the safety net never fired).
+func TestTrainingIncompleteGangMakesNoProgress(t *testing.T) {
+	w := trainWorkload(spotpolicy.PolicyAdaptive, 20*time.Hour, 30*time.Hour, 6*time.Minute, 30*time.Minute)
+	w.GPU = policy.GPUNeed{Models: []pricing.GPUModel{pricing.V100}, Count: 2}
+	pol := &policy.Policy{Workloads: []policy.Workload{w}}
+	now := t0
+	fl := &fakeFleet{slots: []store.SlotRecord{runningSlot("us-east-1a", pricing.Spot, t0),
+		{ID: "train/1", Workload: "train", Kind: "training", Index: 1, State: string(Pending), CreatedAt: t0}}}
+	src := &TrainingSource{Inner: staticPlan{trainPlacement(2)}, Policy: func() *policy.Policy { return pol },
+		Catalog: func() *pricing.Catalog { return pricing.NewCatalog(p3Offers(0.90, 0.95), t0, "test") },
+		Fleet:   fl, Tracker: &spotpolicy.LiveTracker{Gap: time.Minute}, Now: func() time.Time { return now }}
+	var plan *optimizer.Plan
+	for now = t0; now.Before(t0.Add(12 * time.Hour)); now = now.Add(10 * time.Minute) {
+		var err error
+		if plan, err = src.Plan(context.Background(), &Unavailable{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := src.Decisions()["train"]
+	if d.Done != 0 {
+		t.Errorf("after 12 h with one of two instances up the stage estimates %.0f s of work done, want 0", d.Done)
+	}
+	// 20 h of work due in 30 h, nothing done at 12 h: on-demand now.
+	if g := plan.Placements[0].Groups[0]; g.Capacity != pricing.OnDemand {
+		t.Errorf("at 12 h with nothing done the job is placed on %s (%s), want on-demand", g.Capacity, d.Reason)
+	}
+}
+
+func TestInRunningRegion(t *testing.T) {
+	plan := trainPlacement(2)
+	p := plan.Placements[0]
+	for i := range p.Groups {
+		p.Groups[i].Region = "us-west-2"
+	}
+	p.Region = "us-west-2"
+	for _, tc := range []struct {
+		name                string
+		cloud, region, kind string
+		want                string
+	}{
+		{"same type in another region: decide where it runs", "aws", "us-east-1", "p3.2xlarge", "us-east-1"},
+		{"same region", "aws", "us-west-2", "p3.2xlarge", "us-west-2"},
+		{"another instance type: the solver's", "aws", "us-east-1", "p3.8xlarge", "us-west-2"},
+		{"another cloud: the solver's", "gcp", "us-east-1", "p3.2xlarge", "us-west-2"},
+		{"region unknown", "aws", "", "p3.2xlarge", "us-west-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := inRunningRegion(p, &store.SlotRecord{Cloud: tc.cloud, Region: tc.region, InstanceType: tc.kind, State: string(Running)})
+			if got.Region != tc.want {
+				t.Errorf("placement region %s, want %s", got.Region, tc.want)
+			}
+			for _, g := range got.Groups {
+				if g.Region != tc.want {
+					t.Errorf("group region %s, want %s", g.Region, tc.want)
+				}
+			}
+			if p.Groups[0].Region != "us-west-2" {
+				t.Fatal("the input placement's groups were changed")
+			}
+		})
+	}
+}
