@@ -646,3 +646,65 @@ func TestInRunningRegion(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaveBackoff: a move from on-demand to spot that does not reach spot
+// (the launch refused: the pool only looked available because its block
+// ran out) keeps the job on on-demand for an hour, then two, four, eight;
+// one that reaches spot resets the wait.
+func TestLeaveBackoff(t *testing.T) {
+	od, spot, idle := spotpolicy.RunOnDemand, spotpolicy.RunSpot(0), spotpolicy.Idle
+	type step struct {
+		at       time.Duration
+		cur, a   spotpolicy.Action
+		want     spotpolicy.Action
+		nextWait time.Duration // the wait after this step
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a refused move waits an hour", []step{
+			{0, od, spot, spot, 0},
+			{time.Minute, idle, od, od, time.Hour}, // back from a refused launch
+			{2 * time.Minute, od, spot, od, time.Hour},
+			{61 * time.Minute, od, spot, spot, time.Hour},
+		}},
+		{"the wait doubles up to eight hours", []step{
+			{0, od, spot, spot, 0},
+			{time.Minute, od, od, od, time.Hour},
+			{2 * time.Hour, od, spot, spot, time.Hour},
+			{2*time.Hour + time.Minute, od, od, od, 2 * time.Hour},
+			{5 * time.Hour, od, spot, spot, 2 * time.Hour},
+			{5*time.Hour + time.Minute, od, od, od, 4 * time.Hour},
+			{10 * time.Hour, od, spot, spot, 4 * time.Hour},
+			{10*time.Hour + time.Minute, od, od, od, 8 * time.Hour},
+			{19 * time.Hour, od, spot, spot, 8 * time.Hour},
+			{19*time.Hour + time.Minute, od, od, od, 8 * time.Hour},
+		}},
+		{"a move that reaches spot resets the wait", []step{
+			{0, od, spot, spot, 0},
+			{time.Minute, od, od, od, time.Hour},
+			{2 * time.Hour, od, spot, spot, time.Hour},
+			{2*time.Hour + time.Minute, spot, spot, spot, 0},
+			{3 * time.Hour, od, spot, spot, 0}, // preempted, on demand, spot again: no wait
+		}},
+		{"the safety net's move to on-demand is never held", []step{
+			{0, od, spot, spot, 0},
+			{time.Minute, od, od, od, time.Hour},
+			{2 * time.Minute, spot, od, od, 0}, // (running spot: the wait is over)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &liveJob{}
+			for i, st := range tc.steps {
+				got, _ := j.leaveBackoff(st.cur, st.a, t0.Add(st.at), "")
+				if got != st.want {
+					t.Fatalf("step %d (%s): cur %v, policy %v: got %v, want %v", i, st.at, st.cur, st.a, got, st.want)
+				}
+				if j.leaveWait != st.nextWait {
+					t.Fatalf("step %d (%s): wait %s, want %s", i, st.at, j.leaveWait, st.nextWait)
+				}
+			}
+		})
+	}
+}
