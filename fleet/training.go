@@ -654,11 +654,27 @@ func (j *liveJob) leaveBackoff(cur, a spotpolicy.Action, now time.Time, reason s
 // it leaves on demand. spotpolicy assumes a voluntary stop checkpoints
 // first; a live job only keeps what its last checkpoint saved (none without
 // checkpoint_interval), so a stop or a move is judged from the saved
-// progress. Leaving spot for on demand is never held back: the safety net
-// takes it while that loss is still affordable.
+// progress. Leaving spot for on demand is held back only while staying is
+// safe for the deadline and the move would lose more than a changeover: the
+// safety net takes it while that loss is still affordable.
 func keepUnsaved(s *spotpolicy.State, cur, a spotpolicy.Action, reason string) (spotpolicy.Action, string) {
-	if cur.Capacity == spotpolicy.None || a == cur || s.Done <= s.Saved || (cur.Capacity == spotpolicy.Spot && a.Capacity == spotpolicy.OnDemand) {
+	if cur.Capacity == spotpolicy.None || a == cur || s.Done <= s.Saved {
 		return a, reason
+	}
+	if cur.Capacity == spotpolicy.Spot && a.Capacity == spotpolicy.OnDemand {
+		// The most a preemption can take near the end: what runs since the
+		// last checkpoint (everything, without checkpoints).
+		lossAtEnd := math.Min(s.Work-s.Saved, s.Checkpoint)
+		finishes := s.RemainingTime()-s.RemainingWork()-s.Gap >= lossAtEnd+s.Changeover
+		if s.Done-s.Saved > s.Changeover && finishes && spotpolicy.Guard(s, cur) == cur {
+			// Not for the deadline (staying is safe, and the instance can
+			// finish before the safety net would need on demand) but for
+			// the cost cap, whose worst case counts the unsaved work as
+			// lost either way: moving now would make that loss certain.
+			// Stay until the next checkpoint, or the end.
+			return cur, fmt.Sprintf("staying on spot: on-demand now would lose %.0f s of work since its last checkpoint, and the deadline does not need it", s.Done-s.Saved)
+		}
+		return a, reason // the safety net takes it while the loss is affordable
 	}
 	if cur.Capacity == spotpolicy.OnDemand && s.Done-s.Saved > s.Changeover {
 		// Leaving on demand is never needed for the deadline, and what it

@@ -708,3 +708,34 @@ func TestLeaveBackoff(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepUnsaved: leaving a running instance is judged from the work its
+// last checkpoint saved, since a live stop loses the rest.
+func TestKeepUnsaved(t *testing.T) {
+	const h = 3600.0
+	od, spot, idle := spotpolicy.RunOnDemand, spotpolicy.RunSpot(0), spotpolicy.Idle
+	state := func(cur spotpolicy.Action, done, saved, ckpt, deadline float64) *spotpolicy.State {
+		return &spotpolicy.State{Tick: 0, Gap: 60, Work: 10 * h, Deadline: deadline, Changeover: 600, Done: done, Saved: saved,
+			Checkpoint: ckpt, Current: cur, Pools: []spotpolicy.Pool{{Available: true, Run: 100, Frac: 0.9, MeanUp: 100}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		s       *spotpolicy.State
+		a, want spotpolicy.Action
+	}{
+		{"nothing unsaved: the policy's move stands", state(od, 2*h, 2*h, 1800, 30*h), spot, spot},
+		{"leaving on-demand would lose more than a changeover: wait for the checkpoint", state(od, 2*h, 1.5*h, 3600, 30*h), spot, od},
+		{"leaving on-demand would lose less than a changeover", state(od, 2*h, 2*h-300, 1800, 30*h), spot, spot},
+		{"no checkpoints: on-demand to the end", state(od, 5*h, 0, 10*h, 30*h), idle, od},
+		{"spot to on-demand with time to finish on spot: stay", state(spot, 5*h, 0, 10*h, 30*h), od, spot},
+		{"spot to on-demand when the spot run cannot finish before the net: go", state(spot, 2*h, 0, 10*h, 17*h), od, od},
+		{"spot to on-demand, the deadline needs it: go", state(spot, 5*h, 0, 10*h, 10.15*h), od, od},
+		{"idle to spot: nothing runs", state(idle, 5*h, 0, 10*h, 30*h), spot, spot},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, _ := keepUnsaved(tc.s, tc.s.Current, tc.a, ""); got != tc.want {
+				t.Errorf("keepUnsaved(%v → %v) = %v, want %v", tc.s.Current, tc.a, got, tc.want)
+			}
+		})
+	}
+}
