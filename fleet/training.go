@@ -568,7 +568,13 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	j.decision = a
 	j.lastAt = now
 	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
-	return place(p, pools, od, a, cur), nil
+	np := place(p, pools, od, a, cur)
+	if w.Spot == policy.SpotOnly {
+		// A spot-only job has no safety net for a blind spot to mislead:
+		// any pool the solver offers as a fallback is capacity it may need.
+		np.RunnerUp = p.RunnerUp
+	}
+	return np, nil
 }
 
 // inRunningRegion moves a job's placement to the region its first slot runs
@@ -866,14 +872,15 @@ func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spo
 	}
 	p.Groups = groups
 	p.Zone, p.Capacity, p.PricePerHour = o.Zone, ct, total
-	if r := p.RunnerUp; r != nil && (r.Cloud != o.Cloud || r.Region != o.Region || r.InstanceType != o.InstanceType) {
+	if r := p.RunnerUp; r != nil && (r.Cloud != o.Cloud || r.InstanceType != o.InstanceType) {
 		// The solver's runner-up becomes the slot's fallback pool when a
-		// launch is refused (Desired). Outside the pools the policy watches
-		// it would run the job where the stage cannot see it: the job
-		// would count as not running, its unsaved work as safe, and the
-		// safety net would fire too late (a job without checkpoints missed
-		// its deadline by hours this way). A refused launch makes the
-		// stage decide again within the pass instead.
+		// launch is refused (Desired). On another instance type the stage
+		// could not see the job run there: it would count as not running,
+		// its unsaved work as safe, and the safety net would fire too late
+		// (a job without checkpoints missed its deadline by hours this
+		// way). The same type in another region is kept: the stage then
+		// decides in the region the job's spot instance runs in
+		// (inRunningRegion), and the fallback saves a pass on-demand.
 		p.RunnerUp = nil
 	}
 	return p
