@@ -3,10 +3,12 @@ package fleetsim
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gpubroker/gpubroker/catalog"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/providers/fake"
 )
 
@@ -176,5 +178,22 @@ workloads:
 	if !w.Finished || w.Missed || w.Ratio > 0.3 || w.Launches != 1 {
 		t.Errorf("finished %v at %.1f h (deadline %.1f h), %.3f of on-demand, %d launches; want done on the one spot instance, under 0.3",
 			w.Finished, w.FinishHours, w.DeadlineHours, w.Ratio, w.Launches)
+	}
+}
+
+// TestCheckedPoliciesParse keeps the policies docs/simulate.md's "Checked
+// on other trace folders" ran valid as the policy schema moves.
+func TestCheckedPoliciesParse(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("testdata", "checked", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 6 {
+		t.Fatalf("%d policies in testdata/checked, want the 6 docs/simulate.md lists", len(paths))
+	}
+	for _, p := range paths {
+		if _, err := policy.Load(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
 	}
 }
