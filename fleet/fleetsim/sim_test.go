@@ -229,4 +229,15 @@ workloads:
 	if w := rep.Workloads[0]; w.Finished || !w.Missed {
 		t.Errorf("with spot for 4 h of 30 the 20-hour job cannot finish: %+v", w)
 	}
+	// The report says the miss was the owner's choice.
+	if w := rep.Workloads[0]; !w.SpotOnly || rep.Total.SpotOnlyMisses != 1 || rep.Total.DeadlineMisses != 1 {
+		t.Errorf("spot_only %v, totals %d misses (%d spot only), want the one miss marked spot only", w.SpotOnly, rep.Total.DeadlineMisses, rep.Total.SpotOnlyMisses)
+	}
+	var out strings.Builder
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "true (spot only)") || !strings.Contains(out.String(), "1 (1 spot only)") {
+		t.Errorf("the table does not mark the spot-only miss:\n%s", out.String())
+	}
 }
