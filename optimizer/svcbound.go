@@ -289,3 +289,133 @@ func (s *solver) oversized(e *eval, o *option) bool {
 	}
 	return false
 }
+
+// fittingColumns adds service layouts that the repair search may need
+// when st leaves workloads out: to each service left out, the cheapest
+// layout that fits what st leaves of every row and the cheapest that fits
+// the caps on their own; and for each of the four cheapest options of a
+// left-out workload that lack room in some row, to each placed service
+// holding such a row, the cheapest layout that fits what is left once the
+// service is taken out and that option put in. The enumerated layouts
+// avoid whole sets of rows reached by branching, so a layout that takes
+// just the room a row has, or leaves room for another workload (one
+// replica instead of two under a 2-GPU quota), is among them only by
+// luck, and without it the search cannot place a fleet that fits (seen in
+// the differential test against CBC). It reports whether any was added
+// (the caller restores the order).
+func (s *solver) fittingColumns(st *state) bool {
+	added := false
+	add := func(e *eval, opt option, model pricing.GPUModel) {
+		sig := layoutSig(&opt)
+		for j := range e.cands {
+			if layoutSig(&e.cands[j]) == sig {
+				return
+			}
+		}
+		opt.model, opt.why = model, ok
+		opt.unit = int32(len(e.svc))
+		e.svc = append(e.svc, opt)
+		e.cands = append(e.cands, opt)
+		added = true
+	}
+	var left []int
+	for w, e := range st.evals {
+		if st.choice[w] >= 0 {
+			continue
+		}
+		left = append(left, w)
+		if len(e.svcBound) == 0 {
+			continue
+		}
+		for _, rem := range [][]float64{st.rem, s.caps} {
+			if opt, model, found := s.fittingLayout(e, rem); found {
+				add(e, opt, model)
+			}
+		}
+	}
+	rem := make([]float64, len(s.caps))
+	for _, b := range left {
+		eb := st.evals[b]
+		for j := 0; j < min(4, len(eb.cands)); j++ {
+			ob := &eb.cands[j]
+			short := map[int32]bool{}
+			for _, u := range ob.uses {
+				if st.rem[u.row] < u.amt-eps {
+					short[u.row] = true
+				}
+			}
+			if len(short) == 0 {
+				continue
+			}
+			for w, e := range st.evals {
+				c := st.choice[w]
+				if len(e.svcBound) == 0 || c < 0 {
+					continue
+				}
+				oc := &e.cands[c]
+				holds := false
+				for _, u := range oc.uses {
+					holds = holds || short[u.row]
+				}
+				if !holds {
+					continue
+				}
+				copy(rem, st.rem)
+				for _, u := range oc.uses {
+					rem[u.row] += u.amt
+				}
+				for _, r := range e.budgetRows {
+					rem[r] += oc.budgetUse
+				}
+				for _, u := range ob.uses {
+					rem[u.row] -= u.amt
+				}
+				for _, r := range eb.budgetRows {
+					rem[r] -= ob.budgetUse
+				}
+				if opt, model, found := s.fittingLayout(e, rem); found {
+					add(e, opt, model)
+				}
+			}
+		}
+	}
+	return added
+}
+
+// fittingLayout is the cheapest layout of service e whose rows all have
+// room in rem, found by pricing out the rows without room for one
+// replica, then each row the layout still overfills, up to 8 rounds.
+func (s *solver) fittingLayout(e *eval, rem []float64) (option, pricing.GPUModel, bool) {
+	const priceOut = 1e7 // per GPU: above any layout's cost
+	gpus := float64(gpuCount(e.w))
+	mu := make([]float64, len(s.caps))
+	for r := range mu {
+		if rem[r] < gpus-eps {
+			mu[r] = priceOut
+		}
+	}
+	for round := 0; round < 8; round++ {
+		opt, model := s.pricedLayout(e, mu, 0)
+		if !opt.valid() {
+			break
+		}
+		over := false
+		for _, u := range opt.uses {
+			if rem[u.row] < u.amt-eps {
+				mu[u.row] += priceOut
+				over = true
+			}
+		}
+		if over {
+			continue
+		}
+		for _, r := range e.budgetRows {
+			if rem[r] < opt.budgetUse-eps*max(1, opt.budgetUse) {
+				// Over a budget: pricing rows does not make it cheaper.
+				return option{}, "", false
+			}
+		}
+		return opt, model, true
+	}
+	return option{}, "", false
+}
