@@ -519,12 +519,16 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 			for i, w := range comp {
 				st.set(w, r.pick[i])
 			}
-		case r.complete:
+		default:
+			p := proofSearch
+			if !r.complete {
+				p = proofLimit
+			}
 			for _, w := range comp {
-				proof[w] = proofSearch
+				proof[w] = p
 			}
 			if final {
-				// Proven infeasible: leave out as few as possible.
+				// No full plan found: leave out as few as possible.
 				if pick, ok := s.maxPlaced(st, comp, searchWork); ok {
 					for _, w := range comp {
 						st.set(w, -1)
@@ -533,10 +537,6 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 						st.set(w, pick[i])
 					}
 				}
-			}
-		default:
-			for _, w := range comp {
-				proof[w] = proofLimit
 			}
 		}
 	}
