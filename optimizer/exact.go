@@ -171,8 +171,12 @@ func (s *solver) exact(ctx context.Context, ex ExactSolver, evals []*eval, choic
 }
 
 // BuildModel is the 0-1 program Solve would hand to an exact solver for
-// the input (its candidates after the static checks), for benchmarks and
-// for writing the model out. Workloads with no option are left out.
+// the input, for benchmarks, independent checks and for writing the model
+// out: every job's candidates after the static checks, every service's
+// enumerated layouts plus those Solve adds while it solves (so the model
+// holds every plan Solve can return), and a row for every spot pool the
+// fleet could overfill. It plans on the catalog's ForPlanning offers, as
+// Solve does. Workloads with no option are left out.
 func BuildModel(in Input) (*Model, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
