@@ -528,7 +528,10 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 				proof[w] = p
 			}
 			if final {
-				// No full plan found: leave out as few as possible.
+				// No full plan found: leave out as few as possible. One
+				// workload holding what several need is the common case:
+				// first try leaving out each one alone.
+				s.leaveOneOut(st, comp)
 				if pick, ok := s.maxPlaced(st, comp, searchWork); ok {
 					for _, w := range comp {
 						st.set(w, -1)
