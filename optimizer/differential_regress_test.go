@@ -67,6 +67,13 @@ func TestFewestLeftOut(t *testing.T) {
 			wantLeft: []string{"w01"}, constraint: "budget",
 		},
 		{
+			// One 64-GPU job holds the Azure quota three others need; the
+			// search over who is left out ran out of budget before
+			// reaching it (leaveOneOut).
+			name: "one job holds a quota", cat: embedded(t), pol: loadDiffPolicy(t, "one-job-holds-quota.yaml"),
+			wantLeft: []string{"w16"}, constraint: "quota",
+		},
+		{
 			// Every enumerated layout of w00 takes both GPUs of the aws
 			// quota; the repair adds one that takes one (fittingColumns).
 			name: "service layout that leaves room", cat: embedded(t), pol: loadDiffPolicy(t, "service-leaves-room.yaml"),
