@@ -484,8 +484,13 @@ func (s *solver) fittingLayout(e *eval, rem []float64) (option, pricing.GPUModel
 	return option{}, "", false
 }
 
-// frontierFleet is the largest fleet whose services get frontier layouts.
-const frontierFleet = 300
+// frontierFleet is the largest fleet whose services get frontier layouts:
+// the fleets the branch and bound polish (polishSize) can search whole.
+// Above it the neighbourhood searches do not make full use of them: on a
+// 45-workload hard fleet (hardgen seed 7) they let CBC's optimum over the
+// candidates drop 0.8% and the heuristic's plan 0.6%, ending 0.123% above
+// it (docs/BENCHMARKS.md).
+const frontierFleet = polishSize
 
 // addFrontierLayouts adds to a service, for each quota or spot pool row
 // its candidates use, the layouts that trade cost against that row's GPUs
