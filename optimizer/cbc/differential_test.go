@@ -653,8 +653,9 @@ func compareFleet(ctx context.Context, s *Solver, cat *pricing.Catalog, offers m
 // TestDifferentialCBC is issue 10's independent check: 200 random fleets of
 // 3-25 workloads mixing every policy feature, heuristic vs CBC (see the
 // comment at the top of the file). Set GPUBROKER_DIFF_FLEETS to run more
-// (the seeds continue), GPUBROKER_DIFF_DUMP to a directory to write each
-// failing fleet's policy there.
+// (GPUBROKER_DIFF_FIRST the first seed), GPUBROKER_DIFF_MAXN for larger
+// fleets, GPUBROKER_DIFF_DUMP to a directory to write each failing fleet's
+// policy there.
 func TestDifferentialCBC(t *testing.T) {
 	s := requireCBC(t)
 	s.TimeLimit = 20 * time.Second
@@ -677,10 +678,17 @@ func TestDifferentialCBC(t *testing.T) {
 			t.Fatalf("GPUBROKER_DIFF_FIRST: %v", err)
 		}
 	}
+	// GPUBROKER_DIFF_MAXN widens the fleets: 3 to that many workloads.
+	maxN := 25
+	if v := os.Getenv("GPUBROKER_DIFF_MAXN"); v != "" {
+		if maxN, err = strconv.Atoi(v); err != nil || maxN < 3 {
+			t.Fatalf("GPUBROKER_DIFF_MAXN %q: want a number ≥ 3", v)
+		}
+	}
 	var compared, partly, withSvc, below, failed int
 	maxGap := 0.0
 	for seed := first; seed < first+uint64(fleets); seed++ {
-		n := 3 + int(seed%23)
+		n := 3 + int(seed%uint64(maxN-2))
 		f, err := genFleet(cat, now, seed, n)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
