@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -494,7 +495,8 @@ func (s *solver) maxPlaced(base *state, ws []int, budget int) (pick []int, bette
 // leaveOneOut looks for one workload of ws whose leaving out lets every
 // other workload of ws be placed, when st leaves two or more of them out:
 // for each workload, the dearest first, a feasibility search over the
-// others (each with a share of the search budget). The first found is
+// others (each with a share of the search budget); with three or more
+// left out, then for each pair of the eight dearest. The first found is
 // taken. maxPlaced's search over who is left out reaches such a plan only
 // after trying to place everyone, which on a group of twenty workloads
 // with many candidates each runs out of budget first (the differential
@@ -518,16 +520,21 @@ func (s *solver) leaveOneOut(st *state, ws []int) {
 	}
 	sort.SliceStable(order, func(a, b int) bool { return cost(order[a]) > cost(order[b]) })
 	budget := max(searchWork/max(1, len(ws)), 100_000)
-	rest := make([]int, 0, len(ws)-1)
-	for _, u := range order {
+	rest := make([]int, 0, len(ws))
+	// try leaves out the workloads in out and searches for a plan of all
+	// the others; it keeps the plan when one is found.
+	try := func(out ...int) bool {
 		rest = rest[:0]
 		for _, w := range ws {
-			if w != u {
+			if !slices.Contains(out, w) {
 				rest = append(rest, w)
 			}
 		}
-		cu := st.choice[u]
-		st.set(u, -1)
+		prev := make([]int, len(out))
+		for i, u := range out {
+			prev[i] = st.choice[u]
+			st.set(u, -1)
+		}
 		r := s.search(st, rest, math.Inf(1), budget, true, nil)
 		if r.pick != nil {
 			for _, w := range rest {
@@ -536,8 +543,29 @@ func (s *solver) leaveOneOut(st *state, ws []int) {
 			for i, w := range rest {
 				st.set(w, r.pick[i])
 			}
+			return true
+		}
+		for i, u := range out {
+			st.set(u, prev[i])
+		}
+		return false
+	}
+	for _, u := range order {
+		if try(u) {
 			return
 		}
-		st.set(u, cu)
+	}
+	// Three or more left out: pairs of the dearest eight (two large
+	// jobs holding what several small ones need).
+	if left < 3 {
+		return
+	}
+	top := order[:min(8, len(order))]
+	for i := range top {
+		for j := i + 1; j < len(top); j++ {
+			if try(top[i], top[j]) {
+				return
+			}
+		}
 	}
 }
