@@ -78,7 +78,7 @@ func (s *SolverSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if s.Incremental && s.plan != nil && cat == s.cat && u == s.u && (pol == s.pol || onlyRemoved(s.pol, pol)) {
 		return s.replan(pol, u, t, version, blocked), nil
 	}
-	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: t, Unavailable: u.Func(t), PoolLimit: u.LimitFunc(t)})
+	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: pol, Now: t, Unavailable: u.Func(t), PoolLimit: u.LimitFunc(t), Replan: true})
 	if err != nil {
 		if s.plan != nil && len(blocked) > 0 {
 			// Blocking left a workload nowhere to go: keep the last plan
@@ -157,7 +157,7 @@ func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, v
 	if len(affected) > 0 {
 		sub := *pol
 		sub.Workloads = affected
-		if part, err := optimizer.Solve(optimizer.Input{Catalog: s.cat, Policy: &sub, Now: t, Unavailable: u.Func(t), PoolLimit: u.LimitFunc(t)}); err == nil {
+		if part, err := optimizer.Solve(optimizer.Input{Catalog: s.cat, Policy: &sub, Now: t, Unavailable: u.Func(t), PoolLimit: u.LimitFunc(t), Replan: true}); err == nil {
 			for i := range part.Placements {
 				byName[part.Placements[i].Workload] = &part.Placements[i]
 			}

@@ -198,6 +198,12 @@ type liveJob struct {
 	lastAt         time.Time
 	lastPrice      float64
 	reported       bool
+	// A move from on-demand to spot under way (leaving), and how long to
+	// stay on on-demand after one failed (leaveWait, doubling) and until
+	// when (nextLeave).
+	leaving   bool
+	leaveWait time.Duration
+	nextLeave time.Time
 	// For status: the job's work (seconds on the planned shape), its
 	// deadline, and the spot pool of its decision ("" off spot).
 	work     float64
@@ -404,13 +410,6 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		j = &liveJob{policy: pol, name: name, tick: -1}
 		t.jobs[w.Name] = j
 	}
-	pools, od, haveOD := t.pools(p)
-	if !haveOD {
-		return p, fmt.Errorf("no on-demand price for %s in %s/%s: the safety net needs one", p.Groups[0].InstanceType, p.Cloud, p.Region)
-	}
-	if len(pools) == 0 {
-		return p, fmt.Errorf("no spot pool sells %s in %s/%s", p.Groups[0].InstanceType, p.Cloud, p.Region)
-	}
 	// The job's slots: its start is its oldest slot's creation, its
 	// current capacity that of its first slot.
 	var first *store.SlotRecord
@@ -432,6 +431,16 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		start = j.start
 	}
 	j.start = start
+	if first != nil && first.Capacity == string(pricing.Spot) && (State(first.State) == Running || State(first.State) == Booting) {
+		p = inRunningRegion(p, first)
+	}
+	pools, od, haveOD := t.pools(p)
+	if !haveOD {
+		return p, fmt.Errorf("no on-demand price for %s in %s/%s: the safety net needs one", p.Groups[0].InstanceType, p.Cloud, p.Region)
+	}
+	if len(pools) == 0 {
+		return p, fmt.Errorf("no spot pool sells %s in %s/%s", p.Groups[0].InstanceType, p.Cloud, p.Region)
+	}
 	gap := t.Config.tick()
 	work := jobWork(w, p)
 	s := &spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
@@ -489,7 +498,8 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		// same name) says nothing about it.
 		reported = reported && !rep.At.Before(start)
 	}
-	t.account(j, first, running, s, p.Instances, now)
+	upAt := gangUpAt(mine, p.Instances)
+	t.account(j, first, running, upAt, s, p.Instances, now)
 	if reported {
 		s.Done = math.Min(1, math.Max(0, rep.Done)) * work
 		if !running && s.Checkpoint > 0 && s.Done < work {
@@ -501,8 +511,8 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	s.Current = cur
 	s.Overhead = s.Changeover
-	if running && !first.RunningAt.IsZero() {
-		s.Overhead = math.Max(0, s.Changeover-now.Sub(first.RunningAt).Seconds())
+	if running && !upAt.IsZero() {
+		s.Overhead = math.Max(0, s.Changeover-now.Sub(upAt).Seconds())
 	}
 	s.Saved = s.Done
 	if s.Checkpoint > 0 {
@@ -532,6 +542,8 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	a = spotpolicy.Guard(s, a)
 	a, j.reason = t.hysteresis(s, pools, a, j.reason)
+	a, j.reason = keepUnsaved(s, cur, a, j.reason)
+	a, j.reason = j.leaveBackoff(cur, a, now, j.reason)
 	if cur == spotpolicy.RunOnDemand && State(first.State) != Running && a != spotpolicy.RunOnDemand {
 		// An on-demand instance still booting has its changeover under
 		// way. Leaving it for a spot pool that may only look available
@@ -556,7 +568,134 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	j.decision = a
 	j.lastAt = now
 	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
-	return place(p, pools, od, a, cur), nil
+	np := place(p, pools, od, a, cur)
+	if w.Spot == policy.SpotOnly {
+		// A spot-only job has no safety net for a blind spot to mislead:
+		// any pool the solver offers as a fallback is capacity it may need.
+		np.RunnerUp = p.RunnerUp
+	}
+	return np, nil
+}
+
+// inRunningRegion moves a job's placement to the region its first slot runs
+// spot in when the solver has since put the same instance type of the same
+// cloud in another region (it re-solves a job whose pool was blocked, and
+// the cheapest pool may be anywhere). The stage watches the spot pools of
+// the placement's region: following the solver there would leave the
+// running spot instance out of its sight (a group without Move is not
+// replaced), the job counted as idle with its unsaved work as safe, and the
+// safety net late. The policy decides moves from there. (An on-demand
+// instance is seen wherever it runs; another instance type is left to the
+// solver.)
+func inRunningRegion(p optimizer.Placement, first *store.SlotRecord) optimizer.Placement {
+	g := p.Groups[0]
+	if string(g.Cloud) != first.Cloud || g.InstanceType != first.InstanceType || g.Region == first.Region || first.Region == "" {
+		return p
+	}
+	groups := make([]optimizer.Group, len(p.Groups))
+	for i, g := range p.Groups {
+		g.Region = first.Region
+		groups[i] = g
+	}
+	p.Groups, p.Region = groups, first.Region
+	return p
+}
+
+// gangUpAt is when all of a job's instances were last running together:
+// the latest RunningAt of its running slots, or zero while fewer than
+// instances of them run. A multi-instance job makes no progress until the
+// last of its instances is up; estimating from the first one's running time
+// made the stage count a job whose second instance a one-instance pool
+// refused as finished, and the safety net never fired (fleet simulation,
+// 2 × p5.48xlarge on the one-instance traces).
+func gangUpAt(mine []*store.SlotRecord, instances int) time.Time {
+	var at time.Time
+	up := 0
+	for _, sl := range mine {
+		if State(sl.State) != Running || sl.RunningAt.IsZero() {
+			continue
+		}
+		up++
+		if sl.RunningAt.After(at) {
+			at = sl.RunningAt
+		}
+	}
+	if up < max(1, instances) {
+		return time.Time{}
+	}
+	return at
+}
+
+// leaveBackoff holds a job on demand for a while after a move to spot
+// failed. A spot pool looks available again when its block runs out, with
+// nothing known of its capacity; a move there stops the on-demand
+// instance first (the reconciler replaces the slot), so a refused launch
+// costs the job a new on-demand instance, its changeover and the work
+// since its last checkpoint. Without spot capacity anywhere, a job went
+// back and forth every hour and cost 1.3-3.7 × on demand in the fleet
+// simulation. The wait starts at an hour and doubles up to eight; a move
+// that reaches spot resets it.
+func (j *liveJob) leaveBackoff(cur, a spotpolicy.Action, now time.Time, reason string) (spotpolicy.Action, string) {
+	if j.leaving && cur.Capacity != spotpolicy.Spot {
+		// The move did not reach spot: the launch was refused, or the
+		// instance lost before it ran.
+		j.leaveWait = min(max(2*j.leaveWait, time.Hour), 8*time.Hour)
+		j.nextLeave = now.Add(j.leaveWait)
+		j.leaving = false
+	} else if cur.Capacity == spotpolicy.Spot {
+		j.leaving, j.leaveWait = false, 0
+	}
+	if cur != spotpolicy.RunOnDemand || a.Capacity != spotpolicy.Spot {
+		return a, reason
+	}
+	if now.Before(j.nextLeave) {
+		return cur, fmt.Sprintf("staying on on-demand until %s: the last move to spot did not get capacity", j.nextLeave.Format(time.RFC3339))
+	}
+	j.leaving = true
+	return a, reason
+}
+
+// keepUnsaved holds a running job where it is when leaving would throw
+// away work the deadline still needs, or more work than a changeover when
+// it leaves on demand. spotpolicy assumes a voluntary stop checkpoints
+// first; a live job only keeps what its last checkpoint saved (none without
+// checkpoint_interval), so a stop or a move is judged from the saved
+// progress. Leaving spot for on demand is held back only while staying is
+// safe for the deadline and the move would lose more than a changeover: the
+// safety net takes it while that loss is still affordable.
+func keepUnsaved(s *spotpolicy.State, cur, a spotpolicy.Action, reason string) (spotpolicy.Action, string) {
+	if cur.Capacity == spotpolicy.None || a == cur || s.Done <= s.Saved {
+		return a, reason
+	}
+	if cur.Capacity == spotpolicy.Spot && a.Capacity == spotpolicy.OnDemand {
+		// The most a preemption can take near the end: what runs since the
+		// last checkpoint (everything, without checkpoints).
+		lossAtEnd := math.Min(s.Work-s.Saved, s.Checkpoint)
+		finishes := s.RemainingTime()-s.RemainingWork()-s.Gap >= lossAtEnd+s.Changeover
+		if s.Done-s.Saved > s.Changeover && finishes && spotpolicy.Guard(s, cur) == cur {
+			// Not for the deadline (staying is safe, and the instance can
+			// finish before the safety net would need on demand) but for
+			// the cost cap, whose worst case counts the unsaved work as
+			// lost either way: moving now would make that loss certain.
+			// Stay until the next checkpoint, or the end.
+			return cur, fmt.Sprintf("staying on spot: on-demand now would lose %.0f s of work since its last checkpoint, and the deadline does not need it", s.Done-s.Saved)
+		}
+		return a, reason // the safety net takes it while the loss is affordable
+	}
+	if cur.Capacity == spotpolicy.OnDemand && s.Done-s.Saved > s.Changeover {
+		// Leaving on demand is never needed for the deadline, and what it
+		// would throw away is more than the changeover the policy weighed
+		// (it assumes the stop saves everything): wait for the next
+		// checkpoint. A job without checkpoints stays to the end.
+		return cur, fmt.Sprintf("staying on on-demand: leaving now would lose %.0f s of work since its last checkpoint", s.Done-s.Saved)
+	}
+	lost := *s
+	lost.Done = s.Saved
+	if lost.Safe(a) {
+		return a, reason
+	}
+	keep := spotpolicy.Guard(s, cur)
+	return keep, fmt.Sprintf("staying on %s: leaving would lose %.0f s of unsaved work the deadline needs", keep.Capacity, s.Done-s.Saved)
 }
 
 // spotOnlyAction is what a spot-only job does instead of on demand: stay
@@ -586,10 +725,15 @@ func poolName(k providers.PoolKey) string {
 	return string(k.Cloud) + "/" + k.Zone + "/" + k.InstanceType + "/" + string(k.Capacity)
 }
 
-// ckptWork is the work between two checkpoints.
+// ckptWork is the work between two checkpoints. A job without
+// checkpoint_interval saves nothing until it is done (docs/policy.md: a
+// preemption loses all work since the start), so its only "checkpoint" is
+// the whole work; spotpolicy's 0 would mean progress saved continuously,
+// and the safety net would not count the loss of everything on a
+// preemption near the deadline.
 func ckptWork(w policy.Workload, work float64) float64 {
 	if w.CheckpointInterval <= 0 {
-		return 0
+		return work
 	}
 	return math.Min(work, w.CheckpointInterval.Seconds())
 }
@@ -598,7 +742,7 @@ func ckptWork(w policy.Workload, work float64) float64 {
 // and progress estimate to now: the
 // current instance makes progress from its start plus the changeover, at
 // its measured speed; a new instance starts from the last checkpoint.
-func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bool, s *spotpolicy.State, instances int, now time.Time) {
+func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bool, upAt time.Time, s *spotpolicy.State, instances int, now time.Time) {
 	if !j.lastAt.IsZero() && j.lastPrice > 0 {
 		j.spent += j.lastPrice * now.Sub(j.lastAt).Hours()
 	}
@@ -620,7 +764,7 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 		}
 		j.inst = first.InstanceID
 	}
-	if first.RunningAt.IsZero() {
+	if upAt.IsZero() {
 		j.estimate = j.base
 		return
 	}
@@ -630,7 +774,7 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 			ratio = r
 		}
 	}
-	ran := math.Max(0, now.Sub(first.RunningAt).Seconds()-s.Changeover)
+	ran := math.Max(0, now.Sub(upAt).Seconds()-s.Changeover)
 	j.estimate = math.Min(s.Work, j.base+ran*ratio)
 }
 
@@ -728,5 +872,18 @@ func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spo
 	}
 	p.Groups = groups
 	p.Zone, p.Capacity, p.PricePerHour = o.Zone, ct, total
+	if r := p.RunnerUp; r != nil && (r.Cloud != o.Cloud || r.Region != o.Region || r.InstanceType != o.InstanceType) {
+		// The solver's runner-up becomes the slot's fallback pool when a
+		// launch is refused (Desired). Outside the pools the policy watches
+		// it would run the job where the stage cannot see it: the job
+		// would count as not running, its unsaved work as safe, and the
+		// safety net would fire too late (a job without checkpoints missed
+		// its deadline by hours this way). A refused launch makes the
+		// stage decide again within the pass instead. (Keeping one of the
+		// same type in another region, which the stage could follow, made
+		// jobs without checkpoints start over there: up to 1.33 × on
+		// demand instead of 1.08.)
+		p.RunnerUp = nil
+	}
 	return p
 }

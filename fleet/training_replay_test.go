@@ -42,7 +42,9 @@ func replayTrace(t *testing.T, policyName string, n int, oracle bool) replayResu
 		t.Fatal(err)
 	}
 	gap := time.Duration(pools.Gap) * time.Second
-	w := trainWorkload(policyName, setting.Work, setting.Deadline, setting.Changeover, 0)
+	// The simulator's setting saves progress continuously; a workload
+	// without checkpoint_interval saves nothing, so checkpoint every tick.
+	w := trainWorkload(policyName, setting.Work, setting.Deadline, setting.Changeover, time.Minute)
 	offers := []pricing.Offer{p3("us-west-2a", setting.Prices.Spot)}
 	plan := &optimizer.Plan{Placements: []optimizer.Placement{{Workload: "train", Kind: "training", Cloud: pricing.AWS, Region: "us-west-2",
 		Zone: "us-west-2a", InstanceType: "p3.2xlarge", GPU: pricing.V100, Capacity: pricing.Spot, GPUs: 1, Instances: 1, RelativeSpeed: 1,

@@ -121,7 +121,9 @@ func (d *driver) step(t *testing.T) {
 	if State(s.State) != Running || (g.Move && elsewhere(s, &spec)) {
 		if State(s.State) == Running {
 			d.moves++
-			d.saved = d.done // a voluntary stop checkpoints first
+			if d.ckpt > 0 {
+				d.saved = d.done // a voluntary stop checkpoints first
+			} // without checkpoints there is nothing to save to: all is lost
 		}
 		if g.Capacity == pricing.Spot && (!d.avail(g.Zone, i) || d.u.Blocked(PoolOf(spec.Offer, pricing.Spot), d.now)) {
 			if !d.avail(g.Zone, i) {
@@ -148,9 +150,13 @@ func (d *driver) step(t *testing.T) {
 			d.finish = float64(i)*gap + ov + (d.work - d.done)
 		}
 		d.done = math.Min(d.work, d.done+prog)
-		d.saved = d.done
-		if d.ckpt > 0 && d.done < d.work {
+		switch {
+		case d.done >= d.work:
+			d.saved = d.done
+		case d.ckpt > 0:
 			d.saved = math.Floor(d.done/d.ckpt) * d.ckpt
+		default:
+			d.saved = 0 // no checkpoints: a preemption loses all work since the start (docs/policy.md)
 		}
 	}
 	d.now = d.now.Add(d.gap)
@@ -203,7 +209,10 @@ func TestTrainingSafetyNet(t *testing.T) {
 					if d.finish == 0 || d.finish > deadline.Seconds()+1e-6 {
 						t.Fatalf("missed the deadline: finished at %.0f s (0: never), deadline %.0f s; done %.0f of %.0f s", d.finish, deadline.Seconds(), d.done, d.work)
 					}
-					if tc.dies > deadline && decider != spotpolicy.PolicyOnDemand && d.onDemand > 0 {
+					if tc.dies > deadline && ckpt > 0 && decider != spotpolicy.PolicyOnDemand && d.onDemand > 0 {
+						// (Without checkpoints a preemption near the end
+						// would lose everything: the safety net must leave
+						// spot while on demand can still redo the work.)
 						t.Errorf("spot never failed, yet %.0f s ran on on-demand", d.onDemand)
 					}
 					if tc.dies == 0 && d.onDemand < work.Seconds() {
@@ -495,6 +504,243 @@ func TestTrainingForgetsRemovedJobs(t *testing.T) {
 			}
 			if d, ok := src.Decisions()["train"]; ok {
 				t.Fatalf("train's decision stays: %+v", d)
+			}
+		})
+	}
+}
+
+// TestTrainingRunnerUpStaysInWatchedPools: the solver's runner-up becomes a
+// slot's fallback pool when a launch is refused. A live job placed by the
+// stage may fall back only to a pool the stage watches (same cloud, region
+// and instance type); one elsewhere ran the job where the stage could not
+// see it, and a job without checkpoints missed its deadline by hours in the
+// fleet simulation (preemption/4-node traces, seed 1). A spot-only job has
+// no safety net to mislead and keeps any.
+func TestTrainingRunnerUpStaysInWatchedPools(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		runner   optimizer.RunnerUp
+		kept     bool
+		spotOnly bool
+	}{
+		{"another zone of the region", optimizer.RunnerUp{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p3.2xlarge", Capacity: pricing.Spot}, true, false},
+		{"another region", optimizer.RunnerUp{Cloud: pricing.AWS, Region: "eu-central-1", Zone: "euc1-az3", InstanceType: "p3.2xlarge", Capacity: pricing.Spot}, false, false},
+		{"another instance type", optimizer.RunnerUp{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p3.8xlarge", Capacity: pricing.Spot}, false, false},
+		{"another instance type for a spot-only job (no safety net to mislead)", optimizer.RunnerUp{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p3.8xlarge", Capacity: pricing.Spot}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := trainPlacement(1)
+			r := tc.runner
+			plan.Placements[0].RunnerUp = &r
+			w := trainWorkload(spotpolicy.PolicyAdaptive, 4*time.Hour, 12*time.Hour, 6*time.Minute, 0)
+			if tc.spotOnly {
+				w.Spot = policy.SpotOnly
+			}
+			d := newDriver(t, w, plan, func(int) []pricing.Offer { return p3Offers(0.90, 0.95) }, func(string, int) bool { return true }, TrainingConfig{})
+			out, err := d.src.Plan(context.Background(), d.u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs := Desired(out)
+			if len(specs) != 1 {
+				t.Fatalf("%d slots, want 1", len(specs))
+			}
+			alt := specs[0].Alternatives
+			if tc.kept != (len(alt) == 1) {
+				t.Fatalf("fallback pools %+v; want the runner-up kept: %v", alt, tc.kept)
+			}
+			for _, o := range alt {
+				if (o.Region != "us-east-1" || o.InstanceType != "p3.2xlarge") && !tc.spotOnly {
+					t.Errorf("fallback %+v is outside the pools the stage watches", o)
+				}
+			}
+		})
+	}
+}
+
+func TestGangUpAt(t *testing.T) {
+	slot := func(i int, st State, up time.Duration) *store.SlotRecord {
+		s := &store.SlotRecord{ID: fmt.Sprintf("train/%d", i), Index: i, State: string(st)}
+		if up >= 0 {
+			s.RunningAt = t0.Add(up)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name      string
+		slots     []*store.SlotRecord
+		instances int
+		want      time.Time
+	}{
+		{"one instance up", []*store.SlotRecord{slot(0, Running, time.Hour)}, 1, t0.Add(time.Hour)},
+		{"both up: the later one starts the job", []*store.SlotRecord{slot(0, Running, time.Hour), slot(1, Running, 3*time.Hour)}, 2, t0.Add(3 * time.Hour)},
+		{"second one pending", []*store.SlotRecord{slot(0, Running, time.Hour), slot(1, Pending, -1)}, 2, time.Time{}},
+		{"second one booting", []*store.SlotRecord{slot(0, Running, time.Hour), slot(1, Booting, -1)}, 2, time.Time{}},
+		{"draining does not count", []*store.SlotRecord{slot(0, Running, time.Hour), slot(1, Draining, 2*time.Hour)}, 2, time.Time{}},
+		{"no slots", nil, 1, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := gangUpAt(tc.slots, tc.instances); !got.Equal(tc.want) {
+				t.Errorf("gangUpAt = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTrainingIncompleteGangMakesNoProgress: a two-instance job whose
+// second instance never came up has done nothing, however long the first
+// one runs; the estimate must not advance (before, it did, from the first
+// instance's running time, and the safety net never fired).
+func TestTrainingIncompleteGangMakesNoProgress(t *testing.T) {
+	w := trainWorkload(spotpolicy.PolicyAdaptive, 20*time.Hour, 30*time.Hour, 6*time.Minute, 30*time.Minute)
+	w.GPU = policy.GPUNeed{Models: []pricing.GPUModel{pricing.V100}, Count: 2}
+	pol := &policy.Policy{Workloads: []policy.Workload{w}}
+	now := t0
+	fl := &fakeFleet{slots: []store.SlotRecord{runningSlot("us-east-1a", pricing.Spot, t0),
+		{ID: "train/1", Workload: "train", Kind: "training", Index: 1, State: string(Pending), CreatedAt: t0}}}
+	src := &TrainingSource{Inner: staticPlan{trainPlacement(2)}, Policy: func() *policy.Policy { return pol },
+		Catalog: func() *pricing.Catalog { return pricing.NewCatalog(p3Offers(0.90, 0.95), t0, "test") },
+		Fleet:   fl, Tracker: &spotpolicy.LiveTracker{Gap: time.Minute}, Now: func() time.Time { return now }}
+	var plan *optimizer.Plan
+	for now = t0; now.Before(t0.Add(12 * time.Hour)); now = now.Add(10 * time.Minute) {
+		var err error
+		if plan, err = src.Plan(context.Background(), &Unavailable{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := src.Decisions()["train"]
+	if d.Done != 0 {
+		t.Errorf("after 12 h with one of two instances up the stage estimates %.0f s of work done, want 0", d.Done)
+	}
+	// 20 h of work due in 30 h, nothing done at 12 h: on-demand now.
+	if g := plan.Placements[0].Groups[0]; g.Capacity != pricing.OnDemand {
+		t.Errorf("at 12 h with nothing done the job is placed on %s (%s), want on-demand", g.Capacity, d.Reason)
+	}
+}
+
+func TestInRunningRegion(t *testing.T) {
+	plan := trainPlacement(2)
+	p := plan.Placements[0]
+	for i := range p.Groups {
+		p.Groups[i].Region = "us-west-2"
+	}
+	p.Region = "us-west-2"
+	for _, tc := range []struct {
+		name                string
+		cloud, region, kind string
+		want                string
+	}{
+		{"same type in another region: decide where it runs", "aws", "us-east-1", "p3.2xlarge", "us-east-1"},
+		{"same region", "aws", "us-west-2", "p3.2xlarge", "us-west-2"},
+		{"another instance type: the solver's", "aws", "us-east-1", "p3.8xlarge", "us-west-2"},
+		{"another cloud: the solver's", "gcp", "us-east-1", "p3.2xlarge", "us-west-2"},
+		{"region unknown", "aws", "", "p3.2xlarge", "us-west-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := inRunningRegion(p, &store.SlotRecord{Cloud: tc.cloud, Region: tc.region, InstanceType: tc.kind, State: string(Running)})
+			if got.Region != tc.want {
+				t.Errorf("placement region %s, want %s", got.Region, tc.want)
+			}
+			for _, g := range got.Groups {
+				if g.Region != tc.want {
+					t.Errorf("group region %s, want %s", g.Region, tc.want)
+				}
+			}
+			if p.Groups[0].Region != "us-west-2" {
+				t.Fatal("the input placement's groups were changed")
+			}
+		})
+	}
+}
+
+// TestLeaveBackoff: a move from on-demand to spot that does not reach spot
+// (the launch refused: the pool only looked available because its block
+// ran out) keeps the job on on-demand for an hour, then two, four, eight;
+// one that reaches spot resets the wait.
+func TestLeaveBackoff(t *testing.T) {
+	od, spot, idle := spotpolicy.RunOnDemand, spotpolicy.RunSpot(0), spotpolicy.Idle
+	type step struct {
+		at       time.Duration
+		cur, a   spotpolicy.Action
+		want     spotpolicy.Action
+		nextWait time.Duration // the wait after this step
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a refused move waits an hour", []step{
+			{0, od, spot, spot, 0},
+			{time.Minute, idle, od, od, time.Hour}, // back from a refused launch
+			{2 * time.Minute, od, spot, od, time.Hour},
+			{61 * time.Minute, od, spot, spot, time.Hour},
+		}},
+		{"the wait doubles up to eight hours", []step{
+			{0, od, spot, spot, 0},
+			{time.Minute, od, od, od, time.Hour},
+			{2 * time.Hour, od, spot, spot, time.Hour},
+			{2*time.Hour + time.Minute, od, od, od, 2 * time.Hour},
+			{5 * time.Hour, od, spot, spot, 2 * time.Hour},
+			{5*time.Hour + time.Minute, od, od, od, 4 * time.Hour},
+			{10 * time.Hour, od, spot, spot, 4 * time.Hour},
+			{10*time.Hour + time.Minute, od, od, od, 8 * time.Hour},
+			{19 * time.Hour, od, spot, spot, 8 * time.Hour},
+			{19*time.Hour + time.Minute, od, od, od, 8 * time.Hour},
+		}},
+		{"a move that reaches spot resets the wait", []step{
+			{0, od, spot, spot, 0},
+			{time.Minute, od, od, od, time.Hour},
+			{2 * time.Hour, od, spot, spot, time.Hour},
+			{2*time.Hour + time.Minute, spot, spot, spot, 0},
+			{3 * time.Hour, od, spot, spot, 0}, // preempted, on demand, spot again: no wait
+		}},
+		{"the safety net's move to on-demand is never held", []step{
+			{0, od, spot, spot, 0},
+			{time.Minute, od, od, od, time.Hour},
+			{2 * time.Minute, spot, od, od, 0}, // (running spot: the wait is over)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &liveJob{}
+			for i, st := range tc.steps {
+				got, _ := j.leaveBackoff(st.cur, st.a, t0.Add(st.at), "")
+				if got != st.want {
+					t.Fatalf("step %d (%s): cur %v, policy %v: got %v, want %v", i, st.at, st.cur, st.a, got, st.want)
+				}
+				if j.leaveWait != st.nextWait {
+					t.Fatalf("step %d (%s): wait %s, want %s", i, st.at, j.leaveWait, st.nextWait)
+				}
+			}
+		})
+	}
+}
+
+// TestKeepUnsaved: leaving a running instance is judged from the work its
+// last checkpoint saved, since a live stop loses the rest.
+func TestKeepUnsaved(t *testing.T) {
+	const h = 3600.0
+	od, spot, idle := spotpolicy.RunOnDemand, spotpolicy.RunSpot(0), spotpolicy.Idle
+	state := func(cur spotpolicy.Action, done, saved, ckpt, deadline float64) *spotpolicy.State {
+		return &spotpolicy.State{Tick: 0, Gap: 60, Work: 10 * h, Deadline: deadline, Changeover: 600, Done: done, Saved: saved,
+			Checkpoint: ckpt, Current: cur, Pools: []spotpolicy.Pool{{Available: true, Run: 100, Frac: 0.9, MeanUp: 100}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		s       *spotpolicy.State
+		a, want spotpolicy.Action
+	}{
+		{"nothing unsaved: the policy's move stands", state(od, 2*h, 2*h, 1800, 30*h), spot, spot},
+		{"leaving on-demand would lose more than a changeover: wait for the checkpoint", state(od, 2*h, 1.5*h, 3600, 30*h), spot, od},
+		{"leaving on-demand would lose less than a changeover", state(od, 2*h, 2*h-300, 1800, 30*h), spot, spot},
+		{"no checkpoints: on-demand to the end", state(od, 5*h, 0, 10*h, 30*h), idle, od},
+		{"spot to on-demand with time to finish on spot: stay", state(spot, 5*h, 0, 10*h, 30*h), od, spot},
+		{"spot to on-demand when the spot run cannot finish before the net: go", state(spot, 2*h, 0, 10*h, 17*h), od, od},
+		{"spot to on-demand, the deadline needs it: go", state(spot, 5*h, 0, 10*h, 10.15*h), od, od},
+		{"idle to spot: nothing runs", state(idle, 5*h, 0, 10*h, 30*h), spot, spot},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, _ := keepUnsaved(tc.s, tc.s.Current, tc.a, ""); got != tc.want {
+				t.Errorf("keepUnsaved(%v → %v) = %v, want %v", tc.s.Current, tc.a, got, tc.want)
 			}
 		})
 	}

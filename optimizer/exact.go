@@ -181,6 +181,9 @@ func BuildModel(in Input) (*Model, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
 	}
+	// The offers Solve plans on: a spot price at or above on-demand is
+	// not a spot option (without this the model had options Solve never
+	// sees, and an exact solver "beat" the heuristic by using them).
 	in.Catalog = in.Catalog.ForPlanning()
 	s := newSolver(in)
 	// The full model: every spot pool the fleet could overfill has its row.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +37,11 @@ type Input struct {
 	// Exact is the exact MILP solver for SolverExact and SolverAuto
 	// (package optimizer/cbc runs CBC); nil means none is installed.
 	Exact ExactSolver
+	// Replan says the plan is made again every reconcile pass (the live
+	// fleet's plan source): the search runs one chain search instead of
+	// several from several plans, since a pass must stay short and the
+	// next one plans again.
+	Replan bool
 }
 
 // budgetRow is a policy budget and the workloads it covers.
@@ -424,6 +430,11 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		if s.probe {
 			restarts = 0
 		}
+		type altPlan struct {
+			choice []int
+			cost   float64
+		}
+		var alts []altPlan
 		for i := 0; i < restarts; i++ {
 			if ub-lb <= targetGap*lb/2 {
 				break
@@ -441,15 +452,35 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 				continue
 			}
 			alt = s.lns(evals, alt, mu, budget/restarts)
-			if c := planCost(evals, alt); c < ub-eps*ub {
+			c := planCost(evals, alt)
+			alts = append(alts, altPlan{alt, c})
+			if c < ub-eps*ub {
 				choice, ub = alt, c
 			}
 		}
 		switch {
 		case s.probe || ub-lb <= eps*lb:
-		case len(evals) <= chainFleet:
+		case len(evals) <= chainFleet && s.in.Replan:
 			choice = s.chains(evals, choice, mu, chainWork*len(evals), chainStale)
 			ub = planCost(evals, choice)
+		case len(evals) <= chainFleet:
+			choice = s.multiChains(evals, choice, mu, chainWork*len(evals), chainStale)
+			ub = planCost(evals, choice)
+			sort.SliceStable(alts, func(i, j int) bool { return alts[i].cost < alts[j].cost })
+			tried := 0
+			for _, a := range alts {
+				if tried >= chainAlternatives || ub-lb <= eps*lb {
+					break
+				}
+				if slices.Equal(a.choice, choice) {
+					continue
+				}
+				tried++
+				alt := s.multiChains(evals, a.choice, mu, chainWork*len(evals), chainStale)
+				if c := planCost(evals, alt); c < ub-eps*ub {
+					choice, ub = alt, c
+				}
+			}
 		case ub-lb > chainGap*lb:
 			choice = s.chains(evals, choice, mu, min(chainWorkLarge*len(evals), chainMaxWork), chainStaleLarge)
 			ub = planCost(evals, choice)

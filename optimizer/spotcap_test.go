@@ -186,6 +186,36 @@ func TestSpotPoolRowsInModel(t *testing.T) {
 	}
 }
 
+// TestModelPlansOnTheSameOffers: the model an exact solver gets has the
+// options Solve plans on, no more: a spot price equal to on-demand is not a
+// spot option in either (a spot-only job then has none), and a real
+// discount is.
+func TestModelPlansOnTheSameOffers(t *testing.T) {
+	for _, tc := range []struct {
+		spot    float64
+		options int
+	}{{98.32, 0}, {120, 0}, {30, 1}} {
+		cat := pricing.NewCatalog([]pricing.Offer{{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p5.48xlarge",
+			GPU: pricing.H100, GPUCount: 8, GPUMemoryGiB: 80, OnDemandPrice: 98.32, SpotPrice: tc.spot}}, testNow.Add(-time.Hour), "test")
+		p := spotJobs(1)
+		m, err := BuildModel(Input{Catalog: cat, Policy: p, Now: testNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, c := range m.Costs {
+			got += len(c)
+		}
+		if got != tc.options {
+			t.Errorf("spot $%g, on-demand $98.32: model has %d options, want %d", tc.spot, got, tc.options)
+		}
+		_, err = Solve(Input{Catalog: cat, Policy: p, Now: testNow})
+		if (tc.options == 0) != errors.Is(err, ErrInfeasible) {
+			t.Errorf("spot $%g: Solve says %v, the model has %d options", tc.spot, err, got)
+		}
+	}
+}
+
 // TestScheduledJobCostedPerPeriod: a nightly job costs 30 runs a month;
 // budgets see the monthly figure; a run must end before the next.
 func TestScheduledJobCostedPerPeriod(t *testing.T) {

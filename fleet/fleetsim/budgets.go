@@ -26,6 +26,16 @@ type BudgetMonth struct {
 	// ReachedHours is when spending reached the budget, in hours after the
 	// simulation's start (0: it did not).
 	ReachedHours float64 `json:"reached_hours,omitempty"`
+	// Levels are the alert thresholds (50, 80, 100%, as the broker's
+	// budget_alert events) spending crossed this month, in order.
+	Levels []BudgetLevel `json:"levels,omitempty"`
+}
+
+// BudgetLevel is when a budget's spend first crossed one threshold in a
+// month, as the broker's budget_alert event would record it.
+type BudgetLevel struct {
+	Percent      float64 `json:"percent"`
+	ReachedHours float64 `json:"reached_hours"`
 }
 
 // budgets tracks the policy's monthly budgets as the broker does
@@ -45,8 +55,16 @@ type budgets struct {
 	// per budget at that time.
 	at    time.Time
 	spent []int64
-	// reached is when each budget reached its limit, by month.
+	// reached is when each budget reached its limit, by month; crossed
+	// when it crossed each of ledger.DefaultLevels.
 	reached []map[time.Time]time.Time
+	crossed []map[levelMonth]time.Time
+}
+
+// levelMonth is one alert threshold in one month.
+type levelMonth struct {
+	month time.Time
+	level int // index into ledger.DefaultLevels
 }
 
 func newBudgets(s *Sim, pol *policy.Policy) *budgets {
@@ -54,12 +72,14 @@ func newBudgets(s *Sim, pol *policy.Policy) *budgets {
 		return nil
 	}
 	b := &budgets{s: s, list: pol.Budgets, teamOf: map[string]string{}, settled: map[time.Time]map[string]int64{},
-		spent: make([]int64, len(pol.Budgets)), reached: make([]map[time.Time]time.Time, len(pol.Budgets))}
+		spent: make([]int64, len(pol.Budgets)), reached: make([]map[time.Time]time.Time, len(pol.Budgets)),
+		crossed: make([]map[levelMonth]time.Time, len(pol.Budgets))}
 	for _, w := range pol.Workloads {
 		b.teamOf[w.Name] = w.Team
 	}
 	for i := range b.reached {
 		b.reached[i] = map[time.Time]time.Time{}
+		b.crossed[i] = map[levelMonth]time.Time{}
 	}
 	return b
 }
@@ -116,6 +136,13 @@ func (b *budgets) update(now time.Time) {
 				b.reached[i][month] = now
 			}
 		}
+		for k, l := range ledger.DefaultLevels {
+			if lb.MonthlyUSD > 0 && sum >= micro(l*lb.MonthlyUSD) {
+				if _, ok := b.crossed[i][levelMonth{month, k}]; !ok {
+					b.crossed[i][levelMonth{month, k}] = now
+				}
+			}
+		}
 	}
 }
 
@@ -162,6 +189,11 @@ func (b *budgets) report(start, end time.Time) []BudgetReport {
 			bm := BudgetMonth{Month: m.Format("2006-01"), SpentUSD: round(float64(sum)/1e6, 2)}
 			if at, ok := b.reached[i][m]; ok {
 				bm.ReachedHours = round(at.Sub(start).Hours(), 3)
+			}
+			for k, l := range ledger.DefaultLevels {
+				if at, ok := b.crossed[i][levelMonth{m, k}]; ok {
+					bm.Levels = append(bm.Levels, BudgetLevel{Percent: 100 * l, ReachedHours: round(at.Sub(start).Hours(), 3)})
+				}
 			}
 			r.Months = append(r.Months, bm)
 		}

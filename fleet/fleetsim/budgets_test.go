@@ -78,6 +78,16 @@ func TestBudgetActions(t *testing.T) {
 	if b := alert.Budgets[0]; b.Action != "alert" || b.Months[0].Month != "2026-01" || b.Months[0].SpentUSD != free.Workloads[0].CostUSD {
 		t.Errorf("alert budget %+v; the service cost $%.2f", b, free.Workloads[0].CostUSD)
 	}
+	// The alert levels, as the broker's budget_alert events: 50%, 80% and
+	// 100%, in order, the last when the budget was reached.
+	lv := alert.Budgets[0].Months[0].Levels
+	if len(lv) != 3 || lv[0].Percent != 50 || lv[1].Percent != 80 || lv[2].Percent != 100 {
+		t.Fatalf("levels %+v, want 50, 80 and 100%%", lv)
+	}
+	if !(0 < lv[0].ReachedHours && lv[0].ReachedHours < lv[1].ReachedHours && lv[1].ReachedHours < lv[2].ReachedHours) ||
+		lv[2].ReachedHours != alert.Budgets[0].Months[0].ReachedHours {
+		t.Errorf("levels %+v not crossed in order, 100%% at the budget's reached_hours %.3f", lv, alert.Budgets[0].Months[0].ReachedHours)
+	}
 	// The three runs are the same fleet until the budget is reached.
 	for _, r := range []*Report{stop, spot} {
 		if got := reachedAt(t, r); !got.Equal(at) {
@@ -116,7 +126,9 @@ func TestBudgetActions(t *testing.T) {
 	if err := stop.WriteTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	if want := "budget serving: $3000 a month, stop-scaling at 100%; 2026-01 $"; !strings.Contains(out.String(), want) {
-		t.Errorf("the table does not show %q:\n%s", want, out.String())
+	for _, want := range []string{"budget serving: $3000 a month, stop-scaling at 100%; 2026-01 $", "%, 50% at ", ", 80% at ", ", reached at "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table does not show %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -247,6 +247,11 @@ func writeBudget(w io.Writer, b BudgetReport) error {
 	line := fmt.Sprintf("budget %s: $%.0f a month, %s at 100%%;", name, b.MonthlyUSD, b.Action)
 	for _, m := range b.Months {
 		line += fmt.Sprintf(" %s $%.2f (%.0f%%", m.Month, m.SpentUSD, 100*m.SpentUSD/b.MonthlyUSD)
+		for _, l := range m.Levels {
+			if l.Percent < 100 {
+				line += fmt.Sprintf(", %.0f%% at %.1f h", l.Percent, l.ReachedHours)
+			}
+		}
 		if m.ReachedHours > 0 {
 			line += fmt.Sprintf(", reached at %.1f h", m.ReachedHours)
 		}

@@ -35,8 +35,12 @@ type Solver struct {
 	// Threads is CBC's thread count; 0 means 1 (deterministic).
 	Threads int
 	// Dir is where model files are written; "" means a new temporary
-	// directory, removed afterwards. When set, the files are kept there.
+	// directory, removed afterwards. When set, the files are kept there,
+	// CBC's log (cbc.log) included.
 	Dir string
+	// RatioGap, when above 0, stops CBC once its plan is proven within
+	// this fraction of the optimum (CBC's ratioGap; 0.001 is 0.1%).
+	RatioGap float64
 }
 
 // Find returns a Solver for the cbc binary on the PATH.
@@ -157,6 +161,9 @@ func (s *Solver) SolveModel(ctx context.Context, m *optimizer.Model, start []int
 	threads := max(1, s.Threads)
 	// Wall-clock time: the limit is what the user waits.
 	args := []string{lp, "-timeMode", "elapsed", "-sec", strconv.FormatFloat(limit.Seconds(), 'f', 1, 64), "-threads", strconv.Itoa(threads)}
+	if s.RatioGap > 0 {
+		args = append(args, "-ratioGap", strconv.FormatFloat(s.RatioGap, 'g', -1, 64))
+	}
 	if start != nil {
 		ms := filepath.Join(dir, "start.sol")
 		if err := writeFile(ms, func(w io.Writer) error { return writeStart(w, m, start) }); err != nil {
@@ -173,6 +180,17 @@ func (s *Solver) SolveModel(ctx context.Context, m *optimizer.Model, start []int
 	cmd.Dir = dir
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stdout
+	if s.Dir != "" {
+		// A kept run keeps its log too: on long runs it shows how the
+		// bound moved.
+		logf, err := os.Create(filepath.Join(dir, "cbc.log"))
+		if err != nil {
+			return res, fmt.Errorf("cbc: %w", err)
+		}
+		defer logf.Close()
+		out := io.MultiWriter(&stdout, logf)
+		cmd.Stdout, cmd.Stderr = out, out
+	}
 	if err := cmd.Run(); err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			return res, fmt.Errorf("cbc overran its %s time limit and was stopped: %w", limit, context.DeadlineExceeded)
@@ -192,7 +210,13 @@ func (s *Solver) SolveModel(ctx context.Context, m *optimizer.Model, start []int
 		return res, fmt.Errorf("cbc wrote no solution: %w: %s", err, tail(stdout.String(), 400))
 	}
 	defer f.Close()
-	return ParseSolution(f, m, res)
+	res, err = ParseSolution(f, m, res)
+	if err == nil && s.RatioGap > 0 && res.Status == optimizer.ExactOptimal && res.BestBound < res.Objective-1e-9*max(1, res.Objective) {
+		// CBC calls a plan within the ratio gap "optimal"; it is proven
+		// only within the gap.
+		res.Status = optimizer.ExactFeasible
+	}
+	return res, err
 }
 
 // ParseSolution reads CBC's solution file: a status line ("Optimal -

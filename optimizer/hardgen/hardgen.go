@@ -51,7 +51,10 @@ func Generate(cat *pricing.Catalog, n int, seed uint64, opt Options) (*policy.Po
 		p.Workloads = append(p.Workloads, workload(r, i, opt.Services))
 	}
 	now := cat.GeneratedAt.Add(time.Hour)
-	free, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now})
+	// Replan: the generator needs a good plan and feasibility answers,
+	// not the one-off plan's extra chain searches (and instances stay
+	// what they were before those existed).
+	free, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now, Replan: true})
 	if err != nil {
 		// Workloads nothing can place are dropped: the instance is about
 		// the fleet constraints.
@@ -146,7 +149,7 @@ func Generate(cat *pricing.Catalog, n int, seed uint64, opt Options) (*policy.Po
 		// Small fleets: the first step at which Solve itself finds a plan.
 		for step := 0; step < maxSteps; step++ {
 			p.Quotas, p.Budgets = base(scaleAt(step))
-			if _, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now}); err == nil {
+			if _, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: now, Replan: true}); err == nil {
 				return p, nil
 			}
 		}

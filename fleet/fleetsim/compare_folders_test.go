@@ -1,0 +1,124 @@
+package fleetsim
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpubroker/gpubroker/fleet/sim"
+	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
+	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/providers"
+	"github.com/gpubroker/gpubroker/providers/fake"
+)
+
+// TestTrainingAgainstPerJobSimulatorOtherFolders is
+// TestTrainingAgainstPerJobSimulator on one trace of other folders (traces
+// the live stage was not tuned on), with and without checkpoints: one job,
+// the fleet simulation with the live training stage against
+// sim.RunTraining (adaptive) from the same tick, same prices, changeover
+// and checkpoints (none: one checkpoint of the whole work). The fleet must
+// miss no deadline on any start. Its cost is held to the issue's 10% where
+// it meets it, and elsewhere to what it costs today (maxRatio, a regression
+// bound: docs/BENCHMARKS.md "Checked on other trace folders" has the
+// figures and why the live stage pays more there). Without checkpoints the
+// ratio is not compared: the per-job model checkpoints on every voluntary
+// switch (it leaves spot for on demand for one tick and returns with all
+// its work saved), which a job without checkpoints cannot do.
+func TestTrainingAgainstPerJobSimulatorOtherFolders(t *testing.T) {
+	for _, tc := range []struct {
+		trace          string // folder/file under spot-traces
+		work, deadline time.Duration
+		ckpt           time.Duration // 0: none
+		days           float64
+		maxRatio       float64 // 0: not compared
+	}{
+		{"availability/1-node/aws-02-15-2023/us-east-1a_v100_1.json", 48 * time.Hour, 72 * time.Hour, 10 * time.Minute, 4, 1.10},
+		{"availability/1-node/aws-02-15-2023/us-west-2b_v100_1.json", 24 * time.Hour, 36 * time.Hour, 0, 2, 0},
+		{"availability/16-node/aws-08-27-2023/us-west-2c_v100_1.json", 48 * time.Hour, 72 * time.Hour, 10 * time.Minute, 4, 1.25},
+		{"preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json", 24 * time.Hour, 36 * time.Hour, 10 * time.Minute, 2, 1.25},
+		{"preemption/4-node/aws-08-03-2023/us-east-2a_v100_1.json", 48 * time.Hour, 72 * time.Hour, 30 * time.Minute, 4, 1.20},
+		{"preemption/4-node/aws-08-03-2023/us-west-2c_v100_1.json", 24 * time.Hour, 30 * time.Hour, 0, 2, 0},
+	} {
+		t.Run(fmt.Sprintf("%s/ckpt=%s", tc.trace, tc.ckpt), func(t *testing.T) {
+			dir, file := filepath.Split(tc.trace)
+			st, err := sim.LoadTrace(filepath.Join(sharedTraces(t, strings.TrimSuffix(dir, "/")), file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ckptYAML, ckpt := "", tc.work // the per-job simulator's "no checkpoint" is one of the whole work
+			if tc.ckpt > 0 {
+				ckptYAML, ckpt = fmt.Sprintf("\n    checkpoint_interval: %s", tc.ckpt), tc.ckpt
+			}
+			job := fmt.Sprintf(`
+clouds: [aws]
+workloads:
+  - name: train
+    kind: training
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: %g, reference_gpu: V100}
+    deadline: %s%s
+    restart_overhead: 6m
+    spot: prefer
+`, tc.work.Hours(), tc.deadline, ckptYAML)
+			zone := strings.SplitN(file, "_", 2)[0]
+			ft := fake.Trace{Name: file, Gap: time.Duration(st.Gap) * time.Second, Avail: st.Avail}
+			cat := pricing.NewCatalog([]pricing.Offer{p3(zone, 0.97)}, DefaultStart, "test")
+			pools, err := sim.NewPools([]*sim.Trace{st})
+			if err != nil {
+				t.Fatal(err)
+			}
+			setting := sim.Training{Work: tc.work, Deadline: tc.deadline, Changeover: 12 * time.Minute, Checkpoint: ckpt,
+				Prices: sim.Prices{OnDemand: 3.06, Spot: 0.97}, History: sim.DefaultHistory}
+			deadlineTicks := int(setting.Deadline.Seconds())/st.Gap + 1
+			var fleetCost, jobCost float64
+			runs := 0
+			for seed := uint64(1); runs < 8 && seed < 200; seed++ {
+				s, err := New(Config{Policy: mustPolicy(t, job), Catalog: cat, Traces: []fake.Trace{ft}, Seed: seed,
+					Duration: time.Duration(tc.days * 24 * float64(time.Hour)), ReadyDelay: 5*time.Minute + 30*time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, off := s.computes[pricing.AWS].TraceOf(providers.PoolKey{Cloud: pricing.AWS, Zone: zone, InstanceType: "p3.2xlarge", Capacity: pricing.Spot})
+				if off+deadlineTicks >= len(st.Avail) || off < int(setting.History.Seconds())/st.Gap {
+					continue // the per-job simulator does not wrap around the trace
+				}
+				rep, err := s.Run(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				pol, err := spotpolicy.NewTraining(spotpolicy.DefaultTraining)
+				if err != nil {
+					t.Fatal(err)
+				}
+				run, err := sim.RunTraining(setting, pools, pol, off, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := rep.Workloads[0]
+				t.Logf("seed %d, tick %d: fleet $%.2f (finish %.1f h, %d preemptions), per-job $%.2f (finish %.1f h, %d preemptions), ratio %.3f",
+					seed, off, w.CostUSD, w.FinishHours, w.Preemptions, run.Cost, run.FinishHours, run.Preemptions, w.CostUSD/run.Cost)
+				if !w.Finished || w.Missed {
+					t.Errorf("seed %d: the fleet missed the deadline: %+v", seed, w)
+				}
+				if run.Missed {
+					t.Errorf("seed %d: the per-job simulator missed the deadline", seed)
+				}
+				fleetCost += w.CostUSD
+				jobCost += run.Cost
+				runs++
+			}
+			if runs < 3 {
+				t.Fatalf("only %d seeds gave a start the per-job simulator can replay", runs)
+			}
+			ratio := fleetCost / jobCost
+			t.Logf("%d starts: fleet $%.2f, per-job $%.2f, ratio %.3f", runs, fleetCost, jobCost, ratio)
+			if tc.maxRatio > 0 && ratio > tc.maxRatio {
+				t.Errorf("the fleet costs %.3f × the per-job simulator; want at most %.2f", ratio, tc.maxRatio)
+			}
+		})
+	}
+}
