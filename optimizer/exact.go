@@ -171,8 +171,12 @@ func (s *solver) exact(ctx context.Context, ex ExactSolver, evals []*eval, choic
 }
 
 // BuildModel is the 0-1 program Solve would hand to an exact solver for
-// the input (its candidates after the static checks), for benchmarks and
-// for writing the model out. Workloads with no option are left out.
+// the input, for benchmarks, independent checks and for writing the model
+// out: every job's candidates after the static checks, every service's
+// enumerated layouts plus those Solve adds while it solves (so the model
+// holds every plan Solve can return), and a row for every spot pool the
+// fleet could overfill. It plans on the catalog's ForPlanning offers, as
+// Solve does. Workloads with no option are left out.
 func BuildModel(in Input) (*Model, error) {
 	if in.Catalog == nil || in.Policy == nil {
 		return nil, fmt.Errorf("%w: catalog and policy are required", ErrInput)
@@ -185,11 +189,60 @@ func BuildModel(in Input) (*Model, error) {
 	// The full model: every spot pool the fleet could overfill has its row.
 	s.addPoolRows(s.potentialPools())
 	var evals []*eval
+	var svcs []int
 	for i := range s.pol.Workloads {
 		e := s.eval(&s.pol.Workloads[i])
 		s.dropOversized(e)
 		if e.blocked == nil {
 			evals = append(evals, e)
+			if e.svc != nil {
+				svcs = append(svcs, i)
+			}
+		}
+	}
+	if len(svcs) > 0 {
+		// A service's candidates are layouts enumerated around the rows,
+		// plus those Solve adds (column generation, repair): the model
+		// holds them all, so it has every plan Solve can return (without
+		// them CBC called a fleet infeasible that Solve placed, in the
+		// differential test). Solve's rows may be fewer (pool rows are
+		// cutting planes): each layout's rows are recomputed here.
+		h := newSolver(in)
+		h.ctx, h.in = context.Background(), in
+		hEvals, _, _, _ := h.run()
+		at := map[string]*eval{}
+		for _, e := range evals {
+			at[e.w.Name] = e
+		}
+		for _, i := range svcs {
+			e, he := at[s.pol.Workloads[i].Name], hEvals[i]
+			if e == nil || he == nil {
+				continue
+			}
+			seen := map[string]bool{}
+			for j := range e.cands {
+				seen[layoutSig(&e.cands[j])] = true
+			}
+			for j := range he.cands {
+				o := he.cands[j]
+				if !o.valid() || o.groups == nil || seen[layoutSig(&o)] {
+					continue
+				}
+				seen[layoutSig(&o)] = true
+				o.uses = nil
+				for _, g := range o.groups {
+					for _, r := range s.rowsOf(g.offer, g.cap) {
+						o.uses = addUse(o.uses, r, float64(g.n*s.offers[g.offer].GPUCount))
+					}
+				}
+				if s.oversized(e, &o) {
+					continue
+				}
+				o.unit = int32(len(e.svc))
+				e.svc = append(e.svc, o)
+				e.cands = append(e.cands, o)
+			}
+			sortOptions(e.cands)
 		}
 	}
 	return s.model(evals), nil

@@ -160,7 +160,7 @@ func (s *solver) plan(in Input, evals []*eval, choice []int, lb float64) *Plan {
 	if t.OnDemandBaseline > 0 {
 		t.SavingsPercent = round(100*t.Savings/t.OnDemandBaseline, 1)
 	}
-	p.Bound = Bound{LowerBound: round(lb, 2), Method: "lagrangian dual over quota and budget rows (subgradient)"}
+	p.Bound = Bound{LowerBound: roundDown(lb, 2), Method: "lagrangian dual over quota and budget rows (subgradient)"}
 	if len(s.caps) == 0 {
 		p.Bound.Method = "sum of each workload's cheapest feasible option (no quotas or budgets)"
 	}
@@ -187,6 +187,19 @@ func (s *solver) defaultRate(c pricing.Cloud) float64 {
 		return v
 	}
 	return DefaultInterruptionRate(c, "")
+}
+
+// roundDown rounds a lower bound down, so that the figure shown is still a
+// bound: rounded to the nearest cent, a bound equal to the optimum (no
+// binding rows) could read up to half a cent above the optimal plan's
+// cost. The 1e-6 of a unit absorbs float noise (34.15 stored as
+// 34.1499999…), far below the precision shown.
+func roundDown(x float64, digits int) float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return 0
+	}
+	p := math.Pow(10, float64(digits))
+	return math.Floor(x*p+1e-6) / p
 }
 
 func round(x float64, digits int) float64 {

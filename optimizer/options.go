@@ -840,6 +840,9 @@ func (s *solver) evalService(w *policy.Workload) *eval {
 			s.enumerateLayouts(w, units, g, e, &opt)
 		}
 	}
+	if (len(s.quotas) > 0 || len(s.poolRows) > 0) && len(s.pol.Workloads) <= frontierFleet {
+		s.addFrontierLayouts(e)
+	}
 	sortOptions(e.cands)
 	e.baseline = baseline
 	if len(e.svcBound) > 0 {

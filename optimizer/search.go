@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -393,4 +394,178 @@ func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []in
 		}
 	}
 	return st.choice
+}
+
+// maxPlaced is a depth-first branch and bound over the workloads in ws
+// (the rest fixed as in base) that may each also be left out: it finds the
+// assignment that places the most of them, the cheapest among those, and
+// returns it when it places more than base does (or as many for less).
+// An infeasible group's plan should leave out as few workloads as it can:
+// the heuristic's partial plan left out whoever it reached last, often
+// two or three where one suffices. A branch is cut when the workloads
+// placed plus those still able to fit cannot beat the incumbent. It gives
+// up after about budget candidate scans and returns the best found.
+func (s *solver) maxPlaced(base *state, ws []int, budget int) (pick []int, better bool) {
+	evals := base.evals
+	st := &state{s: s, evals: evals, choice: base.choice, rem: append([]float64(nil), base.rem...)}
+	orig := make([]int, len(ws))
+	bestN, bestCost := 0, 0.0
+	for i, w := range ws {
+		orig[i] = st.choice[w]
+		if c := st.choice[w]; c >= 0 {
+			bestN++
+			bestCost += evals[w].cands[c].cost
+			st.apply(evals[w], &evals[w].cands[c], -1)
+			st.choice[w] = -1
+		}
+	}
+	defer func() {
+		for i, w := range ws {
+			base.choice[w] = orig[i]
+		}
+	}()
+	work := 0
+	for _, w := range ws {
+		work += len(evals[w].cands)
+	}
+	nodeLimit := max(100, budget/max(1, work))
+	nodes := 0
+	free := append([]int(nil), ws...)
+	var rec func(depth, placed int, cost float64) bool
+	rec = func(depth, placed int, cost float64) bool {
+		nodes++
+		if nodes > nodeLimit {
+			return true
+		}
+		if depth == len(free) {
+			if placed > bestN || placed == bestN && cost < bestCost-eps*max(1, bestCost) {
+				bestN, bestCost, better = placed, cost, true
+				pick = pick[:0]
+				for _, w := range ws {
+					pick = append(pick, st.choice[w])
+				}
+			}
+			return false
+		}
+		// Workloads with no fitting candidate are left out at once; of the
+		// rest, the one with the fewest fitting candidates goes next.
+		bestI, fewest, able := -1, math.MaxInt, 0
+		for i := depth; i < len(free); i++ {
+			e := evals[free[i]]
+			n := 0
+			for j := range e.cands {
+				if st.fits(e, &e.cands[j]) {
+					n++
+				}
+			}
+			if n > 0 {
+				able++
+				if n < fewest {
+					bestI, fewest = i, n
+				}
+			}
+		}
+		if placed+able < bestN || placed+able == bestN && cost >= bestCost-eps*max(1, bestCost) {
+			return false
+		}
+		if bestI < 0 {
+			return rec(len(free), placed, cost)
+		}
+		free[depth], free[bestI] = free[bestI], free[depth]
+		defer func() { free[depth], free[bestI] = free[bestI], free[depth] }()
+		w := free[depth]
+		e := evals[w]
+		for j := range e.cands {
+			if !st.fits(e, &e.cands[j]) {
+				continue
+			}
+			st.set(w, j)
+			stop := rec(depth+1, placed+1, cost+e.cands[j].cost)
+			st.set(w, -1)
+			if stop {
+				return true
+			}
+		}
+		return rec(depth+1, placed, cost)
+	}
+	rec(0, 0, 0)
+	return pick, better
+}
+
+// leaveOneOut looks for one workload of ws whose leaving out lets every
+// other workload of ws be placed, when st leaves two or more of them out:
+// for each workload, the dearest first, a feasibility search over the
+// others (each with a share of the search budget); with three or more
+// left out, then for each pair of the eight dearest. The first found is
+// taken. maxPlaced's search over who is left out reaches such a plan only
+// after trying to place everyone, which on a group of twenty workloads
+// with many candidates each runs out of budget first (the differential
+// test against CBC: one 64-GPU job left four others out).
+func (s *solver) leaveOneOut(st *state, ws []int) {
+	left := 0
+	for _, w := range ws {
+		if st.choice[w] < 0 {
+			left++
+		}
+	}
+	if left < 2 {
+		return
+	}
+	order := append([]int(nil), ws...)
+	cost := func(w int) float64 {
+		if c := st.choice[w]; c >= 0 {
+			return st.evals[w].cands[c].cost
+		}
+		return st.evals[w].cands[0].cost
+	}
+	sort.SliceStable(order, func(a, b int) bool { return cost(order[a]) > cost(order[b]) })
+	budget := max(searchWork/max(1, len(ws)), 100_000)
+	rest := make([]int, 0, len(ws))
+	// try leaves out the workloads in out and searches for a plan of all
+	// the others; it keeps the plan when one is found.
+	try := func(out ...int) bool {
+		rest = rest[:0]
+		for _, w := range ws {
+			if !slices.Contains(out, w) {
+				rest = append(rest, w)
+			}
+		}
+		prev := make([]int, len(out))
+		for i, u := range out {
+			prev[i] = st.choice[u]
+			st.set(u, -1)
+		}
+		r := s.search(st, rest, math.Inf(1), budget, true, nil)
+		if r.pick != nil {
+			for _, w := range rest {
+				st.set(w, -1)
+			}
+			for i, w := range rest {
+				st.set(w, r.pick[i])
+			}
+			return true
+		}
+		for i, u := range out {
+			st.set(u, prev[i])
+		}
+		return false
+	}
+	for _, u := range order {
+		if try(u) {
+			return
+		}
+	}
+	// Three or more left out: pairs of the dearest eight (two large
+	// jobs holding what several small ones need).
+	if left < 3 {
+		return
+	}
+	top := order[:min(8, len(order))]
+	for i := range top {
+		for j := i + 1; j < len(top); j++ {
+			if try(top[i], top[j]) {
+				return
+			}
+		}
+	}
 }

@@ -173,6 +173,25 @@ func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 	}
 	s := newSolver(in)
 	s.ctx, s.in = ctx, in
+	evals, choice, blocked, lb := s.run()
+	plan := s.plan(in, evals, choice, lb)
+	if len(blocked) > 0 {
+		err := s.infeasible(blocked)
+		plan.Blocked = err.Blocked
+		sort.SliceStable(plan.Blocked, func(i, j int) bool {
+			return workloadIndex(s.pol, plan.Blocked[i].Workload) < workloadIndex(s.pol, plan.Blocked[j].Workload)
+		})
+		return plan, err
+	}
+	return plan, nil
+}
+
+// run is Solve's pipeline: every workload's candidates, the fleet solve
+// with spot pool rows added as cutting planes, and the bound of what was
+// placed. It returns the candidates (a service's include the layouts the
+// solve added), the choice per workload (-1: blocked), the blocked
+// workloads and the lower bound.
+func (s *solver) run() ([]*eval, []int, []Blocked, float64) {
 	var (
 		evals     []*eval
 		blocked   []Blocked
@@ -262,16 +281,7 @@ func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 			lb, _ = s.lowerBound(placed, ub, nil, iters)
 		}
 	}
-	plan := s.plan(in, evals, choice, lb)
-	if len(blocked) > 0 {
-		err := s.infeasible(blocked)
-		plan.Blocked = err.Blocked
-		sort.SliceStable(plan.Blocked, func(i, j int) bool {
-			return workloadIndex(s.pol, plan.Blocked[i].Workload) < workloadIndex(s.pol, plan.Blocked[j].Workload)
-		})
-		return plan, err
-	}
-	return plan, nil
+	return evals, choice, blocked, lb
 }
 
 func workloadIndex(p *policy.Policy, name string) int {
@@ -397,7 +407,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 	if len(fleetBlocked) > 0 {
 		// The heuristic left workloads out: search exhaustively over the
 		// workloads that share rows with them, for a plan or a proof.
-		choice, fleetBlocked = s.repair(evals, choice, mu)
+		choice, fleetBlocked = s.repair(evals, choice, mu, true)
 	}
 	if len(fleetBlocked) == 0 && len(s.caps) > 0 && ub-lb > eps*lb {
 		budget := min(lnsWork*len(evals), lnsMaxWork)
@@ -513,10 +523,14 @@ func allIdx(n int) []int {
 // repair runs the exhaustive search on each group of workloads sharing
 // rows with an unplaced one. A group where it finds a full assignment
 // takes it (then local improvement); a group it exhausts is proven
-// infeasible and keeps the heuristic's partial assignment, which places
-// as many of its workloads as it could.
-func (s *solver) repair(evals []*eval, choice []int, mu []float64) ([]int, []Blocked) {
+// infeasible; in the final repair (final) it then takes the assignment
+// that places the most of its workloads (maxPlaced), else it keeps the
+// heuristic's partial assignment.
+func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) ([]int, []Blocked) {
 	st := newState(s, evals, choice)
+	if final && s.fittingColumns(st) {
+		s.resort(evals, st.choice)
+	}
 	s.localRepair(st, mu)
 	proof := map[int]string{}
 	for _, comp := range s.components(evals, allIdx(len(evals))) {
@@ -536,13 +550,27 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64) ([]int, []Blo
 			for i, w := range comp {
 				st.set(w, r.pick[i])
 			}
-		case r.complete:
-			for _, w := range comp {
-				proof[w] = proofSearch
-			}
 		default:
+			p := proofSearch
+			if !r.complete {
+				p = proofLimit
+			}
 			for _, w := range comp {
-				proof[w] = proofLimit
+				proof[w] = p
+			}
+			if final {
+				// No full plan found: leave out as few as possible. One
+				// workload holding what several need is the common case:
+				// first try leaving out each one alone.
+				s.leaveOneOut(st, comp)
+				if pick, ok := s.maxPlaced(st, comp, searchWork); ok {
+					for _, w := range comp {
+						st.set(w, -1)
+					}
+					for i, w := range comp {
+						st.set(w, pick[i])
+					}
+				}
 			}
 		}
 	}
@@ -701,7 +729,7 @@ func (s *solver) lagrangeAssign(evals []*eval, mu []float64) []int {
 	}
 	// Nearly complete: repair the few left out locally rather than throw
 	// the assignment away.
-	ch, blocked := s.repair(evals, st.choice, mu)
+	ch, blocked := s.repair(evals, st.choice, mu, false)
 	if len(blocked) > 0 {
 		return nil
 	}

@@ -289,3 +289,271 @@ func (s *solver) oversized(e *eval, o *option) bool {
 	}
 	return false
 }
+
+// fittingColumns adds service layouts that the repair search may need
+// when st leaves workloads out. To each service that shares a row with a
+// left-out workload (placed or not; at most fitColumnServices of them): the
+// cheapest layout that fits what st leaves of every row (its own layout
+// taken out), the cheapest that fits the caps on their own, and then, step
+// by step, the cheapest that takes one replica less from each row its last
+// one lacks room in now or that a left-out workload's cheaper options lack
+// room in. And for each of the four cheapest options of a
+// left-out workload that lack room in some row, to each placed service
+// holding such a row, the cheapest layout that fits what is left once the
+// service is taken out and that option put in. The enumerated layouts
+// avoid whole sets of rows reached by branching, so a layout that takes
+// just the room a row has, or leaves room for another workload (one
+// replica instead of two under a 2-GPU quota), is among them only by
+// luck, and without it the search cannot place a fleet that fits (seen in
+// the differential test against CBC). It reports whether any was added
+// (the caller restores the order).
+func (s *solver) fittingColumns(st *state) bool {
+	added := false
+	add := func(e *eval, opt option, model pricing.GPUModel) {
+		sig := layoutSig(&opt)
+		for j := range e.cands {
+			if layoutSig(&e.cands[j]) == sig {
+				return
+			}
+		}
+		opt.model, opt.why = model, ok
+		opt.unit = int32(len(e.svc))
+		e.svc = append(e.svc, opt)
+		e.cands = append(e.cands, opt)
+		added = true
+	}
+	// own is what st leaves with w's own option taken out.
+	own := func(w int, rem []float64) []float64 {
+		copy(rem, st.rem)
+		if c := st.choice[w]; c >= 0 {
+			e := st.evals[w]
+			for _, u := range e.cands[c].uses {
+				rem[u.row] += u.amt
+			}
+			for _, r := range e.budgetRows {
+				rem[r] += e.cands[c].budgetUse
+			}
+		}
+		return rem
+	}
+	var left []int
+	for w, c := range st.choice {
+		if c < 0 {
+			left = append(left, w)
+		}
+	}
+	if len(left) == 0 {
+		return false
+	}
+	// The rows the left-out workloads' cheapest options lack room in.
+	short := map[int32]bool{}
+	for _, b := range left {
+		eb := st.evals[b]
+		for j := 0; j < min(4, len(eb.cands)); j++ {
+			for _, u := range eb.cands[j].uses {
+				if st.rem[u.row] < u.amt-eps {
+					short[u.row] = true
+				}
+			}
+		}
+	}
+	rem := make([]float64, len(s.caps))
+	cut := make([]float64, len(s.caps))
+	done := 0
+	for _, comp := range s.components(st.evals, allIdx(len(st.evals))) {
+		hit := false
+		for _, w := range comp {
+			hit = hit || st.choice[w] < 0
+		}
+		if !hit {
+			continue
+		}
+		for _, w := range comp {
+			e := st.evals[w]
+			if len(e.svcBound) == 0 || done >= fitColumnServices {
+				continue
+			}
+			done++
+			own(w, rem)
+			if opt, model, found := s.fittingLayout(e, rem); found {
+				add(e, opt, model)
+			}
+			// Within the caps, a replica less from each row that has no
+			// room now or that a left-out workload needs, step by step.
+			copy(cut, s.caps)
+			gpus := float64(gpuCount(e.w))
+			for step := 0; step < 8; step++ {
+				opt, model, found := s.fittingLayout(e, cut)
+				if !found {
+					break
+				}
+				add(e, opt, model)
+				less := false
+				for _, u := range opt.uses {
+					if rem[u.row] < u.amt-eps || short[u.row] {
+						cut[u.row] = u.amt - gpus
+						less = true
+					}
+				}
+				if !less {
+					break
+				}
+			}
+		}
+	}
+	for _, b := range left {
+		eb := st.evals[b]
+		for j := 0; j < min(4, len(eb.cands)); j++ {
+			ob := &eb.cands[j]
+			lacks := map[int32]bool{}
+			for _, u := range ob.uses {
+				if st.rem[u.row] < u.amt-eps {
+					lacks[u.row] = true
+				}
+			}
+			if len(lacks) == 0 {
+				continue
+			}
+			for w, e := range st.evals {
+				c := st.choice[w]
+				if len(e.svcBound) == 0 || c < 0 {
+					continue
+				}
+				holds := false
+				for _, u := range e.cands[c].uses {
+					holds = holds || lacks[u.row]
+				}
+				if !holds {
+					continue
+				}
+				own(w, rem)
+				for _, u := range ob.uses {
+					rem[u.row] -= u.amt
+				}
+				for _, r := range eb.budgetRows {
+					rem[r] -= ob.budgetUse
+				}
+				if opt, model, found := s.fittingLayout(e, rem); found {
+					add(e, opt, model)
+				}
+			}
+		}
+	}
+	return added
+}
+
+// fitColumnServices bounds the services fittingColumns works on in one
+// repair (each costs up to ~80 priced subproblems).
+const fitColumnServices = 256
+
+// fittingLayout is the cheapest layout of service e whose rows all have
+// room in rem, found by pricing out the rows without room for one
+// replica, then each row the layout still overfills, up to 8 rounds.
+func (s *solver) fittingLayout(e *eval, rem []float64) (option, pricing.GPUModel, bool) {
+	const priceOut = 1e7 // per GPU: above any layout's cost
+	gpus := float64(gpuCount(e.w))
+	mu := make([]float64, len(s.caps))
+	for r := range mu {
+		if rem[r] < gpus-eps {
+			mu[r] = priceOut
+		}
+	}
+	for round := 0; round < 8; round++ {
+		opt, model := s.pricedLayout(e, mu, 0)
+		if !opt.valid() {
+			break
+		}
+		over := false
+		for _, u := range opt.uses {
+			if rem[u.row] < u.amt-eps {
+				mu[u.row] += priceOut
+				over = true
+			}
+		}
+		if over {
+			continue
+		}
+		for _, r := range e.budgetRows {
+			if rem[r] < opt.budgetUse-eps*max(1, opt.budgetUse) {
+				// Over a budget: pricing rows does not make it cheaper.
+				return option{}, "", false
+			}
+		}
+		return opt, model, true
+	}
+	return option{}, "", false
+}
+
+// frontierFleet is the largest fleet whose services get frontier layouts:
+// the fleets the branch and bound polish (polishSize) can search whole.
+// Above it the neighbourhood searches do not make full use of them: on a
+// 45-workload hard fleet (hardgen seed 7) they let CBC's optimum over the
+// candidates drop 0.8% and the heuristic's plan 0.6%, ending 0.123% above
+// it (docs/BENCHMARKS.md).
+const frontierFleet = polishSize
+
+// addFrontierLayouts adds to a service, for each quota or spot pool row
+// its candidates use, the layouts that trade cost against that row's GPUs
+// best: the cheapest layout with the row priced at a sweep of prices per
+// GPU, from a sixteenth of the cheapest layout's cost per GPU to far above
+// it (the lower convex hull of cost against the row's GPUs), on top of
+// the prices that make the layout fit every cap. The enumerated layouts avoid a row entirely or not at all; when
+// two services share a tight row the optimum often gives each part of it
+// (3 and 2 GPUs of a 5-GPU quota), which no enumerated layout does: the
+// differential test against CBC found plans 0.2-2.2% above the optimum
+// for want of them.
+func (s *solver) addFrontierLayouts(e *eval) {
+	if len(e.svcBound) == 0 || len(e.cands) == 0 {
+		return
+	}
+	seen := map[int32]bool{}
+	var rows []int32
+	for j := range e.cands {
+		for _, u := range e.cands[j].uses {
+			if !seen[u.row] {
+				seen[u.row] = true
+				rows = append(rows, u.row)
+			}
+		}
+	}
+	perGPU := e.cands[0].cost / float64(max(1, e.cands[0].gpus))
+	mu := make([]float64, len(s.caps))
+	sigs := map[string]bool{}
+	for j := range e.cands {
+		sigs[layoutSig(&e.cands[j])] = true
+	}
+	add := func(opt option, model pricing.GPUModel) {
+		if !opt.valid() || s.oversized(e, &opt) {
+			return
+		}
+		if sig := layoutSig(&opt); !sigs[sig] {
+			sigs[sig] = true
+			s.addServiceOption(e, opt, model)
+		}
+	}
+	// Rows a layout alone would overfill get dearer, doubling, until the
+	// layout fits the caps: the layouts on the way that fit are kept, and
+	// the sweep below runs from there over layouts that fit.
+	base := make([]float64, len(s.caps))
+	for round := 0; round < 32; round++ {
+		opt, model := s.pricedLayout(e, base, 0)
+		over := false
+		for _, u := range opt.uses {
+			if u.amt > s.caps[u.row]+eps {
+				base[u.row] = max(2*base[u.row], perGPU/16)
+				over = true
+			}
+		}
+		if !over {
+			add(opt, model)
+			break
+		}
+	}
+	for _, r := range rows {
+		for _, f := range []float64{1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1, 2, 4, 8, 16, 64, 1e6} {
+			copy(mu, base)
+			mu[r] += perGPU * f
+			add(s.pricedLayout(e, mu, 0))
+		}
+	}
+}

@@ -46,6 +46,11 @@ func TestPlanCommand(t *testing.T) {
 		{name: "bad solver", args: []string{"plan", "-f", "../../examples/fleet.yaml", "--solver", "magic"}, wantCode: 2, wantStderr: []string{"want heuristic, exact or auto"}},
 		{name: "partly infeasible json", args: []string{"plan", "-f", "testdata/partly.yaml", "-o", "json"}, wantCode: 1,
 			wantStdout: []string{`"blocked": [`, `"workload": "too-big"`, `"constraint": "deadline"`, `"workload": "fits"`}},
+		// Blocked by the fleet's quota, not by its own needs: the two that
+		// fit are planned, the third is in blocked with the search's proof.
+		{name: "quota leaves one out json", args: []string{"plan", "-f", "testdata/quota-partly.yaml", "-o", "json"}, wantCode: 1,
+			wantStdout: []string{`"workload": "nightly-eval"`, `"workload": "embed"`, `"blocked": [`, `"workload": "finetune"`, `"constraint": "quota"`, `"proof": "exhaustive search`},
+			wantStderr: []string{"no feasible placement for 1 workload:", "quota-partly.yaml:10:5: finetune"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
