@@ -2,6 +2,7 @@ package spotpolicy
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -386,5 +387,34 @@ func TestAdaptiveInferenceLimitedIsNoLoss(t *testing.T) {
 				t.Errorf("loss windows saw %v falls; limited %v", windowed, c.limited)
 			}
 		})
+	}
+}
+
+// A policy keeps riskHedge's working memory between calls: reused over
+// inputs of every size (large after small and small after large), it must
+// answer as fresh memory does.
+func TestRiskScratchReuseAnswersAsFresh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 1))
+	var x riskScratch
+	for i := range 2000 {
+		var surv [][]float64
+		for range rng.IntN(10) {
+			n := rng.IntN(6) // replicas in the zone (0: none)
+			d := make([]float64, n+1)
+			left := 1.0
+			for j := range d {
+				if j == n || rng.IntN(3) == 0 {
+					continue
+				}
+				d[j] = left * rng.Float64() / 2
+				left -= d[j]
+			}
+			d[n] += left
+			surv = append(surv, d)
+		}
+		target, risk, rho := 1+rng.IntN(8), rng.Float64()/10, rng.Float64()
+		if got, want := x.hedge(target, surv, risk, rho), riskHedge(target, surv, risk, rho); got != want {
+			t.Fatalf("case %d (target %d, risk %.3f, rho %.3f, %v): reused memory hedges %d, fresh %d", i, target, risk, rho, surv, got, want)
+		}
 	}
 }
