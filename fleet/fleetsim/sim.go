@@ -227,7 +227,8 @@ func New(cfg Config) (*Sim, error) {
 	sort.Slice(clouds, func(i, j int) bool { return clouds[i] < clouds[j] })
 	for i, c := range clouds {
 		fc := fake.NewCompute(fake.ComputeConfig{Cloud: c, Offers: byCloud[c], Traces: cfg.Traces, Seed: cfg.Seed + uint64(i)*0x9e37,
-			SpotScale: cfg.SpotScale, Start: cfg.Start, Now: s.clk.Now, LaunchLatency: cfg.LaunchLatency})
+			SpotScale: cfg.SpotScale, Start: cfg.Start, Now: s.clk.Now, LaunchLatency: cfg.LaunchLatency,
+			ShareTags: true}) // the reconciler only reads the listing's tags
 		fc.SetLifecycle(fake.Lifecycle{OnRunning: s.onRunning, OnGone: s.onGone})
 		fc.OnNotice(s.onNotice)
 		s.computes[c] = fc

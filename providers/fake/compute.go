@@ -87,6 +87,12 @@ type ComputeConfig struct {
 	// fast as the clock (default 1), so an end-to-end test replays hours
 	// of a real trace in seconds.
 	TimeScale float64
+	// ShareTags makes List return instances whose Tags are the fake's own
+	// maps, shared by every caller, instead of a copy each: callers must
+	// only read them. The fleet simulator sets it (its reconciler lists
+	// thousands of instances every pass and reads two tags of each); the
+	// fake never changes an instance's tags after its launch.
+	ShareTags bool
 }
 
 // Lifecycle hooks, called without the lock: OnRunning when an instance
@@ -119,6 +125,7 @@ type Compute struct {
 	odCap    int
 	quota    int
 	tscale   float64
+	share    bool          // ShareTags
 	base     time.Duration // trace time at start
 	calm     bool
 
@@ -237,7 +244,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		cfg.TimeScale = 1
 	}
 	c := &Compute{cloud: cfg.Cloud, now: cfg.Now, start: cfg.Start, latency: cfg.LaunchLatency, lead: cfg.NoticeLead,
-		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota,
+		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota, share: cfg.ShareTags,
 		pools: map[providers.PoolKey]*pool{}, zoneReg: map[string]string{}, insts: map[string]*simInstance{},
 		byToken: map[string]string{}, calls: map[APIKind]int{}, failNext: map[APIKind][]error{},
 		poolErrs: map[providers.PoolKey]error{}, active: map[providers.PoolKey]map[string]*simInstance{}}
@@ -729,7 +736,11 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 		if !ok || !hasPairs(s.inst.Tags, want) {
 			continue
 		}
-		out = append(out, cloneInstance(s.inst))
+		if c.share {
+			out = append(out, s.inst)
+		} else {
+			out = append(out, cloneInstance(s.inst))
+		}
 		matched[s.inst.Region] = n + 1
 	}
 	for _, r := range regions {

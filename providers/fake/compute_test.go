@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -272,5 +273,39 @@ func TestRealTracePreemptsAndNotifiesTheAgentWatcher(t *testing.T) {
 	list, _ := c.List(t.Context(), providers.Filter{})
 	if list[0].State != providers.StateTerminated {
 		t.Fatalf("state %s two minutes after the notice", list[0].State)
+	}
+}
+
+// List copies each instance's tags unless ShareTags is set: a caller that
+// changes a listed copy leaves the fake alone, and with ShareTags every
+// list hands out the fake's own map (the fleet simulator, which only reads
+// them), with the same tags either way.
+func TestListCopiesTagsUnlessShared(t *testing.T) {
+	for _, share := range []bool{false, true} {
+		c := NewCompute(ComputeConfig{Offers: []pricing.Offer{p3("us-east-1a")}, Now: newClock().Now, SpotScale: 5, ShareTags: share})
+		ctx := t.Context()
+		if _, err := c.Launch(ctx, launchReq("tok-1", pricing.Spot, p3("us-east-1a"))); err != nil {
+			t.Fatal(err)
+		}
+		list := func() providers.Instance {
+			out, err := c.List(ctx, providers.Filter{Tags: map[string]string{"gpubroker-fleet": "test"}})
+			if err != nil || len(out) != 1 {
+				t.Fatalf("share %v: list %v, %v; want the one instance", share, out, err)
+			}
+			return out[0]
+		}
+		a, b := list(), list()
+		if a.Tags["gpubroker-token"] != "tok-1" || len(a.Tags) != 2 {
+			t.Fatalf("share %v: listed tags %v; want the launch's", share, a.Tags)
+		}
+		if same := reflect.ValueOf(a.Tags).UnsafePointer() == reflect.ValueOf(b.Tags).UnsafePointer(); same != share {
+			t.Fatalf("share %v: two lists share one tag map: %v", share, same)
+		}
+		if !share {
+			a.Tags["gpubroker-token"] = "changed"
+			if got := list().Tags["gpubroker-token"]; got != "tok-1" {
+				t.Fatalf("a caller's change to a listed copy reached the fake: %q", got)
+			}
+		}
 	}
 }
