@@ -443,13 +443,14 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			}
 		}
 	}
-	for k, o := range hg.zones {
+	for k := range hg.zones {
+		o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
 		// The live signal of a spot pool is the unavailable cache: the
 		// reconciler blocks a pool that refused a launch for capacity or
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		nominal := optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
+		nominal := optimizer.SpotPoolCapacity(pol, o) / max(1, o.GPUCount)
 		c, limited, avail := hg.poolCapacity(keys[k], nominal, spot[k], u, now)
 		x, ok := h.heard[hg.names[k]]
 		if !ok || x.avail != avail {

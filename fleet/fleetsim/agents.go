@@ -37,6 +37,14 @@ type agents struct {
 	// reads it.
 	lists   map[[2]string][]store.InstanceRecord
 	listsAt time.Time
+	// spare are the answers cached when the clock last moved, whose
+	// memory the answers of the new instant reuse: a simulated pass reads,
+	// plans and acts at one instant, and nothing keeps an answer across
+	// passes (the reconciler's pass, the hedging stage and the autoscaler's
+	// samples read it within the pass), so by the time the clock moves
+	// every reader is done with them. An answer dropped within an instant
+	// (changed) may still be read in that pass and is never reused.
+	spare map[[2]string][]store.InstanceRecord
 }
 
 func newAgents(now func() time.Time) *agents {
@@ -53,6 +61,15 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !now.Equal(a.listsAt) || a.lists == nil {
+		if !now.Equal(a.listsAt) {
+			clear(a.spare)
+			if a.spare == nil {
+				a.spare = make(map[[2]string][]store.InstanceRecord, len(a.lists))
+			}
+			for k, v := range a.lists {
+				a.spare[k] = v
+			}
+		}
 		a.lists, a.listsAt = map[[2]string][]store.InstanceRecord{}, now
 	}
 	key := [2]string{workload, state}
@@ -76,7 +93,14 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 		}
 		recs = a.all
 	}
-	out := make([]store.InstanceRecord, 0, len(recs))
+	out, ok := a.spare[key]
+	if ok {
+		delete(a.spare, key) // handed out once
+	}
+	if out == nil || cap(out) < len(recs) {
+		out = make([]store.InstanceRecord, 0, len(recs))
+	}
+	out = out[:0]
 	for _, r := range recs {
 		if state != "" && r.State != state {
 			continue
