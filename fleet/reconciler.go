@@ -43,6 +43,60 @@ type Reconciler struct {
 	lastPlan *optimizer.Plan
 	seen     map[string]bool // dry-run actions already recorded this term
 	tokens   tokenMemo
+	// spare are a finished pass's maps, emptied, for the next pass (nil
+	// while a pass holds them): a pass indexes every slot, record, listed
+	// instance and agent, and allocating those maps anew each pass was a
+	// good part of the fleet simulator's garbage.
+	spare *passMaps
+}
+
+// passMaps are the maps a pass indexes the fleet in.
+type passMaps struct {
+	specs   map[string]*Spec
+	slots   map[string]*store.SlotRecord
+	intents map[string]*store.IntentRecord
+	bySlot  map[string]*store.IntentRecord
+	records map[string]*store.FleetInstanceRecord
+	cloud   map[string]providers.Instance
+	agents  map[string]*store.InstanceRecord
+}
+
+// takeMaps returns the spare maps, empty, or nil maps when a pass holds
+// them (Diff beside a pass) or none were kept yet.
+func (r *Reconciler) takeMaps() *passMaps {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.spare
+	r.spare = nil
+	if m == nil {
+		m = &passMaps{}
+	}
+	return m
+}
+
+// keepMaps empties a finished pass's maps and keeps them for the next
+// pass. Nothing the pass hands out (its report, the plan) refers to them.
+func (r *Reconciler) keepMaps(p *passState) {
+	m := &passMaps{specs: p.specs, slots: p.slots, intents: p.intents, bySlot: p.bySlot, records: p.records, cloud: p.cloud, agents: p.agents}
+	clear(m.specs)
+	clear(m.slots)
+	clear(m.intents)
+	clear(m.bySlot)
+	clear(m.records)
+	clear(m.cloud)
+	clear(m.agents)
+	r.mu.Lock()
+	r.spare = m
+	r.mu.Unlock()
+}
+
+// emptyMap is m (emptied by keepMaps) or, when nil, a new map for n
+// entries.
+func emptyMap[K comparable, V any](m map[K]V, n int) map[K]V {
+	if m == nil {
+		return make(map[K]V, n)
+	}
+	return m
 }
 
 type launchMark struct {
@@ -169,6 +223,7 @@ func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Repor
 		r.last = p.rep
 		r.mu.Unlock()
 	}
+	r.keepMaps(p)
 	return p.rep, nil
 }
 
@@ -179,6 +234,9 @@ type passState struct {
 	write bool
 	fence store.Fence
 	acts  bool // Apply mode and not paused
+	// maps are the spare maps the pass indexes in (Reconciler.keepMaps);
+	// nil ones are made sized.
+	maps *passMaps
 
 	specs    map[string]*Spec
 	order    []string // slot ids: desired first (plan order), then the rest
@@ -229,8 +287,9 @@ type terminatePlan struct {
 
 func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error) {
 	now := r.Now().UTC()
-	p := &passState{r: r, now: now, write: write, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
-		listed: map[pricing.Cloud]bool{}, agents: map[string]*store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
+	pm := r.takeMaps()
+	p := &passState{r: r, now: now, write: write, maps: pm, specs: emptyMap(pm.specs, 0), cloud: emptyMap(pm.cloud, 0),
+		listed: map[pricing.Cloud]bool{}, agents: emptyMap(pm.agents, 0), alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
 	pause, err := r.Store.Paused(ctx)
@@ -287,7 +346,9 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 		r.mu.Unlock()
 	}
 	specs := Desired(plan)
-	p.specs = make(map[string]*Spec, len(specs))
+	if pm.specs == nil {
+		p.specs = make(map[string]*Spec, len(specs))
+	}
 	for i := range specs {
 		s := &specs[i]
 		p.specs[s.ID] = s
@@ -313,10 +374,11 @@ func (p *passState) read(ctx context.Context) error {
 		return err
 	}
 	// Sized from the state: a pass builds these every time.
-	p.slots = make(map[string]*store.SlotRecord, len(st.Slots))
-	p.bySlot = make(map[string]*store.IntentRecord, len(st.Slots))
-	p.intents = make(map[string]*store.IntentRecord, len(st.Intents))
-	p.records = make(map[string]*store.FleetInstanceRecord, len(st.Instances))
+	pm := p.maps
+	p.slots = emptyMap(pm.slots, len(st.Slots))
+	p.bySlot = emptyMap(pm.bySlot, len(st.Slots))
+	p.intents = emptyMap(pm.intents, len(st.Intents))
+	p.records = emptyMap(pm.records, len(st.Instances))
 	for i := range st.Slots {
 		s := &st.Slots[i]
 		p.slots[s.ID] = s
@@ -350,7 +412,9 @@ func (p *passState) read(ctx context.Context) error {
 		}
 		p.listed[c] = true
 		if len(p.cloud) == 0 {
-			p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+			if pm.cloud == nil {
+				p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+			}
 			p.cloudIDs = make([]string, 0, len(list))
 		}
 		for _, in := range list {
@@ -370,7 +434,9 @@ func (p *passState) read(ctx context.Context) error {
 			return fmt.Errorf("reading agent registrations: %w", err)
 		}
 		// By pointer into the listing: a pass reads a few fields of some.
-		p.agents = make(map[string]*store.InstanceRecord, len(recs))
+		if pm.agents == nil {
+			p.agents = make(map[string]*store.InstanceRecord, len(recs))
+		}
 		for i := range recs {
 			p.agents[recs[i].ID] = &recs[i]
 		}

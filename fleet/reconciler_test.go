@@ -3,7 +3,9 @@ package fleet
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -710,5 +712,43 @@ func TestDiffDoesNotStepTheChain(t *testing.T) {
 	e.r.NewTerm()
 	if _, err := e.r.Diff(context.Background()); err != nil || plans.calls != calls+1 {
 		t.Fatalf("diff in a new term: %d plans asked, %v; want one more", plans.calls-calls, err)
+	}
+}
+
+// A pass keeps its maps for the next one, emptied; a Diff beside a pass
+// takes maps of its own (the race detector checks they share nothing).
+func TestPassMapsAreKeptEmptyAndNeverShared(t *testing.T) {
+	e := newEnv(t, testPolicy)
+	e.pass()
+	m := e.r.spare
+	if m == nil || m.slots == nil || m.specs == nil || m.cloud == nil || m.records == nil {
+		t.Fatalf("no maps kept after a pass: %+v", m)
+	}
+	if n := len(m.specs) + len(m.slots) + len(m.intents) + len(m.bySlot) + len(m.records) + len(m.cloud) + len(m.agents); n != 0 {
+		t.Fatalf("kept maps hold %d entries; want them empty", n)
+	}
+	e.step(time.Minute)
+	if e.r.spare == nil || reflect.ValueOf(e.r.spare.slots).UnsafePointer() != reflect.ValueOf(m.slots).UnsafePointer() {
+		t.Fatal("the next pass did not reuse the kept maps")
+	}
+	if len(e.slots()) == 0 {
+		t.Fatal("no slots after two passes")
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := e.r.Diff(t.Context()); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := e.r.Reconcile(t.Context(), e.fence()); err != nil {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
 	}
 }
