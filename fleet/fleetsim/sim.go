@@ -198,6 +198,9 @@ func New(cfg Config) (*Sim, error) {
 		traces: map[string]*traceIndex{}, insts: map[string]*instInfo{}, live: map[string]*instInfo{}, liveSpot: map[providers.PoolKey]int{},
 		prices: map[providers.PoolKey]poolPrice{}, jobs: map[string]*job{}, svcs: map[string]*service{}, stats: map[string]*WorkloadReport{},
 		slotPool: map[string]providers.PoolKey{}, tokens: map[string]string{}, acc: map[string]*acc{}}
+	// The reconciler is the store's one Load reader, pass after pass, and
+	// the plan stages read its View within a plan: they may share memory.
+	s.store.Recycle = true
 	s.agents = newAgents(s.clk.Now)
 	for i := range cfg.Traces {
 		t := &cfg.Traces[i]
