@@ -109,7 +109,7 @@ func (p *passState) replan(ctx context.Context) bool {
 		p.rep.Errors = append(p.rep.Errors, "re-plan after blocking pools: "+err.Error())
 		return false
 	}
-	specs := Desired(plan)
+	specs := p.desired(plan)
 	for i := range specs {
 		if s := &specs[i]; p.specs[s.ID] != nil {
 			p.specs[s.ID] = s

@@ -59,6 +59,23 @@ type passMaps struct {
 	records map[string]*store.FleetInstanceRecord
 	cloud   map[string]providers.Instance
 	agents  map[string]*store.InstanceRecord
+	// specs of the pass's plans (Desired), their memory for the next
+	// pass's: free holds the kept ones, used those the pass took.
+	free, used [][]Spec
+}
+
+// desired is Desired(plan) in memory a finished pass used.
+func (p *passState) desired(plan *optimizer.Plan) []Spec {
+	m := p.maps
+	var buf []Spec
+	if n := len(m.free); n > 0 {
+		buf, m.free = m.free[n-1], m.free[:n-1]
+	}
+	specs := desiredIn(buf, plan)
+	if specs != nil {
+		m.used = append(m.used, specs)
+	}
+	return specs
 }
 
 // takeMaps returns the spare maps, empty, or nil maps when a pass holds
@@ -77,7 +94,8 @@ func (r *Reconciler) takeMaps() *passMaps {
 // keepMaps empties a finished pass's maps and keeps them for the next
 // pass. Nothing the pass hands out (its report, the plan) refers to them.
 func (r *Reconciler) keepMaps(p *passState) {
-	m := &passMaps{specs: p.specs, slots: p.slots, intents: p.intents, bySlot: p.bySlot, records: p.records, cloud: p.cloud, agents: p.agents}
+	m := &passMaps{specs: p.specs, slots: p.slots, intents: p.intents, bySlot: p.bySlot, records: p.records, cloud: p.cloud, agents: p.agents,
+		free: append(p.maps.free, p.maps.used...)}
 	clear(m.specs)
 	clear(m.slots)
 	clear(m.intents)
@@ -345,7 +363,7 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 		r.lastPlan = plan
 		r.mu.Unlock()
 	}
-	specs := Desired(plan)
+	specs := p.desired(plan)
 	if pm.specs == nil {
 		p.specs = make(map[string]*Spec, len(specs))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -750,5 +751,30 @@ func TestPassMapsAreKeptEmptyAndNeverShared(t *testing.T) {
 			}
 		}()
 		wg.Wait()
+	}
+}
+
+// A pass builds its slots in memory an earlier pass used: over any earlier
+// answer (another plan, fewer or more slots, pinned slot numbers) the
+// slots must be Desired's.
+func TestDesiredOverAnEarlierAnswerIsDesired(t *testing.T) {
+	base := planOf(t, testPolicy)
+	pinned := *base
+	pinned.Placements = slices.Clone(base.Placements)
+	pinned.Placements[0].Groups = slices.Clone(base.Placements[0].Groups)
+	pinned.Placements[0].Groups[0].Slots = []int{3, 1}
+	renamed := *base
+	renamed.Placements = slices.Clone(base.Placements)
+	renamed.Placements[0].Workload = "other"
+	grown := *base
+	grown.Placements = append(slices.Clone(base.Placements), renamed.Placements[0])
+	plans := []*optimizer.Plan{base, &pinned, &renamed, &grown, {}}
+	for i, before := range plans {
+		for j, plan := range plans {
+			got := desiredIn(Desired(before), plan)
+			if want := Desired(plan); !reflect.DeepEqual(got, want) {
+				t.Errorf("plan %d over plan %d's slots:\n%+v\nwant\n%+v", j, i, got, want)
+			}
+		}
 	}
 }
