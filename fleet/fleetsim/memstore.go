@@ -233,19 +233,39 @@ func (m *MemStore) snapshot() store.FleetState {
 			}
 		}
 	} else {
-		st.Slots = make([]store.SlotRecord, 0, len(m.slotIDs))
 		if m.Recycle && cap(buf.Slots) >= len(m.slotIDs) {
 			st.Slots = buf.Slots[:0]
+		} else {
+			st.Slots = make([]store.SlotRecord, 0, len(m.slotIDs))
 		}
+		// A merge with the last snapshot (both in id order): the records
+		// that did not change since are copied from it, not looked up.
+		old, j := m.snap.Slots, 0
 		for _, id := range m.slotIDs {
-			st.Slots = append(st.Slots, m.slots[id])
+			for j < len(old) && old[j].ID < id {
+				j++
+			}
+			if j < len(old) && old[j].ID == id && !m.changedSlots[id] {
+				st.Slots = append(st.Slots, old[j])
+			} else {
+				st.Slots = append(st.Slots, m.slots[id])
+			}
 		}
-		st.Instances = make([]store.FleetInstanceRecord, 0, len(m.instIDs))
 		if m.Recycle && cap(buf.Instances) >= len(m.instIDs) {
 			st.Instances = buf.Instances[:0]
+		} else {
+			st.Instances = make([]store.FleetInstanceRecord, 0, len(m.instIDs))
 		}
+		oldI, j := m.snap.Instances, 0
 		for _, id := range m.instIDs {
-			st.Instances = append(st.Instances, m.insts[id])
+			for j < len(oldI) && oldI[j].ID < id {
+				j++
+			}
+			if j < len(oldI) && oldI[j].ID == id && !m.changedInsts[id] {
+				st.Instances = append(st.Instances, oldI[j])
+			} else {
+				st.Instances = append(st.Instances, m.insts[id])
+			}
 		}
 	}
 	clear(m.changedSlots)
@@ -253,9 +273,10 @@ func (m *MemStore) snapshot() store.FleetState {
 	m.keysChanged = false
 	toks := slices.Sorted(maps.Keys(m.unsettled))
 	if len(toks) > 0 {
-		st.Intents = make([]store.IntentRecord, 0, len(toks))
 		if m.Recycle && cap(buf.Intents) >= len(toks) {
 			st.Intents = buf.Intents[:0]
+		} else {
+			st.Intents = make([]store.IntentRecord, 0, len(toks))
 		}
 	}
 	for _, tok := range toks {
