@@ -104,6 +104,7 @@ type hedge struct {
 	}
 	// odOffers are the catalog's on-demand offers the service may use
 	// (onDemandOffer's candidates), for odCat and odPol.
+	od       pricing.Offer // onDemandOffer's answer from a plan group
 	odCat    *pricing.Catalog
 	odPol    *policy.Policy
 	odGPU    pricing.GPUModel
@@ -974,7 +975,8 @@ func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, 
 // onDemandOffer is onDemandOffer with the catalog's candidates kept in the
 // hedge until the catalog or the policy changes: a service without an
 // on-demand group in its plan looked through every offer of its GPU model
-// every plan.
+// every plan. The answer is the hedge's memory: its caller reads it before
+// the hedge's next plan and never changes it.
 func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
 	if w.Spot == policy.SpotOnly {
 		return nil
@@ -983,10 +985,11 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 		if g.Capacity != pricing.OnDemand {
 			continue
 		}
-		o := pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
+		o := &hg.od // the hedge's: the offer is read before the next call
+		*o = pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
 			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
-		if !u.Blocked(PoolOf(o, pricing.OnDemand), now) {
-			return &o
+		if !u.Blocked(PoolOf(*o, pricing.OnDemand), now) {
+			return o
 		}
 	}
 	if cat == nil {
@@ -1020,6 +1023,5 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 	if best < 0 {
 		return nil
 	}
-	o := hg.odOffers[best]
-	return &o
+	return &hg.odOffers[best] // read only, like the plan group's below
 }
