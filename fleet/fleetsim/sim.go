@@ -231,7 +231,9 @@ func New(cfg Config) (*Sim, error) {
 	for i, c := range clouds {
 		fc := fake.NewCompute(fake.ComputeConfig{Cloud: c, Offers: byCloud[c], Traces: cfg.Traces, Seed: cfg.Seed + uint64(i)*0x9e37,
 			SpotScale: cfg.SpotScale, Start: cfg.Start, Now: s.clk.Now, LaunchLatency: cfg.LaunchLatency,
-			ShareTags: true}) // the reconciler only reads the listing's tags
+			// The reconciler, the only caller of List, reads the listing's
+			// tags and copies what it needs, one pass at a time.
+			ShareTags: true, ReuseList: true})
 		fc.SetLifecycle(fake.Lifecycle{OnRunning: s.onRunning, OnGone: s.onGone})
 		fc.OnNotice(s.onNotice)
 		s.computes[c] = fc

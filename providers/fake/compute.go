@@ -93,6 +93,11 @@ type ComputeConfig struct {
 	// thousands of instances every pass and reads two tags of each); the
 	// fake never changes an instance's tags after its launch.
 	ShareTags bool
+	// ReuseList makes List write its answer over its previous answer's
+	// memory: a caller must be done with an answer when List is called
+	// again. The fleet simulator sets it (its reconciler, the only caller,
+	// copies what it needs from the listing, one pass at a time).
+	ReuseList bool
 }
 
 // Lifecycle hooks, called without the lock: OnRunning when an instance
@@ -125,8 +130,10 @@ type Compute struct {
 	odCap    int
 	quota    int
 	tscale   float64
-	share    bool          // ShareTags
-	base     time.Duration // trace time at start
+	share    bool                 // ShareTags
+	reuse    bool                 // ReuseList
+	listed   []providers.Instance // the last List's answer (ReuseList)
+	base     time.Duration        // trace time at start
 	calm     bool
 
 	mu      sync.Mutex
@@ -244,7 +251,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		cfg.TimeScale = 1
 	}
 	c := &Compute{cloud: cfg.Cloud, now: cfg.Now, start: cfg.Start, latency: cfg.LaunchLatency, lead: cfg.NoticeLead,
-		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota, share: cfg.ShareTags,
+		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota, share: cfg.ShareTags, reuse: cfg.ReuseList,
 		pools: map[providers.PoolKey]*pool{}, zoneReg: map[string]string{}, insts: map[string]*simInstance{},
 		byToken: map[string]string{}, calls: map[APIKind]int{}, failNext: map[APIKind][]error{},
 		poolErrs: map[providers.PoolKey]error{}, active: map[providers.PoolKey]map[string]*simInstance{}}
@@ -725,7 +732,12 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 	for k, v := range f.Tags {
 		want = append(want, [2]string{k, v})
 	}
-	out := make([]providers.Instance, 0, len(c.insts))
+	var out []providers.Instance
+	if c.reuse && cap(c.listed) >= len(c.insts) {
+		out = c.listed[:0]
+	} else {
+		out = make([]providers.Instance, 0, len(c.insts))
+	}
 	// c.order is in creation order, which is id order (ids number the
 	// instances in fixed-width hex), so out comes sorted by id.
 	for _, s := range c.order {
@@ -753,6 +765,9 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 	}
 	if !sort.SliceIsSorted(out, func(i, j int) bool { return out[i].ID < out[j].ID }) {
 		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	}
+	if c.reuse {
+		c.listed = out
 	}
 	return out, nil
 }

@@ -309,3 +309,38 @@ func TestListCopiesTagsUnlessShared(t *testing.T) {
 		}
 	}
 }
+
+// With ReuseList, List answers in its last answer's memory (its caller is
+// done with it) and the answer is still the listing.
+func TestReuseListAnswersInTheLastAnswersMemory(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		clk := newClock()
+		c := NewCompute(ComputeConfig{Offers: []pricing.Offer{p3("us-east-1a")}, Now: clk.Now, SpotScale: 5, ReuseList: reuse})
+		ctx := t.Context()
+		list := func(want int) []providers.Instance {
+			out, err := c.List(ctx, providers.Filter{Tags: map[string]string{"gpubroker-fleet": "test"}})
+			if err != nil || len(out) != want {
+				t.Fatalf("reuse %v: list %v, %v; want %d instances", reuse, out, err, want)
+			}
+			return out
+		}
+		for _, tok := range []string{"tok-1", "tok-2"} {
+			if _, err := c.Launch(ctx, launchReq(tok, pricing.Spot, p3("us-east-1a"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := list(2)
+		first := a[0].ID
+		if _, err := c.Launch(ctx, launchReq("tok-3", pricing.Spot, p3("us-east-1a"))); err != nil {
+			t.Fatal(err)
+		}
+		b := list(3)
+		if b[0].ID != first || b[2].Tags["gpubroker-token"] != "tok-3" {
+			t.Fatalf("reuse %v: second list %v", reuse, b)
+		}
+		c2 := list(3)
+		if same := &c2[0] == &b[0]; same != reuse {
+			t.Fatalf("reuse %v: a list answered in the last one's memory: %v", reuse, same)
+		}
+	}
+}
