@@ -43,6 +43,12 @@ type ChainConfig struct {
 	// block or a removed workload touches (SolverSource.Incremental); the
 	// fleet simulator sets it, the broker does not.
 	IncrementalReplan bool
+	// ReusePlanMemory lets the training, autoscaling and hedging stages
+	// build each plan's placements in the memory of their plan before the
+	// last (placementBufs): for a reader of the chain that keeps no plan
+	// beyond the next one. The fleet simulator sets it; the broker must
+	// not (Diff reads the last pass's plan after later re-plans).
+	ReusePlanMemory bool
 	// Hedge, with Fleet set, turns on live spot hedging of inference
 	// services (HedgedSource) on the autoscaled target; Agents tells
 	// ready replicas by their heartbeats.
@@ -93,7 +99,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	if c.Fleet != nil {
 		tr := &TrainingSource{Inner: src, Policy: pol, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
 			SpeedRatio: c.SpeedRatio, Tracker: &spotpolicy.LiveTracker{Gap: c.Training.tick()}, Now: c.Now, Log: log,
-			Config: c.Training}
+			Config: c.Training, reuse: c.ReusePlanMemory}
 		if c.Decisions != nil {
 			c.Decisions.training = tr
 		}
@@ -101,11 +107,11 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	}
 	if c.Load != nil {
 		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling,
-			Prefetch: c.PrefetchLoad}
+			Prefetch: c.PrefetchLoad, reuse: c.ReusePlanMemory}
 	}
 	if c.Fleet != nil && c.Hedge != nil {
 		h := &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
-			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones}
+			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones, reuse: c.ReusePlanMemory}
 		if c.Decisions != nil {
 			c.Decisions.hedged = h
 		}
@@ -136,6 +142,27 @@ func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf 
 		byName[pol.Workloads[i].Name] = &pol.Workloads[i]
 	}
 	return plan, pol, byName, now, true, nil
+}
+
+// placementBufs are a stage's two buffers for its plans' placements when
+// the chain reuses plan memory (ChainConfig.ReusePlanMemory): each plan is
+// built over the plan before the last, which no reader keeps by then (the
+// stage itself keeps the last one, for a re-plan inside the pass).
+type placementBufs struct {
+	bufs [2][]optimizer.Placement
+	next int
+}
+
+// copyOf is a copy of src the stage may change: new memory, or with reuse
+// the older buffer's.
+func (b *placementBufs) copyOf(src []optimizer.Placement, reuse bool) []optimizer.Placement {
+	if !reuse || len(src) == 0 {
+		return append([]optimizer.Placement(nil), src...)
+	}
+	buf := append(b.bufs[b.next][:0], src...)
+	b.bufs[b.next] = buf
+	b.next ^= 1
+	return buf
 }
 
 // workloadIndex finds a policy's workloads by name. It points into the

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"github.com/gpubroker/gpubroker/optimizer"
 	"testing"
 	"time"
 
@@ -48,5 +49,38 @@ func TestNewPlanChainStages(t *testing.T) {
 	}
 	if sc.Policy() != pol || h.Policy() != pol || tr.Policy() != pol {
 		t.Fatal("stages do not read the spot-only stage's policy")
+	}
+}
+
+// A stage that reuses plan memory builds each plan over the plan before
+// the last: the last plan (which the stage and its readers may still
+// read) is never written over; without reuse every plan is new memory.
+func TestPlacementBufsNeverWriteOverTheLastPlan(t *testing.T) {
+	src := []optimizer.Placement{{Workload: "a"}, {Workload: "b"}}
+	for _, reuse := range []bool{false, true} {
+		var b placementBufs
+		var last []optimizer.Placement
+		seen := map[*optimizer.Placement]int{}
+		for i := range 6 {
+			got := b.copyOf(src, reuse)
+			if len(got) != 2 || got[1].Workload != "b" {
+				t.Fatalf("reuse %v: copy %d is %v", reuse, i, got)
+			}
+			if last != nil && &got[0] == &last[0] {
+				t.Fatalf("reuse %v: copy %d written over the last one", reuse, i)
+			}
+			got[0].Workload = "changed"
+			if src[0].Workload != "a" {
+				t.Fatal("the copy shares the source")
+			}
+			seen[&got[0]]++
+			last = got
+		}
+		if want := map[bool]int{false: 6, true: 2}[reuse]; len(seen) != want {
+			t.Errorf("reuse %v: %d distinct buffers over 6 plans; want %d", reuse, len(seen), want)
+		}
+	}
+	if var0 := new(placementBufs).copyOf(nil, true); var0 != nil {
+		t.Errorf("a copy of no placements is %v; want nil, as without reuse", var0)
 	}
 }

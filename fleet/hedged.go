@@ -70,6 +70,9 @@ type HedgedSource struct {
 	jobs  []hedgeJob
 	heard map[string]heardPool // the spot pools observed in this plan
 	plans int                  // plans so far (hedge.plan)
+	// reuse and bufs: ChainConfig.ReusePlanMemory.
+	reuse bool
+	bufs  placementBufs
 }
 
 // hedge is one service's live policy and what it was built for.
@@ -245,7 +248,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		bySvc[s.Workload] = append(bySvc[s.Workload], s)
 	}
 	out := *plan
-	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
+	out.Placements = h.bufs.copyOf(plan.Placements, h.reuse)
 	// The pool tracker is shared by the services: it hears of their pools
 	// in service order, then each service decides on its own.
 	if cap(h.jobs) < len(todo) {

@@ -49,6 +49,9 @@ type ScaledSource struct {
 	// at the same instant on the same inner plan gets the same answer.
 	lastIn, lastOut *optimizer.Plan
 	lastAt          time.Time
+	// reuse and bufs: ChainConfig.ReusePlanMemory.
+	reuse bool
+	bufs  placementBufs
 }
 
 // Plan returns the inner plan with inference replicas resized.
@@ -112,7 +115,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		s.last[w.Name] = d
 		if d.Desired != planned {
 			if !copied {
-				out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
+				out.Placements = s.bufs.copyOf(plan.Placements, s.reuse)
 				copied = true
 			}
 			out.Placements[i] = resize(p, d.Desired)

@@ -139,6 +139,9 @@ type TrainingSource struct {
 	// placed in a pool blocked since.
 	lastIn, lastOut *optimizer.Plan
 	lastAt          time.Time
+	// reuse and bufs: ChainConfig.ReusePlanMemory.
+	reuse bool
+	bufs  placementBufs
 }
 
 // shapeKey is a cloud, region and instance type.
@@ -241,10 +244,10 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	// plan, not scanned whole for every job.
 	var slots map[string][]*store.SlotRecord
 	loaded := false
-	out := *plan
-	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	out := *plan
+	out.Placements = t.bufs.copyOf(plan.Placements, t.reuse)
 	if t.jobs == nil {
 		t.jobs = map[string]*liveJob{}
 	}

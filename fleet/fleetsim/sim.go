@@ -251,6 +251,9 @@ func New(cfg Config) (*Sim, error) {
 		// A full solve per pool block does not scale to a thousand
 		// workloads over a month (see fleet.SolverSource.Incremental).
 		IncrementalReplan: true,
+		// Nothing keeps a plan beyond the next: the plan tap keeps the
+		// latest, and the simulator runs no Diff.
+		ReusePlanMemory: true,
 		// The live training stage reads the fleet's slots and the jobs'
 		// reported progress: s.store.View() reads the fleet without a copy, and
 		// Sim.JobProgress is what the simulated agents report.
