@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
@@ -124,7 +125,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 // plan, the policy and its workloads by name, and the time. ok is false when
 // there is nothing for the stage to do (no plan, no policy): it returns
 // plan, err.
-func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf func() *policy.Policy, clock func() time.Time) (
+func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf func() *policy.Policy, clock func() time.Time, idx *indexCache) (
 	plan *optimizer.Plan, pol *policy.Policy, byName workloadIndex, now time.Time, ok bool, err error) {
 	plan, err = inner.Plan(ctx, u)
 	if err != nil || plan == nil {
@@ -137,11 +138,37 @@ func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf 
 	if clock != nil {
 		now = clock()
 	}
-	byName = make(workloadIndex, len(pol.Workloads))
-	for i := range pol.Workloads {
-		byName[pol.Workloads[i].Name] = &pol.Workloads[i]
+	return plan, pol, idx.of(pol), now, true, nil
+}
+
+// indexCache is a stage's index of the policy it last planned with: a
+// policy is not changed once loaded (a new one is a new pointer, as
+// SolverSource assumes too), and a thousand-workload index per stage per
+// plan was a good part of the fleet simulator's map work.
+type indexCache struct {
+	mu  sync.Mutex
+	pol *policy.Policy
+	ws  []policy.Workload // pol.Workloads when indexed
+	idx workloadIndex
+}
+
+// of is pol's index, read only.
+func (c *indexCache) of(pol *policy.Policy) workloadIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idx == nil || c.pol != pol || !sameWorkloads(c.ws, pol.Workloads) {
+		idx := make(workloadIndex, len(pol.Workloads))
+		for i := range pol.Workloads {
+			idx[pol.Workloads[i].Name] = &pol.Workloads[i]
+		}
+		c.pol, c.ws, c.idx = pol, pol.Workloads, idx
 	}
-	return plan, pol, byName, now, true, nil
+	return c.idx
+}
+
+// sameWorkloads says a and b are one slice (same memory, same length).
+func sameWorkloads(a, b []policy.Workload) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // placementBufs are a stage's two buffers for its plans' placements when
@@ -171,11 +198,3 @@ func (b *placementBufs) copyOf(src []optimizer.Placement, reuse bool) []optimize
 // simulator's garbage. The last of two workloads of one name wins, as it
 // did in the map of copies.
 type workloadIndex map[string]*policy.Workload
-
-// get returns a copy of the named workload, which the caller may change.
-func (x workloadIndex) get(name string) (policy.Workload, bool) {
-	if w := x[name]; w != nil {
-		return *w, true
-	}
-	return policy.Workload{}, false
-}

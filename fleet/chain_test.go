@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"github.com/gpubroker/gpubroker/optimizer"
+	"reflect"
 	"testing"
 	"time"
 
@@ -82,5 +83,27 @@ func TestPlacementBufsNeverWriteOverTheLastPlan(t *testing.T) {
 	}
 	if var0 := new(placementBufs).copyOf(nil, true); var0 != nil {
 		t.Errorf("a copy of no placements is %v; want nil, as without reuse", var0)
+	}
+}
+
+// A stage indexes the policy's workloads once per policy: again for a new
+// policy, or for one whose workload list was replaced.
+func TestIndexCacheFollowsThePolicy(t *testing.T) {
+	var c indexCache
+	a := &policy.Policy{Workloads: []policy.Workload{{Name: "x"}, {Name: "y"}}}
+	first := c.of(a)
+	if first["y"] != &a.Workloads[1] || len(first) != 2 {
+		t.Fatalf("index %v", first)
+	}
+	if again := c.of(a); reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(first).UnsafePointer() {
+		t.Error("the same policy was indexed again")
+	}
+	b := &policy.Policy{Workloads: []policy.Workload{{Name: "z"}}}
+	if idx := c.of(b); len(idx) != 1 || idx["z"] != &b.Workloads[0] {
+		t.Errorf("a new policy's index %v", idx)
+	}
+	b.Workloads = append(b.Workloads, policy.Workload{Name: "w"})
+	if idx := c.of(b); len(idx) != 2 || idx["w"] != &b.Workloads[1] || idx["z"] != &b.Workloads[0] {
+		t.Errorf("index after the workloads were replaced: %v", idx)
 	}
 }

@@ -73,6 +73,7 @@ type HedgedSource struct {
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
 	bufs  placementBufs
+	index indexCache
 }
 
 // hedge is one service's live policy and what it was built for.
@@ -187,14 +188,14 @@ func (h *HedgedSource) defaults() (tick, ready, fresh time.Duration, zones int) 
 
 // Plan returns the inner plan with the hedged services' groups replaced.
 func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
-	plan, pol, byName, now, ok, err := stageInput(ctx, h.Inner, u, h.Policy, h.Now)
+	plan, pol, byName, now, ok, err := stageInput(ctx, h.Inner, u, h.Policy, h.Now, &h.index)
 	if !ok {
 		return plan, err
 	}
 	var todo []int
-	for i, p := range plan.Placements {
-		w, ok := byName.get(p.Workload)
-		if ok && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(p.Groups) > 0 {
+	for i := range plan.Placements {
+		w := byName[plan.Placements[i].Workload] // (neither copied: a plan holds a thousand)
+		if w != nil && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(plan.Placements[i].Groups) > 0 {
 			todo = append(todo, i)
 		}
 	}
@@ -319,7 +320,7 @@ func (h *HedgedSource) forget(byName workloadIndex) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for name := range h.hedges {
-		if w, ok := byName.get(name); !ok || w.Kind != policy.Inference || w.Spot == policy.SpotNever {
+		if w := byName[name]; w == nil || w.Kind != policy.Inference || w.Spot == policy.SpotNever {
 			delete(h.hedges, name)
 		}
 	}
