@@ -24,8 +24,11 @@ type agents struct {
 	recs map[string]*store.InstanceRecord
 	byWL map[string]map[string]*store.InstanceRecord
 	// all is recs sorted by id, rebuilt after an agent comes or goes: the
-	// reconciler lists every agent every pass.
-	all []*store.InstanceRecord
+	// reconciler lists every agent every pass. sorted is the same per
+	// workload, rebuilt after one of the workload's agents comes or goes:
+	// the autoscaler lists each service's agents every pass.
+	all    []*store.InstanceRecord
+	sorted map[string][]*store.InstanceRecord
 	// running counts each workload's agents in state running (Sim.ready).
 	running map[string]int
 	// util is each inference service's per-replica utilisation (0..1).
@@ -79,10 +82,17 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	var recs []*store.InstanceRecord
 	if workload != "" {
 		// The autoscaler samples one service at a time.
-		for _, r := range a.byWL[workload] {
-			recs = append(recs, r)
+		var ok bool
+		if recs, ok = a.sorted[workload]; !ok {
+			for _, r := range a.byWL[workload] {
+				recs = append(recs, r)
+			}
+			sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
+			if a.sorted == nil {
+				a.sorted = map[string][]*store.InstanceRecord{}
+			}
+			a.sorted[workload] = recs
 		}
-		sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
 	} else {
 		if a.all == nil {
 			a.all = make([]*store.InstanceRecord, 0, len(a.recs))
@@ -142,6 +152,7 @@ func (a *agents) add(r *store.InstanceRecord) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.all = nil
+	delete(a.sorted, r.Workload)
 	a.changed()
 	a.recs[r.ID] = r
 	a.countRunning(r, 1)
@@ -156,6 +167,7 @@ func (a *agents) remove(id string) {
 	defer a.mu.Unlock()
 	if r := a.recs[id]; r != nil {
 		a.all = nil
+		delete(a.sorted, r.Workload)
 		a.changed()
 		delete(a.byWL[r.Workload], id)
 		delete(a.recs, id)
