@@ -363,10 +363,16 @@ func (w *lossWindows) observe(c, want int) {
 	if w.seen < len(w.caps) {
 		return
 	}
-	first := w.caps[w.seen%len(w.caps)] // the oldest
+	o := w.seen % len(w.caps)
+	first := w.caps[o] // the oldest
+	// The least of the others (the ring but the oldest), without a
+	// division per entry: every service's zones, every tick.
 	least := math.MaxInt
-	for i := 1; i < len(w.caps); i++ {
-		least = min(least, w.caps[(w.seen+i)%len(w.caps)])
+	for _, x := range w.caps[:o] {
+		least = min(least, x)
+	}
+	for _, x := range w.caps[o+1:] {
+		least = min(least, x)
 	}
 	if least >= min(first, want) {
 		return // no loss the service would have felt

@@ -3,6 +3,7 @@ package spotpolicy
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -415,6 +416,43 @@ func TestRiskScratchReuseAnswersAsFresh(t *testing.T) {
 		target, risk, rho := 1+rng.IntN(8), rng.Float64()/10, rng.Float64()
 		if got, want := x.hedge(target, surv, risk, rho), riskHedge(target, surv, risk, rho); got != want {
 			t.Fatalf("case %d (target %d, risk %.3f, rho %.3f, %v): reused memory hedges %d, fresh %d", i, target, risk, rho, surv, got, want)
+		}
+	}
+}
+
+// lossWindows finds the least capacity of a window without a division
+// per entry: on random capacities its counts must be those of the plain
+// ring walk.
+func TestLossWindowsCountAsTheRingWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 1))
+	for _, size := range []int{2, 3, 12} {
+		const want = 6
+		w := lossWindows{caps: make([]int, size), hist: make([][]float64, want+1)}
+		ref := lossWindows{caps: make([]int, size), hist: make([][]float64, want+1)}
+		for n := range w.hist {
+			w.hist[n], ref.hist[n] = make([]float64, n+1), make([]float64, n+1)
+		}
+		for range 5000 {
+			c := rng.IntN(8)
+			w.observe(c, want)
+			// The walk it replaced.
+			ref.caps[ref.seen%len(ref.caps)] = c
+			ref.seen++
+			if ref.seen < len(ref.caps) {
+				continue
+			}
+			first, least := ref.caps[ref.seen%len(ref.caps)], math.MaxInt
+			for i := 1; i < len(ref.caps); i++ {
+				least = min(least, ref.caps[(ref.seen+i)%len(ref.caps)])
+			}
+			if least < min(first, want) {
+				for n := 1; n < len(ref.hist) && n <= first; n++ {
+					ref.hist[n][min(n, least)]++
+				}
+			}
+		}
+		if !slices.EqualFunc(w.hist, ref.hist, slices.Equal[[]float64]) {
+			t.Errorf("window of %d: counts %v; the ring walk's %v", size, w.hist, ref.hist)
 		}
 	}
 }
