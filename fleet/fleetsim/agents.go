@@ -34,20 +34,25 @@ type agents struct {
 	// util is each inference service's per-replica utilisation (0..1).
 	util map[string]float64
 	// lists caches ListInstances' answers, by workload and state, until an
-	// agent comes, goes or changes, a utilisation changes or the clock
-	// moves: the reconciler, the autoscaler and hedging list the same
-	// agents several times a pass. Every caller shares an answer and only
-	// reads it.
-	lists   map[[2]string][]store.InstanceRecord
-	listsAt time.Time
-	// spare are the answers cached when the clock last moved, whose
-	// memory the answers of the new instant reuse: a simulated pass reads,
-	// plans and acts at one instant, and nothing keeps an answer across
-	// passes (the reconciler's pass, the hedging stage and the autoscaler's
-	// samples read it within the pass), so by the time the clock moves
-	// every reader is done with them. An answer dropped within an instant
-	// (changed) may still be read in that pass and is never reused.
-	spare map[[2]string][]store.InstanceRecord
+	// agent comes, goes or changes, a utilisation changes (gen moves) or
+	// the clock moves: the reconciler, the autoscaler and hedging list the
+	// same agents several times a pass. Every caller shares an answer and
+	// only reads it.
+	lists map[[2]string]*agentList
+	gen   int
+}
+
+// agentList is one cached answer: taken at at, for the agents' gen. An
+// answer of an earlier instant lends its memory to the next: a simulated
+// pass reads, plans and acts at one instant, and nothing keeps an answer
+// across passes (the reconciler's pass, the hedging stage and the
+// autoscaler's samples read it within the pass), so by the time the clock
+// moves every reader is done with it. An answer dropped within an instant
+// (the agents changed) may still be read in that pass and is never reused.
+type agentList struct {
+	out []store.InstanceRecord
+	at  time.Time
+	gen int
 }
 
 func newAgents(now func() time.Time) *agents {
@@ -63,21 +68,10 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !now.Equal(a.listsAt) || a.lists == nil {
-		if !now.Equal(a.listsAt) {
-			clear(a.spare)
-			if a.spare == nil {
-				a.spare = make(map[[2]string][]store.InstanceRecord, len(a.lists))
-			}
-			for k, v := range a.lists {
-				a.spare[k] = v
-			}
-		}
-		a.lists, a.listsAt = map[[2]string][]store.InstanceRecord{}, now
-	}
 	key := [2]string{workload, state}
-	if out, ok := a.lists[key]; ok {
-		return out, nil
+	e := a.lists[key]
+	if e != nil && e.at.Equal(now) && e.gen == a.gen {
+		return e.out, nil
 	}
 	var recs []*store.InstanceRecord
 	if workload != "" {
@@ -103,14 +97,12 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 		}
 		recs = a.all
 	}
-	out, ok := a.spare[key]
-	if ok {
-		delete(a.spare, key) // handed out once
-	}
-	if out == nil || cap(out) < len(recs) {
+	var out []store.InstanceRecord
+	if e != nil && !e.at.Equal(now) && e.out != nil && cap(e.out) >= len(recs) {
+		out = e.out[:0] // an earlier instant's: its readers are done
+	} else {
 		out = make([]store.InstanceRecord, 0, len(recs))
 	}
-	out = out[:0]
 	for _, r := range recs {
 		if state != "" && r.State != state {
 			continue
@@ -120,12 +112,19 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 		x.Utilization = a.util[r.Workload]
 		out = append(out, x)
 	}
-	a.lists[key] = out
+	if e == nil {
+		if a.lists == nil {
+			a.lists = map[[2]string]*agentList{}
+		}
+		e = &agentList{}
+		a.lists[key] = e
+	}
+	e.out, e.at, e.gen = out, now, a.gen
 	return out, nil
 }
 
 // changed drops the cached lists (a.mu held).
-func (a *agents) changed() { a.lists = nil }
+func (a *agents) changed() { a.gen++ }
 
 // setUtil sets a service's per-replica utilisation.
 func (a *agents) setUtil(workload string, u float64) {

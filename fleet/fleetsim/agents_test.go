@@ -40,4 +40,11 @@ func TestAgentListsReusedOnlyAfterTheClockMoves(t *testing.T) {
 	if dropped[0].ID != "i-1" || dropped[1].ID != "i-2" {
 		t.Fatalf("the dropped answer changed: %v", dropped)
 	}
+	if again := list(); &again[0] != &next[0] {
+		t.Fatal("a second list at the same instant was not the cached answer")
+	}
+	now = now.Add(time.Minute)
+	if later := list(); &later[0] != &next[0] || !later[1].LastHeartbeat.Equal(now) {
+		t.Fatalf("a minute later the last instant's answer was not reused: %v", later)
+	}
 }
