@@ -34,6 +34,9 @@ func (p *passState) execute(ctx context.Context) error {
 			continue
 		}
 		a.Done = true
+		if p.noEvents {
+			continue
+		}
 		p.event("fleet.terminate", t.rec.ID, "", fmt.Sprintf("terminated %s: %s", t.rec.ID, t.reason),
 			map[string]any{"slot": t.rec.SlotID, "cloud": t.rec.Cloud, "zone": t.rec.Zone, "reason": t.reason})
 	}

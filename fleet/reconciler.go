@@ -214,7 +214,7 @@ func (r *Reconciler) Diff(ctx context.Context) (Report, error) {
 func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Report, error) {
 	r.init()
 	start := time.Now()
-	p, err := r.observe(ctx, write)
+	p, err := r.observe(ctx, write, f)
 	if err != nil {
 		return Report{}, err
 	}
@@ -252,6 +252,9 @@ type passState struct {
 	write bool
 	fence store.Fence
 	acts  bool // Apply mode and not paused
+	// noEvents: the store keeps no events and the pass has no lease
+	// fence, so events are not built (EventDiscarder).
+	noEvents bool
 	// maps are the spare maps the pass indexes in (Reconciler.keepMaps);
 	// nil ones are made sized.
 	maps *passMaps
@@ -303,13 +306,16 @@ type terminatePlan struct {
 	reason string
 }
 
-func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error) {
+func (r *Reconciler) observe(ctx context.Context, write bool, f store.Fence) (*passState, error) {
 	now := r.Now().UTC()
 	pm := r.takeMaps()
 	p := &passState{r: r, now: now, write: write, maps: pm, specs: emptyMap(pm.specs, 0), cloud: emptyMap(pm.cloud, 0),
 		listed: map[pricing.Cloud]bool{}, agents: emptyMap(pm.agents, 0), alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
+	if d, ok := r.Store.(EventDiscarder); ok && f.Lease == "" {
+		p.noEvents = d.DiscardsEvents()
+	}
 	pause, err := r.Store.Paused(ctx)
 	if err != nil {
 		return nil, err
@@ -464,7 +470,18 @@ func (p *passState) read(ctx context.Context) error {
 
 // --- bookkeeping ---
 
+// EventDiscarder is a Store that keeps no events (the fleet simulator's
+// MemStore without OnEvent). A pass writing without a lease fence (whose
+// events-only writes the store would check against the lease) then does
+// not build its events: a message and a JSON document per slot move.
+type EventDiscarder interface {
+	DiscardsEvents() bool
+}
+
 func (p *passState) event(kind, instance, workload, msg string, data any) {
+	if p.noEvents {
+		return
+	}
 	ev := store.EventRecord{At: p.now, Kind: kind, Instance: instance, Workload: workload, Message: msg}
 	if data != nil {
 		ev.Data, _ = json.Marshal(data)
@@ -494,6 +511,9 @@ func (p *passState) move(s *store.SlotRecord, to State, reason string) {
 		if p.write && p.r.Metrics != nil && !s.LaunchedAt.IsZero() {
 			p.r.Metrics.timeToRunning.Observe(p.now.Sub(s.LaunchedAt).Seconds())
 		}
+	}
+	if p.noEvents {
+		return
 	}
 	p.event("fleet.slot", s.InstanceID, s.Workload, fmt.Sprintf("slot %s: %s → %s: %s", s.ID, orNone(string(from)), to, reason),
 		slotMove{Slot: s.ID, From: from, To: to, Reason: reason, Generation: s.Generation, Cloud: s.Cloud,

@@ -778,3 +778,59 @@ func TestDesiredOverAnEarlierAnswerIsDesired(t *testing.T) {
 		}
 	}
 }
+
+// eventCounting is a store that counts the events written to it and may
+// say it keeps none.
+type eventCounting struct {
+	Store
+	discards bool
+	events   int
+	slots    int
+}
+
+func (s *eventCounting) DiscardsEvents() bool { return s.discards }
+
+func (s *eventCounting) Apply(ctx context.Context, f store.Fence, c store.FleetChanges) error {
+	s.events += len(c.Events)
+	s.slots += len(c.Slots)
+	return s.Store.Apply(ctx, f, c)
+}
+
+// A pass builds no events for a store that keeps none, when it writes
+// without a lease fence (with one, an events-only write is still checked
+// against the lease, so the events stay); everything else it writes is
+// the same.
+func TestNoEventsForAStoreThatKeepsNone(t *testing.T) {
+	slotsWritten := map[string]int{}
+	for _, c := range []struct {
+		name            string
+		discards, fence bool
+		wantEvents      bool
+	}{
+		{"keeps events", false, false, true},
+		{"keeps none", true, false, false},
+		{"keeps none, fenced pass", true, true, true},
+	} {
+		e := newEnv(t, testPolicy)
+		st := &eventCounting{Store: e.r.Store, discards: c.discards}
+		e.r.Store = st
+		for range 3 {
+			f := store.Fence{Now: e.clk.Now()}
+			if c.fence {
+				e.lead(e.holder)
+				f = e.fence()
+			}
+			if _, err := e.r.Reconcile(t.Context(), f); err != nil {
+				t.Fatal(err)
+			}
+			e.clk.Add(time.Minute)
+		}
+		if got := st.events > 0; got != c.wantEvents {
+			t.Errorf("%s: %d events written; want some: %v", c.name, st.events, c.wantEvents)
+		}
+		slotsWritten[c.name] = st.slots
+	}
+	if slotsWritten["keeps none"] != slotsWritten["keeps events"] || slotsWritten["keeps none"] == 0 {
+		t.Errorf("slot records written: %v; want the same, with or without events", slotsWritten)
+	}
+}

@@ -96,6 +96,10 @@ func NewMemStore() *MemStore {
 		changedSlots: map[string]bool{}, changedInsts: map[string]bool{}}
 }
 
+// DiscardsEvents implements fleet.EventDiscarder: without OnEvent, Apply
+// drops every event.
+func (m *MemStore) DiscardsEvents() bool { return m.OnEvent == nil }
+
 // SetLease makes holder the holder of lease name at epoch until expires;
 // Apply then refuses fences of any other term (store.ErrFenced).
 func (m *MemStore) SetLease(name, holder string, epoch int64, expires time.Time) {
