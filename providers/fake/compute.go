@@ -181,6 +181,21 @@ type simInstance struct {
 	token    string
 	seq      int  // creation order: ids sort in it
 	deleted  bool // left the listing
+	// The last one-tag List filter checked against the instance's tags
+	// (which never change) and its answer: the reconciler lists with the
+	// same filter every pass.
+	filter  [2]string
+	matches bool
+	checked bool
+}
+
+// hasTag says whether the instance's tags hold kv, remembering the answer
+// for the next List with the same filter.
+func (s *simInstance) hasTag(kv [2]string) bool {
+	if !s.checked || s.filter != kv {
+		s.filter, s.matches, s.checked = kv, s.inst.Tags[kv[0]] == kv[1], true
+	}
+	return s.matches
 }
 
 // transition kinds, in the order a sync applies them to one instance.
@@ -745,7 +760,14 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 			continue
 		}
 		n, ok := matched[s.inst.Region]
-		if !ok || !hasPairs(s.inst.Tags, want) {
+		if !ok {
+			continue
+		}
+		if len(want) == 1 {
+			if !s.hasTag(want[0]) {
+				continue
+			}
+		} else if !hasPairs(s.inst.Tags, want) {
 			continue
 		}
 		if c.share {

@@ -344,3 +344,31 @@ func TestReuseListAnswersInTheLastAnswersMemory(t *testing.T) {
 		}
 	}
 }
+
+// List remembers each instance's answer to the last one-tag filter: other
+// filters, and the first again, must still list what matches.
+func TestListFiltersByTagWhateverTheLastFilter(t *testing.T) {
+	c := NewCompute(ComputeConfig{Offers: []pricing.Offer{p3("us-east-1a")}, Now: newClock().Now, SpotScale: 5})
+	ctx := t.Context()
+	for _, tok := range []string{"tok-1", "tok-2"} {
+		if _, err := c.Launch(ctx, launchReq(tok, pricing.Spot, p3("us-east-1a"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []struct {
+		tags map[string]string
+		want int
+	}{
+		{map[string]string{"gpubroker-fleet": "test"}, 2},
+		{map[string]string{"gpubroker-token": "tok-2"}, 1},
+		{map[string]string{"gpubroker-fleet": "other"}, 0},
+		{map[string]string{"gpubroker-fleet": "test"}, 2},
+		{map[string]string{"gpubroker-fleet": "test", "gpubroker-token": "tok-1"}, 1},
+		{nil, 2},
+	} {
+		out, err := c.List(ctx, providers.Filter{Tags: f.tags})
+		if err != nil || len(out) != f.want {
+			t.Fatalf("list %v: %d instances, %v; want %d", f.tags, len(out), err, f.want)
+		}
+	}
+}
