@@ -971,16 +971,11 @@ func zoneOrRegion(zone, region string) string {
 // onDemandOffer is where the service's on-demand replicas go: the plan's
 // on-demand group when it has one not blocked, else the cheapest on-demand offer of
 // the planned GPU model and count that its limits admit and that is not
-// blocked.
-func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
-	return new(hedge).onDemandOffer(pol, cat, &w, p, u, now)
-}
-
-// onDemandOffer is onDemandOffer with the catalog's candidates kept in the
-// hedge until the catalog or the policy changes: a service without an
-// on-demand group in its plan looked through every offer of its GPU model
-// every plan. The answer is the hedge's memory: its caller reads it before
-// the hedge's next plan and never changes it.
+// blocked. The catalog's candidates are kept in the hedge until the
+// catalog or the policy changes (a service without an on-demand group in
+// its plan looked through every offer of its GPU model every plan), and
+// the answer is the hedge's memory: its caller reads it before the
+// hedge's next plan and never changes it.
 func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
 	if w.Spot == policy.SpotOnly {
 		return nil
