@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -235,7 +236,7 @@ func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Repor
 		p.describe()
 	}
 	p.rep.Took = time.Since(start)
-	sort.SliceStable(p.rep.Actions, func(i, j int) bool { return p.rep.Actions[i].Slot < p.rep.Actions[j].Slot })
+	slices.SortStableFunc(p.rep.Actions, func(a, b Action) int { return strings.Compare(a.Slot, b.Slot) })
 	if write {
 		r.mu.Lock()
 		r.last = p.rep
@@ -989,9 +990,11 @@ func (p *passState) flush(ctx context.Context) error {
 			p.changes.Instances = append(p.changes.Instances, *rec)
 		}
 	}
-	sort.Slice(p.changes.Slots, func(i, j int) bool { return p.changes.Slots[i].ID < p.changes.Slots[j].ID })
-	sort.Slice(p.changes.Intents, func(i, j int) bool { return p.changes.Intents[i].Token < p.changes.Intents[j].Token })
-	sort.Slice(p.changes.Instances, func(i, j int) bool { return p.changes.Instances[i].ID < p.changes.Instances[j].ID })
+	// (Keys are unique: any sort gives this order. slices' sorts do not
+	// allocate as sort.Slice does, and a pass flushes once per launch.)
+	slices.SortFunc(p.changes.Slots, func(a, b store.SlotRecord) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(p.changes.Intents, func(a, b store.IntentRecord) int { return strings.Compare(a.Token, b.Token) })
+	slices.SortFunc(p.changes.Instances, func(a, b store.FleetInstanceRecord) int { return strings.Compare(a.ID, b.ID) })
 	err := p.r.Store.Apply(ctx, p.fence, p.changes)
 	p.r.tokens.forget(p.changes.DeleteSlots)
 	p.changes = store.FleetChanges{}
