@@ -220,6 +220,8 @@ type AdaptiveInference struct {
 	// service, one tick at a time).
 	surv [][]float64
 	risk riskScratch
+	// noPrune sizes the hedge of every replica count (a test compares).
+	noPrune bool
 }
 
 // NewAdaptiveInference returns the policy with cfg.
@@ -270,6 +272,12 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 			break // no zone can take more
 		}
 		placed = n
+		if float64(n)*spotP >= bestCost-1e-9 && !a.noPrune {
+			// Its spot alone costs as much as the best plan so far: with
+			// any on-demand hedge (never negative) it cannot be cheaper,
+			// so the risk model need not size one.
+			continue
+		}
 		o, r := a.hedge(s, cand, rho, risk)
 		if c := float64(n)*spotP + float64(o)*odP; c < bestCost-1e-9 {
 			sp, od, risky, bestCost = cand, o, r, c
