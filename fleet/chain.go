@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
@@ -43,6 +44,12 @@ type ChainConfig struct {
 	// block or a removed workload touches (SolverSource.Incremental); the
 	// fleet simulator sets it, the broker does not.
 	IncrementalReplan bool
+	// ReusePlanMemory lets the training, autoscaling and hedging stages
+	// build each plan's placements in the memory of their plan before the
+	// last (placementBufs): for a reader of the chain that keeps no plan
+	// beyond the next one. The fleet simulator sets it; the broker must
+	// not (Diff reads the last pass's plan after later re-plans).
+	ReusePlanMemory bool
 	// Hedge, with Fleet set, turns on live spot hedging of inference
 	// services (HedgedSource) on the autoscaled target; Agents tells
 	// ready replicas by their heartbeats.
@@ -93,7 +100,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	if c.Fleet != nil {
 		tr := &TrainingSource{Inner: src, Policy: pol, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
 			SpeedRatio: c.SpeedRatio, Tracker: &spotpolicy.LiveTracker{Gap: c.Training.tick()}, Now: c.Now, Log: log,
-			Config: c.Training}
+			Config: c.Training, reuse: c.ReusePlanMemory}
 		if c.Decisions != nil {
 			c.Decisions.training = tr
 		}
@@ -101,11 +108,11 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	}
 	if c.Load != nil {
 		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling,
-			Prefetch: c.PrefetchLoad}
+			Prefetch: c.PrefetchLoad, reuse: c.ReusePlanMemory}
 	}
 	if c.Fleet != nil && c.Hedge != nil {
 		h := &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
-			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones}
+			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones, reuse: c.ReusePlanMemory}
 		if c.Decisions != nil {
 			c.Decisions.hedged = h
 		}
@@ -118,7 +125,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 // plan, the policy and its workloads by name, and the time. ok is false when
 // there is nothing for the stage to do (no plan, no policy): it returns
 // plan, err.
-func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf func() *policy.Policy, clock func() time.Time) (
+func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf func() *policy.Policy, clock func() time.Time, idx *indexCache) (
 	plan *optimizer.Plan, pol *policy.Policy, byName workloadIndex, now time.Time, ok bool, err error) {
 	plan, err = inner.Plan(ctx, u)
 	if err != nil || plan == nil {
@@ -131,11 +138,58 @@ func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf 
 	if clock != nil {
 		now = clock()
 	}
-	byName = make(workloadIndex, len(pol.Workloads))
-	for i := range pol.Workloads {
-		byName[pol.Workloads[i].Name] = &pol.Workloads[i]
+	return plan, pol, idx.of(pol), now, true, nil
+}
+
+// indexCache is a stage's index of the policy it last planned with: a
+// policy is not changed once loaded (a new one is a new pointer, as
+// SolverSource assumes too), and a thousand-workload index per stage per
+// plan was a good part of the fleet simulator's map work.
+type indexCache struct {
+	mu  sync.Mutex
+	pol *policy.Policy
+	ws  []policy.Workload // pol.Workloads when indexed
+	idx workloadIndex
+}
+
+// of is pol's index, read only.
+func (c *indexCache) of(pol *policy.Policy) workloadIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idx == nil || c.pol != pol || !sameWorkloads(c.ws, pol.Workloads) {
+		idx := make(workloadIndex, len(pol.Workloads))
+		for i := range pol.Workloads {
+			idx[pol.Workloads[i].Name] = &pol.Workloads[i]
+		}
+		c.pol, c.ws, c.idx = pol, pol.Workloads, idx
 	}
-	return plan, pol, byName, now, true, nil
+	return c.idx
+}
+
+// sameWorkloads says a and b are one slice (same memory, same length).
+func sameWorkloads(a, b []policy.Workload) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// placementBufs are a stage's two buffers for its plans' placements when
+// the chain reuses plan memory (ChainConfig.ReusePlanMemory): each plan is
+// built over the plan before the last, which no reader keeps by then (the
+// stage itself keeps the last one, for a re-plan inside the pass).
+type placementBufs struct {
+	bufs [2][]optimizer.Placement
+	next int
+}
+
+// copyOf is a copy of src the stage may change: new memory, or with reuse
+// the older buffer's.
+func (b *placementBufs) copyOf(src []optimizer.Placement, reuse bool) []optimizer.Placement {
+	if !reuse || len(src) == 0 {
+		return append([]optimizer.Placement(nil), src...)
+	}
+	buf := append(b.bufs[b.next][:0], src...)
+	b.bufs[b.next] = buf
+	b.next ^= 1
+	return buf
 }
 
 // workloadIndex finds a policy's workloads by name. It points into the
@@ -144,11 +198,3 @@ func stageInput(ctx context.Context, inner PlanSource, u *Unavailable, policyOf 
 // simulator's garbage. The last of two workloads of one name wins, as it
 // did in the map of copies.
 type workloadIndex map[string]*policy.Workload
-
-// get returns a copy of the named workload, which the caller may change.
-func (x workloadIndex) get(name string) (policy.Workload, bool) {
-	if w := x[name]; w != nil {
-		return *w, true
-	}
-	return policy.Workload{}, false
-}

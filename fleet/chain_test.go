@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"reflect"
 	"testing"
 	"time"
 
@@ -48,5 +50,60 @@ func TestNewPlanChainStages(t *testing.T) {
 	}
 	if sc.Policy() != pol || h.Policy() != pol || tr.Policy() != pol {
 		t.Fatal("stages do not read the spot-only stage's policy")
+	}
+}
+
+// A stage that reuses plan memory builds each plan over the plan before
+// the last: the last plan (which the stage and its readers may still
+// read) is never written over; without reuse every plan is new memory.
+func TestPlacementBufsNeverWriteOverTheLastPlan(t *testing.T) {
+	src := []optimizer.Placement{{Workload: "a"}, {Workload: "b"}}
+	for _, reuse := range []bool{false, true} {
+		var b placementBufs
+		var last []optimizer.Placement
+		seen := map[*optimizer.Placement]int{}
+		for i := range 6 {
+			got := b.copyOf(src, reuse)
+			if len(got) != 2 || got[1].Workload != "b" {
+				t.Fatalf("reuse %v: copy %d is %v", reuse, i, got)
+			}
+			if last != nil && &got[0] == &last[0] {
+				t.Fatalf("reuse %v: copy %d written over the last one", reuse, i)
+			}
+			got[0].Workload = "changed"
+			if src[0].Workload != "a" {
+				t.Fatal("the copy shares the source")
+			}
+			seen[&got[0]]++
+			last = got
+		}
+		if want := map[bool]int{false: 6, true: 2}[reuse]; len(seen) != want {
+			t.Errorf("reuse %v: %d distinct buffers over 6 plans; want %d", reuse, len(seen), want)
+		}
+	}
+	if var0 := new(placementBufs).copyOf(nil, true); var0 != nil {
+		t.Errorf("a copy of no placements is %v; want nil, as without reuse", var0)
+	}
+}
+
+// A stage indexes the policy's workloads once per policy: again for a new
+// policy, or for one whose workload list was replaced.
+func TestIndexCacheFollowsThePolicy(t *testing.T) {
+	var c indexCache
+	a := &policy.Policy{Workloads: []policy.Workload{{Name: "x"}, {Name: "y"}}}
+	first := c.of(a)
+	if first["y"] != &a.Workloads[1] || len(first) != 2 {
+		t.Fatalf("index %v", first)
+	}
+	if again := c.of(a); reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(first).UnsafePointer() {
+		t.Error("the same policy was indexed again")
+	}
+	b := &policy.Policy{Workloads: []policy.Workload{{Name: "z"}}}
+	if idx := c.of(b); len(idx) != 1 || idx["z"] != &b.Workloads[0] {
+		t.Errorf("a new policy's index %v", idx)
+	}
+	b.Workloads = append(b.Workloads, policy.Workload{Name: "w"})
+	if idx := c.of(b); len(idx) != 2 || idx["w"] != &b.Workloads[1] || idx["z"] != &b.Workloads[0] {
+		t.Errorf("index after the workloads were replaced: %v", idx)
 	}
 }

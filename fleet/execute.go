@@ -34,6 +34,9 @@ func (p *passState) execute(ctx context.Context) error {
 			continue
 		}
 		a.Done = true
+		if p.noEvents {
+			continue
+		}
 		p.event("fleet.terminate", t.rec.ID, "", fmt.Sprintf("terminated %s: %s", t.rec.ID, t.reason),
 			map[string]any{"slot": t.rec.SlotID, "cloud": t.rec.Cloud, "zone": t.rec.Zone, "reason": t.reason})
 	}
@@ -109,7 +112,7 @@ func (p *passState) replan(ctx context.Context) bool {
 		p.rep.Errors = append(p.rep.Errors, "re-plan after blocking pools: "+err.Error())
 		return false
 	}
-	specs := Desired(plan)
+	specs := p.desired(plan)
 	for i := range specs {
 		if s := &specs[i]; p.specs[s.ID] != nil {
 			p.specs[s.ID] = s

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -69,6 +70,10 @@ type HedgedSource struct {
 	jobs  []hedgeJob
 	heard map[string]heardPool // the spot pools observed in this plan
 	plans int                  // plans so far (hedge.plan)
+	// reuse and bufs: ChainConfig.ReusePlanMemory.
+	reuse bool
+	bufs  placementBufs
+	index indexCache
 }
 
 // hedge is one service's live policy and what it was built for.
@@ -87,6 +92,44 @@ type hedge struct {
 	// that refused a launch for capacity while it ran replicas of the
 	// service holds about that many now.
 	caps map[providers.PoolKey]learnedCap
+
+	// What the service's plans reuse (a service is hedged by one goroutine
+	// at a time): every service is hedged every plan, tens of thousands
+	// of plans in a simulated month, and its placement rarely changes.
+	scratch hedgeScratch
+	// out are the groups last handed out, clipped and never changed
+	// after: the next plan that builds equal groups hands out these.
+	out []optimizer.Group
+	// expl is the explanation last handed out and what it was built from.
+	expl struct {
+		in   []string // the inner placement's explanation
+		line hedgeLine
+		out  []string
+	}
+	// odOffers are the catalog's on-demand offers the service may use
+	// (onDemandOffer's candidates), for odCat and odPol.
+	od       pricing.Offer // onDemandOffer's answer from a plan group
+	odCat    *pricing.Catalog
+	odPol    *policy.Policy
+	odGPU    pricing.GPUModel
+	odCount  int
+	odOffers []pricing.Offer
+}
+
+// hedgeScratch is a hedge's working memory, overwritten by each plan.
+type hedgeScratch struct {
+	state  spotpolicy.InferenceState
+	zones  []spotpolicy.Zone
+	spot   []int
+	groups []optimizer.Group
+	slots  [][]int
+	pin    pinScratch
+}
+
+// hedgeLine is what a placement's hedging explanation line says.
+type hedgeLine struct {
+	policy                        string
+	tick, spot, pools, od, target int
 }
 
 // learnedCap is what a spot pool held for the service when it last refused
@@ -145,14 +188,14 @@ func (h *HedgedSource) defaults() (tick, ready, fresh time.Duration, zones int) 
 
 // Plan returns the inner plan with the hedged services' groups replaced.
 func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
-	plan, pol, byName, now, ok, err := stageInput(ctx, h.Inner, u, h.Policy, h.Now)
+	plan, pol, byName, now, ok, err := stageInput(ctx, h.Inner, u, h.Policy, h.Now, &h.index)
 	if !ok {
 		return plan, err
 	}
 	var todo []int
-	for i, p := range plan.Placements {
-		w, ok := byName.get(p.Workload)
-		if ok && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(p.Groups) > 0 {
+	for i := range plan.Placements {
+		w := byName[plan.Placements[i].Workload] // (neither copied: a plan holds a thousand)
+		if w != nil && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(plan.Placements[i].Groups) > 0 {
 			todo = append(todo, i)
 		}
 	}
@@ -206,7 +249,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		bySvc[s.Workload] = append(bySvc[s.Workload], s)
 	}
 	out := *plan
-	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
+	out.Placements = h.bufs.copyOf(plan.Placements, h.reuse)
 	// The pool tracker is shared by the services: it hears of their pools
 	// in service order, then each service decides on its own.
 	if cap(h.jobs) < len(todo) {
@@ -277,7 +320,7 @@ func (h *HedgedSource) forget(byName workloadIndex) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for name := range h.hedges {
-		if w, ok := byName.get(name); !ok || w.Kind != policy.Inference || w.Spot == policy.SpotNever {
+		if w := byName[name]; w == nil || w.Kind != policy.Inference || w.Spot == policy.SpotNever {
 			delete(h.hedges, name)
 		}
 	}
@@ -379,12 +422,20 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		}
 	}
 	j.hg = hg
-	// The live state, as the simulator builds it per tick.
-	zones := make([]spotpolicy.Zone, len(hg.zones))
+	// The live state, as the simulator builds it per tick, in the hedge's
+	// memory unless an earlier placement of the service in this plan
+	// holds it (Plan then hedges the two in order).
+	var zones []spotpolicy.Zone
+	var spot []int
+	if hg.plan == h.plans {
+		zones, spot = make([]spotpolicy.Zone, len(hg.zones)), make([]int, len(hg.zones))
+	} else {
+		zones, spot = resized(hg.scratch.zones, len(hg.zones)), resized(hg.scratch.spot, len(hg.zones))
+		hg.scratch.zones, hg.scratch.spot = zones, spot
+	}
 	keys := hg.keys
 	// The service's live spot replicas per pool: a refusal beside them is
 	// the pool's capacity, not its loss (poolCapacity).
-	spot := make([]int, len(hg.zones))
 	for _, s := range mine {
 		if !live(s) {
 			continue
@@ -397,13 +448,14 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			}
 		}
 	}
-	for k, o := range hg.zones {
+	for k := range hg.zones {
+		o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
 		// The live signal of a spot pool is the unavailable cache: the
 		// reconciler blocks a pool that refused a launch for capacity or
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		nominal := optimizer.SpotPoolCapacity(pol, &o) / max(1, o.GPUCount)
+		nominal := optimizer.SpotPoolCapacity(pol, o) / max(1, o.GPUCount)
 		c, limited, avail := hg.poolCapacity(keys[k], nominal, spot[k], u, now)
 		x, ok := h.heard[hg.names[k]]
 		if !ok || x.avail != avail {
@@ -455,7 +507,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
 	zones, keys := j.zones, hg.keys
 	ref := p.Groups[0]
-	od := onDemandOffer(pol, cat, *w, p, u, now)
+	od := hg.onDemandOffer(pol, cat, w, p, u, now)
 	if len(hg.zones) == 0 && od == nil {
 		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
@@ -468,7 +520,9 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		}
 		return !s.RunningAt.IsZero() && now.Sub(s.RunningAt) >= readyDelay
 	}
-	state := spotpolicy.InferenceState{Gap: tick.Seconds(), Target: target, ReadyDelay: readyDelay.Seconds(), Zones: zones}
+	state := &hg.scratch.state // (the policies keep nothing of it)
+	*state = spotpolicy.InferenceState{Gap: tick.Seconds(), Target: target, ReadyDelay: readyDelay.Seconds(), Zones: zones,
+		OnDemandReadyIn: state.OnDemandReadyIn[:0]}
 	for _, s := range mine {
 		if !live(s) {
 			continue
@@ -505,7 +559,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	t := int(now.Sub(hg.start) / tick)
 	if t > hg.tick {
 		state.Tick = t
-		f := hg.policy.Decide(&state)
+		f := hg.policy.Decide(state)
 		probing := false
 		for k := range f.Spot {
 			f.Spot[k] = min(f.Spot[k], zones[k].Capacity)
@@ -535,8 +589,9 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		j.changed = hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot)
 		hg.last = d
 	}
-	// Groups of the decision, each pinned to the slots it keeps.
-	groups := make([]optimizer.Group, 0, len(hg.fleet.Spot)+1)
+	// Groups of the decision, each pinned to the slots it keeps, built in
+	// the hedge's memory and handed out as the last plan's when equal.
+	groups := hg.scratch.groups[:0]
 	for k, n := range hg.fleet.Spot {
 		if n = min(n, zones[k].Capacity+zones[k].Spot); n <= 0 {
 			continue // a pool blocked since the tick keeps only what runs there
@@ -555,19 +610,83 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	if len(groups) == 0 {
 		return p, fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
 	}
-	pinSlots(groups, mine)
+	hg.scratch.groups = groups
+	for len(hg.scratch.slots) < len(groups) {
+		hg.scratch.slots = append(hg.scratch.slots, nil)
+	}
+	for g := range groups {
+		groups[g].Slots = hg.scratch.slots[g][:0]
+	}
+	pinSlotsIn(groups, mine, &hg.scratch.pin)
+	for g := range groups {
+		hg.scratch.slots[g] = groups[g].Slots
+	}
+	if !equalGroups(groups, hg.out) {
+		hg.out = cloneGroups(groups)
+	}
 	n := 0
-	for _, g := range groups {
+	for _, g := range hg.out {
 		n += g.Instances
 	}
-	p.Groups, p.Instances = groups, n
+	p.Groups, p.Instances = hg.out, n
+	p.Explanation = hg.explain(p.Explanation, hedgeLine{policy: hg.policy.Name(), tick: hg.tick, spot: n - hg.fleet.OnDemand,
+		pools: len(hg.last.Spot), od: hg.fleet.OnDemand, target: target})
+	return p, nil
+}
+
+// explain is the inner placement's explanation in with the hedging line
+// appended: the one handed out last when neither changed.
+func (hg *hedge) explain(in []string, l hedgeLine) []string {
+	e := &hg.expl
+	if e.out != nil && e.line == l && len(e.in) == len(in) && (len(in) == 0 || &e.in[0] == &in[0]) {
+		return e.out
+	}
 	// (fmt.Sprintf's "live hedging (%s, tick %d): %d spot over %d pools + %d
 	// on-demand for a target of %d", built without fmt: every service,
 	// every plan.)
-	p.Explanation = append(slices.Clip(p.Explanation), "live hedging ("+hg.policy.Name()+", tick "+strconv.Itoa(hg.tick)+"): "+
-		strconv.Itoa(n-hg.fleet.OnDemand)+" spot over "+strconv.Itoa(len(hg.last.Spot))+" pools + "+strconv.Itoa(hg.fleet.OnDemand)+
-		" on-demand for a target of "+strconv.Itoa(target))
-	return p, nil
+	e.in, e.line = in, l
+	e.out = slices.Clip(append(slices.Clip(in), "live hedging ("+l.policy+", tick "+strconv.Itoa(l.tick)+"): "+
+		strconv.Itoa(l.spot)+" spot over "+strconv.Itoa(l.pools)+" pools + "+strconv.Itoa(l.od)+
+		" on-demand for a target of "+strconv.Itoa(l.target)))
+	return e.out
+}
+
+// resized is buf with n zero elements, reallocated only when too small.
+func resized[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	buf = buf[:n]
+	clear(buf)
+	return buf
+}
+
+// equalGroups says whether a and b are the same groups, slots included.
+func equalGroups(a, b []optimizer.Group) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		// Every field of optimizer.Group (TestEqualGroupsComparesEveryField
+		// fails when one is added and not compared here).
+		x, y := &a[i], &b[i]
+		if x.Cloud != y.Cloud || x.Region != y.Region || x.Zone != y.Zone || x.InstanceType != y.InstanceType || x.GPU != y.GPU ||
+			x.GPUsPerInstance != y.GPUsPerInstance || x.Instances != y.Instances || x.Capacity != y.Capacity ||
+			x.PricePerHour != y.PricePerHour || x.SpotPool != y.SpotPool || x.PlacementScore != y.PlacementScore ||
+			x.Interconnect != y.Interconnect || x.Move != y.Move || !slices.Equal(x.Slots, y.Slots) {
+			return false
+		}
+	}
+	return true
+}
+
+// cloneGroups copies groups and their slots into new, clipped slices.
+func cloneGroups(groups []optimizer.Group) []optimizer.Group {
+	out := slices.Clone(groups)
+	for g := range out {
+		out[g].Slots = slices.Clone(out[g].Slots)
+	}
+	return out
 }
 
 // poolCapacity is how many spot replicas the service may hold in pool k at
@@ -650,23 +769,40 @@ func mapsEqual(a, b map[string]int) bool {
 // for any group; the rest take the lowest numbers no slot holds, so no
 // live instance is ever re-labelled to another pool.
 func pinSlots(groups []optimizer.Group, mine []*store.SlotRecord) {
-	sort.Slice(mine, func(i, j int) bool { return mine[i].Index < mine[j].Index })
-	used := map[int]bool{}
-	taken := map[int]bool{}
-	for _, s := range mine {
-		if State(s.State) != Gone {
-			used[s.Index] = true
-		}
-	}
 	for g := range groups {
 		groups[g].Slots = nil
+	}
+	pinSlotsIn(groups, mine, new(pinScratch))
+}
+
+// pinScratch is pinSlotsIn's working memory.
+type pinScratch struct{ used, taken intSet }
+
+// pinSlotsIn is pinSlots appending to the groups' Slots, which the caller
+// has emptied, in x's memory.
+func pinSlotsIn(groups []optimizer.Group, mine []*store.SlotRecord, x *pinScratch) {
+	// (Slot indexes of one workload are unique: any sort gives this order.)
+	slices.SortFunc(mine, func(a, b *store.SlotRecord) int { return cmp.Compare(a.Index, b.Index) })
+	n := len(mine)
+	for _, g := range groups {
+		n += max(0, g.Instances)
+	}
+	used, taken := &x.used, &x.taken
+	used.reset(n + 1)
+	taken.reset(n + 1)
+	for _, s := range mine {
+		if State(s.State) != Gone {
+			used.add(s.Index)
+		}
+	}
+	for g := range groups {
 		for _, s := range mine {
 			if len(groups[g].Slots) == groups[g].Instances {
 				break
 			}
-			if live(s) && !taken[s.Index] && sameGroupPool(groups[g], slotPool(s)) {
+			if live(s) && !taken.has(s.Index) && sameGroupPool(groups[g], slotPool(s)) {
 				groups[g].Slots = append(groups[g].Slots, s.Index)
-				taken[s.Index] = true
+				taken.add(s.Index)
 			}
 		}
 	}
@@ -675,23 +811,54 @@ func pinSlots(groups []optimizer.Group, mine []*store.SlotRecord) {
 			if len(groups[g].Slots) == groups[g].Instances {
 				break
 			}
-			if st := State(s.State); (st == Pending || st == Draining) && !taken[s.Index] {
+			if st := State(s.State); (st == Pending || st == Draining) && !taken.has(s.Index) {
 				groups[g].Slots = append(groups[g].Slots, s.Index)
-				taken[s.Index] = true
+				taken.add(s.Index)
 			}
 		}
 	}
 	next := 0
 	for g := range groups {
 		for len(groups[g].Slots) < groups[g].Instances {
-			for used[next] || taken[next] {
+			for used.has(next) || taken.has(next) {
 				next++
 			}
 			groups[g].Slots = append(groups[g].Slots, next)
-			taken[next] = true
+			taken.add(next)
 		}
-		sort.Ints(groups[g].Slots)
+		slices.Sort(groups[g].Slots)
 	}
+}
+
+// intSet is a set of ints: those in [0, reset's n) as flags, any others
+// in a map.
+type intSet struct {
+	small []bool
+	big   map[int]bool
+}
+
+// reset empties the set for members mostly below n.
+func (s *intSet) reset(n int) {
+	s.small = resized(s.small, n)
+	clear(s.big)
+}
+
+func (s *intSet) has(i int) bool {
+	if i >= 0 && i < len(s.small) {
+		return s.small[i]
+	}
+	return s.big[i]
+}
+
+func (s *intSet) add(i int) {
+	if i >= 0 && i < len(s.small) {
+		s.small[i] = true
+		return
+	}
+	if s.big == nil {
+		s.big = map[int]bool{}
+	}
+	s.big[i] = true
 }
 
 // spotPools chooses the spot pools a service spreads over: offers of the
@@ -804,8 +971,12 @@ func zoneOrRegion(zone, region string) string {
 // onDemandOffer is where the service's on-demand replicas go: the plan's
 // on-demand group when it has one not blocked, else the cheapest on-demand offer of
 // the planned GPU model and count that its limits admit and that is not
-// blocked.
-func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
+// blocked. The catalog's candidates are kept in the hedge until the
+// catalog or the policy changes (a service without an on-demand group in
+// its plan looked through every offer of its GPU model every plan), and
+// the answer is the hedge's memory: its caller reads it before the
+// hedge's next plan and never changes it.
+func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
 	if w.Spot == policy.SpotOnly {
 		return nil
 	}
@@ -813,27 +984,43 @@ func onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w policy.Workload, 
 		if g.Capacity != pricing.OnDemand {
 			continue
 		}
-		o := pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
+		o := &hg.od // the hedge's: the offer is read before the next call
+		*o = pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
 			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
-		if !u.Blocked(PoolOf(o, pricing.OnDemand), now) {
-			return &o
+		if !u.Blocked(PoolOf(*o, pricing.OnDemand), now) {
+			return o
 		}
 	}
 	if cat == nil {
 		return nil
 	}
 	ref := p.Groups[0]
-	var best *pricing.Offer
+	if hg.odOffers == nil || hg.odCat != cat || hg.odPol != pol || hg.odGPU != ref.GPU || hg.odCount != ref.GPUsPerInstance {
+		// (The hedge is the workload's; the policy holds the workload.)
+		hg.odOffers = hg.odOffers[:0]
+		for o := range cat.GPUOffers(ref.GPU) { // in key order
+			if o.OnDemandPrice > 0 && o.GPUCount == ref.GPUsPerInstance && policy.RegionAllowed(pol, w, o.Cloud, o.Region, o.Zone) {
+				hg.odOffers = append(hg.odOffers, o)
+			}
+		}
+		if hg.odOffers == nil {
+			hg.odOffers = []pricing.Offer{} // known to have none
+		}
+		hg.odCat, hg.odPol, hg.odGPU, hg.odCount = cat, pol, ref.GPU, ref.GPUsPerInstance
+	}
+	best := -1
 	// In key order: of equal prices the first is the least key.
-	for o := range cat.GPUOffers(ref.GPU) {
-		if o.OnDemandPrice <= 0 || o.GPUCount != ref.GPUsPerInstance || !policy.RegionAllowed(pol, &w, o.Cloud, o.Region, o.Zone) ||
-			u.Blocked(PoolOf(o, pricing.OnDemand), now) {
+	for i := range hg.odOffers {
+		o := &hg.odOffers[i]
+		if u.Blocked(PoolOf(*o, pricing.OnDemand), now) {
 			continue
 		}
-		if best == nil || o.OnDemandPrice < best.OnDemandPrice {
-			o := o
-			best = &o
+		if best < 0 || o.OnDemandPrice < hg.odOffers[best].OnDemandPrice {
+			best = i
 		}
 	}
-	return best
+	if best < 0 {
+		return nil
+	}
+	return &hg.odOffers[best] // read only, like the plan group's below
 }

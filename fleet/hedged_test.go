@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -515,5 +516,42 @@ func TestHedgedSourceKeepsReplicasInFullPools(t *testing.T) {
 	}
 	if w.dropped > 0 {
 		t.Errorf("%d running spot replicas were dropped from the plan in 12 h", w.dropped)
+	}
+}
+
+// The hedging stage hands out a service's last groups again when the
+// groups it builds are equal to them: equalGroups must tell apart groups
+// that differ in any field of optimizer.Group, slots included.
+func TestEqualGroupsComparesEveryField(t *testing.T) {
+	base := optimizer.Group{Slots: []int{0, 1}}
+	typ := reflect.TypeFor[optimizer.Group]()
+	for i := range typ.NumField() {
+		g := base
+		g.Slots = slices.Clone(base.Slots)
+		f := reflect.ValueOf(&g).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Int:
+			f.SetInt(7)
+		case reflect.Float64:
+			f.SetFloat(1.5)
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]int{0, 2}))
+		default:
+			t.Fatalf("optimizer.Group.%s is a %s: teach equalGroups and this test to compare it", typ.Field(i).Name, f.Kind())
+		}
+		if equalGroups([]optimizer.Group{base}, []optimizer.Group{g}) {
+			t.Errorf("groups differing in %s compare equal", typ.Field(i).Name)
+		}
+	}
+	same := cloneGroups([]optimizer.Group{base})
+	if !equalGroups([]optimizer.Group{base}, same) || equalGroups([]optimizer.Group{base}, nil) {
+		t.Error("equal groups compare unequal, or groups compare equal to none")
+	}
+	if &same[0].Slots[0] == &base.Slots[0] {
+		t.Error("cloneGroups shares the slots")
 	}
 }

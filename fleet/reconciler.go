@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,78 @@ type Reconciler struct {
 	lastPlan *optimizer.Plan
 	seen     map[string]bool // dry-run actions already recorded this term
 	tokens   tokenMemo
+	// spare are a finished pass's maps, emptied, for the next pass (nil
+	// while a pass holds them): a pass indexes every slot, record, listed
+	// instance and agent, and allocating those maps anew each pass was a
+	// good part of the fleet simulator's garbage.
+	spare *passMaps
+}
+
+// passMaps are the maps a pass indexes the fleet in.
+type passMaps struct {
+	specs   map[string]*Spec
+	slots   map[string]*store.SlotRecord
+	intents map[string]*store.IntentRecord
+	bySlot  map[string]*store.IntentRecord
+	records map[string]*store.FleetInstanceRecord
+	cloud   map[string]providers.Instance
+	agents  map[string]*store.InstanceRecord
+	// specs of the pass's plans (Desired), their memory for the next
+	// pass's: free holds the kept ones, used those the pass took.
+	free, used [][]Spec
+}
+
+// desired is Desired(plan) in memory a finished pass used.
+func (p *passState) desired(plan *optimizer.Plan) []Spec {
+	m := p.maps
+	var buf []Spec
+	if n := len(m.free); n > 0 {
+		buf, m.free = m.free[n-1], m.free[:n-1]
+	}
+	specs := desiredIn(buf, plan)
+	if specs != nil {
+		m.used = append(m.used, specs)
+	}
+	return specs
+}
+
+// takeMaps returns the spare maps, empty, or nil maps when a pass holds
+// them (Diff beside a pass) or none were kept yet.
+func (r *Reconciler) takeMaps() *passMaps {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.spare
+	r.spare = nil
+	if m == nil {
+		m = &passMaps{}
+	}
+	return m
+}
+
+// keepMaps empties a finished pass's maps and keeps them for the next
+// pass. Nothing the pass hands out (its report, the plan) refers to them.
+func (r *Reconciler) keepMaps(p *passState) {
+	m := &passMaps{specs: p.specs, slots: p.slots, intents: p.intents, bySlot: p.bySlot, records: p.records, cloud: p.cloud, agents: p.agents,
+		free: append(p.maps.free, p.maps.used...)}
+	clear(m.specs)
+	clear(m.slots)
+	clear(m.intents)
+	clear(m.bySlot)
+	clear(m.records)
+	clear(m.cloud)
+	clear(m.agents)
+	r.mu.Lock()
+	r.spare = m
+	r.mu.Unlock()
+}
+
+// emptyMap is m (emptied by keepMaps) or, when nil, a new map for n
+// entries.
+func emptyMap[K comparable, V any](m map[K]V, n int) map[K]V {
+	if m == nil {
+		return make(map[K]V, n)
+	}
+	return m
 }
 
 type launchMark struct {
@@ -142,7 +215,7 @@ func (r *Reconciler) Diff(ctx context.Context) (Report, error) {
 func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Report, error) {
 	r.init()
 	start := time.Now()
-	p, err := r.observe(ctx, write)
+	p, err := r.observe(ctx, write, f)
 	if err != nil {
 		return Report{}, err
 	}
@@ -163,12 +236,13 @@ func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Repor
 		p.describe()
 	}
 	p.rep.Took = time.Since(start)
-	sort.SliceStable(p.rep.Actions, func(i, j int) bool { return p.rep.Actions[i].Slot < p.rep.Actions[j].Slot })
+	slices.SortStableFunc(p.rep.Actions, func(a, b Action) int { return strings.Compare(a.Slot, b.Slot) })
 	if write {
 		r.mu.Lock()
 		r.last = p.rep
 		r.mu.Unlock()
 	}
+	r.keepMaps(p)
 	return p.rep, nil
 }
 
@@ -179,6 +253,12 @@ type passState struct {
 	write bool
 	fence store.Fence
 	acts  bool // Apply mode and not paused
+	// noEvents: the store keeps no events and the pass has no lease
+	// fence, so events are not built (EventDiscarder).
+	noEvents bool
+	// maps are the spare maps the pass indexes in (Reconciler.keepMaps);
+	// nil ones are made sized.
+	maps *passMaps
 
 	specs    map[string]*Spec
 	order    []string // slot ids: desired first (plan order), then the rest
@@ -227,12 +307,16 @@ type terminatePlan struct {
 	reason string
 }
 
-func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error) {
+func (r *Reconciler) observe(ctx context.Context, write bool, f store.Fence) (*passState, error) {
 	now := r.Now().UTC()
-	p := &passState{r: r, now: now, write: write, specs: map[string]*Spec{}, cloud: map[string]providers.Instance{},
-		listed: map[pricing.Cloud]bool{}, agents: map[string]*store.InstanceRecord{}, alive: map[pricing.Cloud]int{},
+	pm := r.takeMaps()
+	p := &passState{r: r, now: now, write: write, maps: pm, specs: emptyMap(pm.specs, 0), cloud: emptyMap(pm.cloud, 0),
+		listed: map[pricing.Cloud]bool{}, agents: emptyMap(pm.agents, 0), alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
+	if d, ok := r.Store.(EventDiscarder); ok && f.Lease == "" {
+		p.noEvents = d.DiscardsEvents()
+	}
 	pause, err := r.Store.Paused(ctx)
 	if err != nil {
 		return nil, err
@@ -286,8 +370,10 @@ func (r *Reconciler) observe(ctx context.Context, write bool) (*passState, error
 		r.lastPlan = plan
 		r.mu.Unlock()
 	}
-	specs := Desired(plan)
-	p.specs = make(map[string]*Spec, len(specs))
+	specs := p.desired(plan)
+	if pm.specs == nil {
+		p.specs = make(map[string]*Spec, len(specs))
+	}
 	for i := range specs {
 		s := &specs[i]
 		p.specs[s.ID] = s
@@ -313,10 +399,11 @@ func (p *passState) read(ctx context.Context) error {
 		return err
 	}
 	// Sized from the state: a pass builds these every time.
-	p.slots = make(map[string]*store.SlotRecord, len(st.Slots))
-	p.bySlot = make(map[string]*store.IntentRecord, len(st.Slots))
-	p.intents = make(map[string]*store.IntentRecord, len(st.Intents))
-	p.records = make(map[string]*store.FleetInstanceRecord, len(st.Instances))
+	pm := p.maps
+	p.slots = emptyMap(pm.slots, len(st.Slots))
+	p.bySlot = emptyMap(pm.bySlot, len(st.Slots))
+	p.intents = emptyMap(pm.intents, len(st.Intents))
+	p.records = emptyMap(pm.records, len(st.Instances))
 	for i := range st.Slots {
 		s := &st.Slots[i]
 		p.slots[s.ID] = s
@@ -350,7 +437,9 @@ func (p *passState) read(ctx context.Context) error {
 		}
 		p.listed[c] = true
 		if len(p.cloud) == 0 {
-			p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+			if pm.cloud == nil {
+				p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+			}
 			p.cloudIDs = make([]string, 0, len(list))
 		}
 		for _, in := range list {
@@ -370,7 +459,9 @@ func (p *passState) read(ctx context.Context) error {
 			return fmt.Errorf("reading agent registrations: %w", err)
 		}
 		// By pointer into the listing: a pass reads a few fields of some.
-		p.agents = make(map[string]*store.InstanceRecord, len(recs))
+		if pm.agents == nil {
+			p.agents = make(map[string]*store.InstanceRecord, len(recs))
+		}
 		for i := range recs {
 			p.agents[recs[i].ID] = &recs[i]
 		}
@@ -380,7 +471,18 @@ func (p *passState) read(ctx context.Context) error {
 
 // --- bookkeeping ---
 
+// EventDiscarder is a Store that keeps no events (the fleet simulator's
+// MemStore without OnEvent). A pass writing without a lease fence (whose
+// events-only writes the store would check against the lease) then does
+// not build its events: a message and a JSON document per slot move.
+type EventDiscarder interface {
+	DiscardsEvents() bool
+}
+
 func (p *passState) event(kind, instance, workload, msg string, data any) {
+	if p.noEvents {
+		return
+	}
 	ev := store.EventRecord{At: p.now, Kind: kind, Instance: instance, Workload: workload, Message: msg}
 	if data != nil {
 		ev.Data, _ = json.Marshal(data)
@@ -410,6 +512,9 @@ func (p *passState) move(s *store.SlotRecord, to State, reason string) {
 		if p.write && p.r.Metrics != nil && !s.LaunchedAt.IsZero() {
 			p.r.Metrics.timeToRunning.Observe(p.now.Sub(s.LaunchedAt).Seconds())
 		}
+	}
+	if p.noEvents {
+		return
 	}
 	p.event("fleet.slot", s.InstanceID, s.Workload, fmt.Sprintf("slot %s: %s → %s: %s", s.ID, orNone(string(from)), to, reason),
 		slotMove{Slot: s.ID, From: from, To: to, Reason: reason, Generation: s.Generation, Cloud: s.Cloud,
@@ -885,9 +990,11 @@ func (p *passState) flush(ctx context.Context) error {
 			p.changes.Instances = append(p.changes.Instances, *rec)
 		}
 	}
-	sort.Slice(p.changes.Slots, func(i, j int) bool { return p.changes.Slots[i].ID < p.changes.Slots[j].ID })
-	sort.Slice(p.changes.Intents, func(i, j int) bool { return p.changes.Intents[i].Token < p.changes.Intents[j].Token })
-	sort.Slice(p.changes.Instances, func(i, j int) bool { return p.changes.Instances[i].ID < p.changes.Instances[j].ID })
+	// (Keys are unique: any sort gives this order. slices' sorts do not
+	// allocate as sort.Slice does, and a pass flushes once per launch.)
+	slices.SortFunc(p.changes.Slots, func(a, b store.SlotRecord) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(p.changes.Intents, func(a, b store.IntentRecord) int { return strings.Compare(a.Token, b.Token) })
+	slices.SortFunc(p.changes.Instances, func(a, b store.FleetInstanceRecord) int { return strings.Compare(a.ID, b.ID) })
 	err := p.r.Store.Apply(ctx, p.fence, p.changes)
 	p.r.tokens.forget(p.changes.DeleteSlots)
 	p.changes = store.FleetChanges{}

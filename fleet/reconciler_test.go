@@ -3,7 +3,10 @@ package fleet
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -710,5 +713,124 @@ func TestDiffDoesNotStepTheChain(t *testing.T) {
 	e.r.NewTerm()
 	if _, err := e.r.Diff(context.Background()); err != nil || plans.calls != calls+1 {
 		t.Fatalf("diff in a new term: %d plans asked, %v; want one more", plans.calls-calls, err)
+	}
+}
+
+// A pass keeps its maps for the next one, emptied; a Diff beside a pass
+// takes maps of its own (the race detector checks they share nothing).
+func TestPassMapsAreKeptEmptyAndNeverShared(t *testing.T) {
+	e := newEnv(t, testPolicy)
+	e.pass()
+	m := e.r.spare
+	if m == nil || m.slots == nil || m.specs == nil || m.cloud == nil || m.records == nil {
+		t.Fatalf("no maps kept after a pass: %+v", m)
+	}
+	if n := len(m.specs) + len(m.slots) + len(m.intents) + len(m.bySlot) + len(m.records) + len(m.cloud) + len(m.agents); n != 0 {
+		t.Fatalf("kept maps hold %d entries; want them empty", n)
+	}
+	e.step(time.Minute)
+	if e.r.spare == nil || reflect.ValueOf(e.r.spare.slots).UnsafePointer() != reflect.ValueOf(m.slots).UnsafePointer() {
+		t.Fatal("the next pass did not reuse the kept maps")
+	}
+	if len(e.slots()) == 0 {
+		t.Fatal("no slots after two passes")
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := e.r.Diff(t.Context()); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := e.r.Reconcile(t.Context(), e.fence()); err != nil {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
+	}
+}
+
+// A pass builds its slots in memory an earlier pass used: over any earlier
+// answer (another plan, fewer or more slots, pinned slot numbers) the
+// slots must be Desired's.
+func TestDesiredOverAnEarlierAnswerIsDesired(t *testing.T) {
+	base := planOf(t, testPolicy)
+	pinned := *base
+	pinned.Placements = slices.Clone(base.Placements)
+	pinned.Placements[0].Groups = slices.Clone(base.Placements[0].Groups)
+	pinned.Placements[0].Groups[0].Slots = []int{3, 1}
+	renamed := *base
+	renamed.Placements = slices.Clone(base.Placements)
+	renamed.Placements[0].Workload = "other"
+	grown := *base
+	grown.Placements = append(slices.Clone(base.Placements), renamed.Placements[0])
+	plans := []*optimizer.Plan{base, &pinned, &renamed, &grown, {}}
+	for i, before := range plans {
+		for j, plan := range plans {
+			got := desiredIn(Desired(before), plan)
+			if want := Desired(plan); !reflect.DeepEqual(got, want) {
+				t.Errorf("plan %d over plan %d's slots:\n%+v\nwant\n%+v", j, i, got, want)
+			}
+		}
+	}
+}
+
+// eventCounting is a store that counts the events written to it and may
+// say it keeps none.
+type eventCounting struct {
+	Store
+	discards bool
+	events   int
+	slots    int
+}
+
+func (s *eventCounting) DiscardsEvents() bool { return s.discards }
+
+func (s *eventCounting) Apply(ctx context.Context, f store.Fence, c store.FleetChanges) error {
+	s.events += len(c.Events)
+	s.slots += len(c.Slots)
+	return s.Store.Apply(ctx, f, c)
+}
+
+// A pass builds no events for a store that keeps none, when it writes
+// without a lease fence (with one, an events-only write is still checked
+// against the lease, so the events stay); everything else it writes is
+// the same.
+func TestNoEventsForAStoreThatKeepsNone(t *testing.T) {
+	slotsWritten := map[string]int{}
+	for _, c := range []struct {
+		name            string
+		discards, fence bool
+		wantEvents      bool
+	}{
+		{"keeps events", false, false, true},
+		{"keeps none", true, false, false},
+		{"keeps none, fenced pass", true, true, true},
+	} {
+		e := newEnv(t, testPolicy)
+		st := &eventCounting{Store: e.r.Store, discards: c.discards}
+		e.r.Store = st
+		for range 3 {
+			f := store.Fence{Now: e.clk.Now()}
+			if c.fence {
+				e.lead(e.holder)
+				f = e.fence()
+			}
+			if _, err := e.r.Reconcile(t.Context(), f); err != nil {
+				t.Fatal(err)
+			}
+			e.clk.Add(time.Minute)
+		}
+		if got := st.events > 0; got != c.wantEvents {
+			t.Errorf("%s: %d events written; want some: %v", c.name, st.events, c.wantEvents)
+		}
+		slotsWritten[c.name] = st.slots
+	}
+	if slotsWritten["keeps none"] != slotsWritten["keeps events"] || slotsWritten["keeps none"] == 0 {
+		t.Errorf("slot records written: %v; want the same, with or without events", slotsWritten)
 	}
 }

@@ -49,6 +49,10 @@ type ScaledSource struct {
 	// at the same instant on the same inner plan gets the same answer.
 	lastIn, lastOut *optimizer.Plan
 	lastAt          time.Time
+	// reuse and bufs: ChainConfig.ReusePlanMemory.
+	reuse bool
+	bufs  placementBufs
+	index indexCache
 }
 
 // Plan returns the inner plan with inference replicas resized.
@@ -58,7 +62,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		// (Inside a pass the last plan usually stands: see below.)
 		pre = s.prefetch(ctx)
 	}
-	plan, _, byName, now, ok, err := stageInput(ctx, s.Inner, u, s.Policy, s.Now)
+	plan, _, byName, now, ok, err := stageInput(ctx, s.Inner, u, s.Policy, s.Now, &s.index)
 	if pre != nil {
 		<-pre.done
 	}
@@ -80,11 +84,14 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	// fleet per plan was a good part of the fleet simulator's garbage.
 	out := *plan
 	copied := false
-	for i, p := range plan.Placements {
-		w, ok := byName.get(p.Workload)
-		if !ok || w.Kind != policy.Inference || len(p.Groups) == 0 {
+	for i := range plan.Placements {
+		// (The placement and the workload are copied only for the
+		// services: a plan holds a thousand placements.)
+		wp := byName[plan.Placements[i].Workload]
+		if wp == nil || wp.Kind != policy.Inference || len(plan.Placements[i].Groups) == 0 {
 			continue
 		}
+		p, w := plan.Placements[i], *wp
 		planned := 0
 		for _, g := range p.Groups {
 			planned += g.Instances
@@ -112,7 +119,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		s.last[w.Name] = d
 		if d.Desired != planned {
 			if !copied {
-				out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
+				out.Placements = s.bufs.copyOf(plan.Placements, s.reuse)
 				copied = true
 			}
 			out.Placements[i] = resize(p, d.Desired)
@@ -120,7 +127,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	// A service that left the policy takes its scaler and decision with it.
 	for name := range s.scaler {
-		if w, ok := byName.get(name); !ok || w.Kind != policy.Inference {
+		if w := byName[name]; w == nil || w.Kind != policy.Inference {
 			delete(s.scaler, name)
 			delete(s.last, name)
 		}

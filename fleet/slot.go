@@ -87,7 +87,12 @@ func SlotID(workload string, index int) string { return workload + "/" + strconv
 // job, one per inference replica (hedge replicas included), numbered in
 // the plan's group order so the same plan gives the same identities, or by
 // the groups' pinned Slots where a live stage set them.
-func Desired(plan *optimizer.Plan) []Spec {
+func Desired(plan *optimizer.Plan) []Spec { return desiredIn(nil, plan) }
+
+// desiredIn is Desired in buf's memory, which may hold an earlier answer:
+// a slot's id string is taken from the entry it replaces when that was the
+// same slot (plans change little from pass to pass).
+func desiredIn(buf []Spec, plan *optimizer.Plan) []Spec {
 	if plan == nil {
 		return nil
 	}
@@ -100,7 +105,11 @@ func Desired(plan *optimizer.Plan) []Spec {
 	if n == 0 {
 		return nil
 	}
-	out := make([]Spec, 0, n) // sized once: a pass builds it and re-plans rebuild it
+	out := buf[:0]
+	if cap(out) < n {
+		out = make([]Spec, 0, n) // sized once: a pass builds it and re-plans rebuild it
+	}
+	old := out[:cap(out)]
 	for _, p := range plan.Placements {
 		var alt []pricing.Offer
 		gang := p.Kind != string(policy.Inference) && placementInstances(p) > 1
@@ -122,7 +131,12 @@ func Desired(plan *optimizer.Plan) []Spec {
 				if len(g.Slots) == g.Instances {
 					slot = g.Slots[j] // pinned by a live stage (HedgedSource)
 				}
-				out = append(out, Spec{ID: SlotID(p.Workload, slot), Workload: p.Workload, Kind: p.Kind, Index: slot,
+				i := len(out)
+				id := old[i].ID
+				if old[i].Index != slot || old[i].Workload != p.Workload || id == "" {
+					id = SlotID(p.Workload, slot)
+				}
+				out = append(out, Spec{ID: id, Workload: p.Workload, Kind: p.Kind, Index: slot,
 					Offer: pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType,
 						GPU: g.GPU, GPUCount: g.GPUsPerInstance},
 					Capacity: g.Capacity, PricePerHour: g.PricePerHour, Alternatives: a, Move: g.Move})

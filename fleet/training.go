@@ -139,6 +139,10 @@ type TrainingSource struct {
 	// placed in a pool blocked since.
 	lastIn, lastOut *optimizer.Plan
 	lastAt          time.Time
+	// reuse and bufs: ChainConfig.ReusePlanMemory.
+	reuse bool
+	bufs  placementBufs
+	index indexCache
 }
 
 // shapeKey is a cloud, region and instance type.
@@ -239,7 +243,7 @@ type livePool struct {
 // Plan returns the inner plan with each live training placement set to its
 // policy's decision.
 func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
-	plan, _, byName, now, ok, err := stageInput(ctx, t.Inner, u, t.Policy, t.Now)
+	plan, _, byName, now, ok, err := stageInput(ctx, t.Inner, u, t.Policy, t.Now, &t.index)
 	if !ok {
 		return plan, err
 	}
@@ -247,10 +251,10 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	// plan, not scanned whole for every job.
 	var slots map[string][]*store.SlotRecord
 	loaded := false
-	out := *plan
-	out.Placements = append([]optimizer.Placement(nil), plan.Placements...)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	out := *plan
+	out.Placements = t.bufs.copyOf(plan.Placements, t.reuse)
 	if t.jobs == nil {
 		t.jobs = map[string]*liveJob{}
 	}
@@ -258,11 +262,14 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	// inner plan): the jobs whose decision stands in a pool that is not
 	// blocked keep it; those placed in a blocked pool decide again.
 	again := inPass(ctx) && plan == t.lastIn && now.Equal(t.lastAt) && t.lastOut != nil && len(t.lastOut.Placements) == len(out.Placements)
-	for i, p := range out.Placements {
-		w, ok := byName.get(p.Workload)
-		if !ok || !liveTraining(w) || len(p.Groups) == 0 {
+	for i := range out.Placements {
+		// (The placement and the workload are copied only for the jobs:
+		// a plan holds a thousand placements.)
+		wp := byName[out.Placements[i].Workload]
+		if wp == nil || !liveTraining(wp) || len(out.Placements[i].Groups) == 0 {
 			continue
 		}
+		p, w := out.Placements[i], *wp
 		if again {
 			if last := t.lastOut.Placements[i]; last.Workload == p.Workload && !placedInBlocked(last, u, now) {
 				out.Placements[i] = last
@@ -291,7 +298,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	// A job that left the policy (or no longer runs on spot with a
 	// deadline) takes its state and its decision with it.
 	for name := range t.jobs {
-		if w, ok := byName.get(name); !ok || !liveTraining(w) {
+		if w := byName[name]; w == nil || !liveTraining(w) {
 			delete(t.jobs, name)
 		}
 	}
@@ -334,7 +341,7 @@ func (t *TrainingSource) log() *slog.Logger {
 
 // liveTraining says whether a workload's placement is the stage's: a job
 // with a deadline that may run on spot.
-func liveTraining(w policy.Workload) bool {
+func liveTraining(w *policy.Workload) bool {
 	return (w.Kind == policy.Training || w.Kind == policy.Batch) && w.Deadline > 0 && w.Spot != policy.SpotNever
 }
 

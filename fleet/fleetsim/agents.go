@@ -24,19 +24,35 @@ type agents struct {
 	recs map[string]*store.InstanceRecord
 	byWL map[string]map[string]*store.InstanceRecord
 	// all is recs sorted by id, rebuilt after an agent comes or goes: the
-	// reconciler lists every agent every pass.
-	all []*store.InstanceRecord
+	// reconciler lists every agent every pass. sorted is the same per
+	// workload, rebuilt after one of the workload's agents comes or goes:
+	// the autoscaler lists each service's agents every pass.
+	all    []*store.InstanceRecord
+	sorted map[string][]*store.InstanceRecord
 	// running counts each workload's agents in state running (Sim.ready).
 	running map[string]int
 	// util is each inference service's per-replica utilisation (0..1).
 	util map[string]float64
 	// lists caches ListInstances' answers, by workload and state, until an
-	// agent comes, goes or changes, a utilisation changes or the clock
-	// moves: the reconciler, the autoscaler and hedging list the same
-	// agents several times a pass. Every caller shares an answer and only
-	// reads it.
-	lists   map[[2]string][]store.InstanceRecord
-	listsAt time.Time
+	// agent comes, goes or changes, a utilisation changes (gen moves) or
+	// the clock moves: the reconciler, the autoscaler and hedging list the
+	// same agents several times a pass. Every caller shares an answer and
+	// only reads it.
+	lists map[[2]string]*agentList
+	gen   int
+}
+
+// agentList is one cached answer: taken at at, for the agents' gen. An
+// answer of an earlier instant lends its memory to the next: a simulated
+// pass reads, plans and acts at one instant, and nothing keeps an answer
+// across passes (the reconciler's pass, the hedging stage and the
+// autoscaler's samples read it within the pass), so by the time the clock
+// moves every reader is done with it. An answer dropped within an instant
+// (the agents changed) may still be read in that pass and is never reused.
+type agentList struct {
+	out []store.InstanceRecord
+	at  time.Time
+	gen int
 }
 
 func newAgents(now func() time.Time) *agents {
@@ -52,20 +68,25 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !now.Equal(a.listsAt) || a.lists == nil {
-		a.lists, a.listsAt = map[[2]string][]store.InstanceRecord{}, now
-	}
 	key := [2]string{workload, state}
-	if out, ok := a.lists[key]; ok {
-		return out, nil
+	e := a.lists[key]
+	if e != nil && e.at.Equal(now) && e.gen == a.gen {
+		return e.out, nil
 	}
 	var recs []*store.InstanceRecord
 	if workload != "" {
 		// The autoscaler samples one service at a time.
-		for _, r := range a.byWL[workload] {
-			recs = append(recs, r)
+		var ok bool
+		if recs, ok = a.sorted[workload]; !ok {
+			for _, r := range a.byWL[workload] {
+				recs = append(recs, r)
+			}
+			sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
+			if a.sorted == nil {
+				a.sorted = map[string][]*store.InstanceRecord{}
+			}
+			a.sorted[workload] = recs
 		}
-		sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
 	} else {
 		if a.all == nil {
 			a.all = make([]*store.InstanceRecord, 0, len(a.recs))
@@ -76,7 +97,12 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 		}
 		recs = a.all
 	}
-	out := make([]store.InstanceRecord, 0, len(recs))
+	var out []store.InstanceRecord
+	if e != nil && !e.at.Equal(now) && e.out != nil && cap(e.out) >= len(recs) {
+		out = e.out[:0] // an earlier instant's: its readers are done
+	} else {
+		out = make([]store.InstanceRecord, 0, len(recs))
+	}
 	for _, r := range recs {
 		if state != "" && r.State != state {
 			continue
@@ -86,12 +112,19 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 		x.Utilization = a.util[r.Workload]
 		out = append(out, x)
 	}
-	a.lists[key] = out
+	if e == nil {
+		if a.lists == nil {
+			a.lists = map[[2]string]*agentList{}
+		}
+		e = &agentList{}
+		a.lists[key] = e
+	}
+	e.out, e.at, e.gen = out, now, a.gen
 	return out, nil
 }
 
 // changed drops the cached lists (a.mu held).
-func (a *agents) changed() { a.lists = nil }
+func (a *agents) changed() { a.gen++ }
 
 // setUtil sets a service's per-replica utilisation.
 func (a *agents) setUtil(workload string, u float64) {
@@ -118,6 +151,7 @@ func (a *agents) add(r *store.InstanceRecord) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.all = nil
+	delete(a.sorted, r.Workload)
 	a.changed()
 	a.recs[r.ID] = r
 	a.countRunning(r, 1)
@@ -132,6 +166,7 @@ func (a *agents) remove(id string) {
 	defer a.mu.Unlock()
 	if r := a.recs[id]; r != nil {
 		a.all = nil
+		delete(a.sorted, r.Workload)
 		a.changed()
 		delete(a.byWL[r.Workload], id)
 		delete(a.recs, id)

@@ -25,6 +25,15 @@ type MemStore struct {
 	// OnEvent, when set, receives every event Apply writes (the simulator
 	// counts moves; store.Fleet writes them to the events table).
 	OnEvent func(store.EventRecord)
+	// Recycle makes Load and the shared snapshot reuse memory their
+	// readers are done with, for one reader of Load whose calls come one
+	// after another (a reconciler's passes, without Diff) and View readers
+	// that do not read a state across a change of it (a plan stage reads
+	// the fleet within its plan; Apply comes after): Load writes its
+	// answer over its previous one, and a new snapshot is built over the
+	// one before the last. The fleet simulator sets it: a pass copied every
+	// record twice into new memory, a good part of its garbage.
+	Recycle bool
 
 	mu      sync.Mutex
 	slots   map[string]store.SlotRecord
@@ -45,6 +54,9 @@ type MemStore struct {
 	// (never in place: View's readers may still hold the previous one).
 	snap  store.FleetState
 	dirty bool
+	// With Recycle: the snapshot before snap, and Load's last answer,
+	// whose memory the next ones reuse.
+	spare, loaded store.FleetState
 	// The snapshot's keys, kept sorted as records come and go.
 	slotIDs, instIDs []string
 	// What changed since the snapshot: while no slot or instance came or
@@ -83,6 +95,10 @@ func NewMemStore() *MemStore {
 		slotGen: map[slotGen]string{}, lastGen: map[string]int{}, unsettled: map[string]bool{}, launched: map[string]map[string]bool{}, insts: map[string]store.FleetInstanceRecord{}, dirty: true,
 		changedSlots: map[string]bool{}, changedInsts: map[string]bool{}}
 }
+
+// DiscardsEvents implements fleet.EventDiscarder: without OnEvent, Apply
+// drops every event.
+func (m *MemStore) DiscardsEvents() bool { return m.OnEvent == nil }
 
 // SetLease makes holder the holder of lease name at epoch until expires;
 // Apply then refuses fences of any other term (store.ErrFenced).
@@ -151,11 +167,19 @@ func (m *MemStore) Load(context.Context) (store.FleetState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.snapshot()
-	return store.FleetState{
-		Slots:     append([]store.SlotRecord(nil), st.Slots...),
-		Intents:   append([]store.IntentRecord(nil), st.Intents...),
-		Instances: append([]store.FleetInstanceRecord(nil), st.Instances...),
-	}, nil
+	var out store.FleetState
+	if m.Recycle {
+		out = m.loaded
+	}
+	out = store.FleetState{
+		Slots:     append(out.Slots[:0], st.Slots...),
+		Intents:   append(out.Intents[:0], st.Intents...),
+		Instances: append(out.Instances[:0], st.Instances...),
+	}
+	if m.Recycle {
+		m.loaded = out
+	}
+	return out, nil
 }
 
 // View returns a fleet reader (fleet.FleetReader) whose Load returns the
@@ -183,30 +207,69 @@ func (m *MemStore) snapshot() store.FleetState {
 	if !m.dirty {
 		return m.snap
 	}
-	var st store.FleetState
+	// New slices (readers may hold the last ones), or with Recycle the
+	// memory of the snapshot before the last.
+	var st, buf store.FleetState
+	if m.Recycle {
+		buf = m.spare
+	}
 	if !m.keysChanged && len(m.snap.Slots) == len(m.slotIDs) && len(m.snap.Instances) == len(m.instIDs) {
 		// Same keys: the last snapshot with the changed records patched
-		// in, into new slices (readers may hold the last ones).
-		st.Slots = slices.Clone(m.snap.Slots)
+		// in.
+		if m.Recycle {
+			st.Slots = append(buf.Slots[:0], m.snap.Slots...)
+		} else {
+			st.Slots = slices.Clone(m.snap.Slots)
+		}
 		for id := range m.changedSlots {
 			if i, ok := slices.BinarySearch(m.slotIDs, id); ok {
 				st.Slots[i] = m.slots[id]
 			}
 		}
-		st.Instances = slices.Clone(m.snap.Instances)
+		if m.Recycle {
+			st.Instances = append(buf.Instances[:0], m.snap.Instances...)
+		} else {
+			st.Instances = slices.Clone(m.snap.Instances)
+		}
 		for id := range m.changedInsts {
 			if i, ok := slices.BinarySearch(m.instIDs, id); ok {
 				st.Instances[i] = m.insts[id]
 			}
 		}
 	} else {
-		st.Slots = make([]store.SlotRecord, 0, len(m.slotIDs))
-		for _, id := range m.slotIDs {
-			st.Slots = append(st.Slots, m.slots[id])
+		if m.Recycle && cap(buf.Slots) >= len(m.slotIDs) {
+			st.Slots = buf.Slots[:0]
+		} else {
+			st.Slots = make([]store.SlotRecord, 0, len(m.slotIDs))
 		}
-		st.Instances = make([]store.FleetInstanceRecord, 0, len(m.instIDs))
+		// A merge with the last snapshot (both in id order): the records
+		// that did not change since are copied from it, not looked up.
+		old, j := m.snap.Slots, 0
+		for _, id := range m.slotIDs {
+			for j < len(old) && old[j].ID < id {
+				j++
+			}
+			if j < len(old) && old[j].ID == id && !m.changedSlots[id] {
+				st.Slots = append(st.Slots, old[j])
+			} else {
+				st.Slots = append(st.Slots, m.slots[id])
+			}
+		}
+		if m.Recycle && cap(buf.Instances) >= len(m.instIDs) {
+			st.Instances = buf.Instances[:0]
+		} else {
+			st.Instances = make([]store.FleetInstanceRecord, 0, len(m.instIDs))
+		}
+		oldI, j := m.snap.Instances, 0
 		for _, id := range m.instIDs {
-			st.Instances = append(st.Instances, m.insts[id])
+			for j < len(oldI) && oldI[j].ID < id {
+				j++
+			}
+			if j < len(oldI) && oldI[j].ID == id && !m.changedInsts[id] {
+				st.Instances = append(st.Instances, oldI[j])
+			} else {
+				st.Instances = append(st.Instances, m.insts[id])
+			}
 		}
 	}
 	clear(m.changedSlots)
@@ -214,10 +277,17 @@ func (m *MemStore) snapshot() store.FleetState {
 	m.keysChanged = false
 	toks := slices.Sorted(maps.Keys(m.unsettled))
 	if len(toks) > 0 {
-		st.Intents = make([]store.IntentRecord, 0, len(toks))
+		if m.Recycle && cap(buf.Intents) >= len(toks) {
+			st.Intents = buf.Intents[:0]
+		} else {
+			st.Intents = make([]store.IntentRecord, 0, len(toks))
+		}
 	}
 	for _, tok := range toks {
 		st.Intents = append(st.Intents, m.intents[tok])
+	}
+	if m.Recycle {
+		m.spare = m.snap
 	}
 	m.snap, m.dirty = st, false
 	return st

@@ -176,9 +176,21 @@ func normalize(st store.FleetState) store.FleetState {
 // and View with the records the batches leave, sorted: the snapshot
 // patched in place of a rebuild must not lose or misplace a change.
 func TestMemStoreSnapshotFollowsEveryChange(t *testing.T) {
+	for _, recycle := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recycle=%v", recycle), func(t *testing.T) { testSnapshotFollowsEveryChange(t, recycle) })
+	}
+}
+
+// testSnapshotFollowsEveryChange applies random changes and loads after
+// each. With Recycle, Load's answer is changed by its reader (as the
+// reconciler does) and the View's answer of the step before must still
+// read as it did: memory is reused only one change later.
+func testSnapshotFollowsEveryChange(t *testing.T, recycle bool) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	m := NewMemStore()
+	m.Recycle = recycle
+	var lastView, lastWant store.FleetState
 	slots := map[string]store.SlotRecord{}
 	insts := map[string]store.FleetInstanceRecord{}
 	for step := 0; step < 400; step++ {
@@ -231,6 +243,19 @@ func TestMemStoreSnapshotFollowsEveryChange(t *testing.T) {
 				t.Fatalf("step %d: %s\n%+v\nwant\n%+v", step, name, st, want)
 			}
 		}
+		for i := range got.Slots {
+			got.Slots[i].State = "changed by the reader"
+		}
+		for i := range got.Instances {
+			got.Instances[i].State = "changed by the reader"
+		}
+		if step > 0 && !reflect.DeepEqual(normalize(lastView), normalize(lastWant)) {
+			t.Fatalf("step %d: the last step's view changed after one change:\n%+v\nwant\n%+v", step, lastView, lastWant)
+		}
+		if again, _ := m.View().Load(ctx); !reflect.DeepEqual(normalize(again), normalize(want)) {
+			t.Fatalf("step %d: changing Load's answer changed the view", step)
+		}
+		lastView, lastWant = view, want
 	}
 }
 

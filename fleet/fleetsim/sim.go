@@ -198,6 +198,9 @@ func New(cfg Config) (*Sim, error) {
 		traces: map[string]*traceIndex{}, insts: map[string]*instInfo{}, live: map[string]*instInfo{}, liveSpot: map[providers.PoolKey]int{},
 		prices: map[providers.PoolKey]poolPrice{}, jobs: map[string]*job{}, svcs: map[string]*service{}, stats: map[string]*WorkloadReport{},
 		slotPool: map[string]providers.PoolKey{}, tokens: map[string]string{}, acc: map[string]*acc{}}
+	// The reconciler is the store's one Load reader, pass after pass, and
+	// the plan stages read its View within a plan: they may share memory.
+	s.store.Recycle = true
 	s.agents = newAgents(s.clk.Now)
 	for i := range cfg.Traces {
 		t := &cfg.Traces[i]
@@ -227,7 +230,10 @@ func New(cfg Config) (*Sim, error) {
 	sort.Slice(clouds, func(i, j int) bool { return clouds[i] < clouds[j] })
 	for i, c := range clouds {
 		fc := fake.NewCompute(fake.ComputeConfig{Cloud: c, Offers: byCloud[c], Traces: cfg.Traces, Seed: cfg.Seed + uint64(i)*0x9e37,
-			SpotScale: cfg.SpotScale, Start: cfg.Start, Now: s.clk.Now, LaunchLatency: cfg.LaunchLatency})
+			SpotScale: cfg.SpotScale, Start: cfg.Start, Now: s.clk.Now, LaunchLatency: cfg.LaunchLatency,
+			// The reconciler, the only caller of List, reads the listing's
+			// tags and copies what it needs, one pass at a time.
+			ShareTags: true, ReuseList: true})
 		fc.SetLifecycle(fake.Lifecycle{OnRunning: s.onRunning, OnGone: s.onGone})
 		fc.OnNotice(s.onNotice)
 		s.computes[c] = fc
@@ -245,6 +251,9 @@ func New(cfg Config) (*Sim, error) {
 		// A full solve per pool block does not scale to a thousand
 		// workloads over a month (see fleet.SolverSource.Incremental).
 		IncrementalReplan: true,
+		// Nothing keeps a plan beyond the next: the plan tap keeps the
+		// latest, and the simulator runs no Diff.
+		ReusePlanMemory: true,
 		// The live training stage reads the fleet's slots and the jobs'
 		// reported progress: s.store.View() reads the fleet without a copy, and
 		// Sim.JobProgress is what the simulated agents report.

@@ -3,7 +3,7 @@ package spotpolicy
 import (
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -103,8 +103,24 @@ func (inferenceOnDemand) Decide(s *InferenceState) Fleet {
 // spread places n spot replicas over zones with capacity, one per zone per
 // round in order of score (best first), so a zone's loss costs few.
 func spread(zones []Zone, n int, score func(Zone) float64) []int {
+	return spreadIn(zones, n, spreadOrder(zones, score))
+}
+
+// spreadOrder is the zones in spread's order: by score, best first, ties
+// in zone order. Each zone's score is taken once (sorting called the score
+// function for every comparison).
+func spreadOrder(zones []Zone, score func(Zone) float64) []int {
+	scores := make([]float64, len(zones))
+	for i, z := range zones {
+		scores[i] = score(z)
+	}
+	return sortedPools(len(zones), func(i int) float64 { return scores[i] })
+}
+
+// spreadIn is spread over the zones in a given order (spreadOrder): a
+// policy that tries several replica counts on one state sorts once.
+func spreadIn(zones []Zone, n int, order []int) []int {
 	out := make([]int, len(zones))
-	order := sortedPools(len(zones), func(i int) float64 { return score(zones[i]) })
 	for placed := 0; placed < n; {
 		progress := false
 		for _, k := range order {
@@ -200,6 +216,12 @@ type AdaptiveInference struct {
 	windows []lossWindows
 	// survCache[k][n] is survival(k, n) at the current tick.
 	survCache [][][]float64
+	// Scratch of hedge, kept between calls (a policy decides for one
+	// service, one tick at a time).
+	surv [][]float64
+	risk riskScratch
+	// noPrune sizes the hedge of every replica count (a test compares).
+	noPrune bool
 }
 
 // NewAdaptiveInference returns the policy with cfg.
@@ -242,13 +264,20 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	// replicas the risk model still asks for with it.
 	var sp []int
 	od, risky, bestCost, placed := 0, false, math.Inf(1), -1
+	order := spreadOrder(s.Zones, score) // the same for every candidate
 	for extra := cfg.Extra; extra <= cfg.Extra+s.Target; extra++ {
-		cand := spread(s.Zones, s.Target+extra, score)
+		cand := spreadIn(s.Zones, s.Target+extra, order)
 		n := sum(cand)
 		if n == placed {
 			break // no zone can take more
 		}
 		placed = n
+		if float64(n)*spotP >= bestCost-1e-9 && !a.noPrune {
+			// Its spot alone costs as much as the best plan so far: with
+			// any on-demand hedge (never negative) it cannot be cheaper,
+			// so the risk model need not size one.
+			continue
+		}
 		o, r := a.hedge(s, cand, rho, risk)
 		if c := float64(n)*spotP + float64(o)*odP; c < bestCost-1e-9 {
 			sp, od, risky, bestCost = cand, o, r, c
@@ -309,11 +338,12 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64
 	}
 	od = max(0, s.Target+cfg.Spare-min(readySpot, stable))
 	if cfg.Risk > 0 {
-		surv := make([][]float64, len(s.Zones))
+		surv := a.surv[:0]
 		for k := range s.Zones {
-			surv[k] = a.survival(s, k, sp[k])
+			surv = append(surv, a.survival(s, k, sp[k]))
 		}
-		r := riskHedge(s.Target, surv, risk, rho)
+		a.surv = surv
+		r := a.risk.hedge(s.Target, surv, risk, rho)
 		od, risky = max(od, r), r >= s.Target
 	}
 	if open < cfg.Zones {
@@ -341,10 +371,16 @@ func (w *lossWindows) observe(c, want int) {
 	if w.seen < len(w.caps) {
 		return
 	}
-	first := w.caps[w.seen%len(w.caps)] // the oldest
+	o := w.seen % len(w.caps)
+	first := w.caps[o] // the oldest
+	// The least of the others (the ring but the oldest), without a
+	// division per entry: every service's zones, every tick.
 	least := math.MaxInt
-	for i := 1; i < len(w.caps); i++ {
-		least = min(least, w.caps[(w.seen+i)%len(w.caps)])
+	for _, x := range w.caps[:o] {
+		least = min(least, x)
+	}
+	for _, x := range w.caps[o+1:] {
+		least = min(least, x)
 	}
 	if least >= min(first, want) {
 		return // no loss the service would have felt
@@ -489,14 +525,47 @@ func allOrNothing(n int, fail float64) []float64 {
 // of all zones coinciding) with weight rho, rho being the measured share
 // of losses that came with another zone's.
 func riskHedge(target int, surv [][]float64, risk, rho float64) int {
+	return new(riskScratch).hedge(target, surv, risk, rho)
+}
+
+// riskScratch is riskHedge's working memory, kept by a policy between
+// calls: a service's policy runs it for several replica counts every tick.
+type riskScratch struct {
+	all             []mass
+	ends, cur       []int
+	zones           [][]mass
+	indep, nd, como []float64
+	steps           []step
+}
+
+// mass is one outcome of a zone: j replicas survive with chance p.
+type mass struct {
+	j int
+	p float64
+}
+
+// step is where zone's cumulative chance steps to its next outcome.
+type step struct {
+	at   float64
+	zone int
+}
+
+// floats is buf resized to n zeros.
+func floats(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
+	}
+	buf = buf[:n]
+	clear(buf)
+	return buf
+}
+
+// hedge is riskHedge in x's memory.
+func (x *riskScratch) hedge(target int, surv [][]float64, risk, rho float64) int {
 	// Only the outcomes a zone can have count: a zone that loses all or
 	// nothing has two, whatever its replica count.
-	type mass struct {
-		j int
-		p float64
-	}
-	var all []mass
-	var ends []int // zone z's outcomes are all[ends[z-1]:ends[z]]
+	all := x.all[:0]
+	ends := x.ends[:0] // zone z's outcomes are all[ends[z-1]:ends[z]]
 	total := 0
 	for _, d := range surv {
 		if len(d) <= 1 {
@@ -513,7 +582,12 @@ func riskHedge(target int, surv [][]float64, risk, rho float64) int {
 			total += len(d) - 1
 		}
 	}
-	zones := make([][]mass, len(ends))
+	x.all, x.ends = all, ends
+	zones := x.zones[:0]
+	for range ends {
+		zones = append(zones, nil)
+	}
+	x.zones = zones
 	for z, e := range ends {
 		from := 0
 		if z > 0 {
@@ -523,8 +597,9 @@ func riskHedge(target int, surv [][]float64, risk, rho float64) int {
 	}
 	// indep[j] = probability that exactly j spot replicas survive when
 	// zones fail independently.
-	indep := make([]float64, total+1)
-	nd := make([]float64, total+1)
+	indep := floats(x.indep, total+1)
+	nd := floats(x.nd, total+1)
+	x.indep, x.nd = indep, nd
 	indep[0] = 1
 	for _, m := range zones {
 		clear(nd)
@@ -541,12 +616,9 @@ func riskHedge(target int, surv [][]float64, risk, rho float64) int {
 	// Comonotone: a uniform u picks, in every zone, the survivors at
 	// cumulative chance u. Sweeping u upwards, the sum changes only where
 	// some zone's cumulative chance steps to its next outcome.
-	como := make([]float64, total+1)
-	type step struct {
-		at   float64
-		zone int
-	}
-	var steps []step
+	como := floats(x.como, total+1)
+	x.como = como
+	steps := x.steps[:0]
 	n := 0
 	for z, m := range zones {
 		n += m[0].j
@@ -556,8 +628,22 @@ func riskHedge(target int, surv [][]float64, risk, rho float64) int {
 			steps = append(steps, step{c, z})
 		}
 	}
-	sort.SliceStable(steps, func(a, b int) bool { return steps[a].at < steps[b].at })
-	cur := make([]int, len(zones))
+	x.steps = steps
+	slices.SortStableFunc(steps, func(a, b step) int {
+		// (sort.SliceStable's order: a before b only when a.at < b.at.)
+		switch {
+		case a.at < b.at:
+			return -1
+		case b.at < a.at:
+			return 1
+		}
+		return 0
+	})
+	cur := x.cur[:0]
+	for range zones {
+		cur = append(cur, 0)
+	}
+	x.cur = cur
 	lo := 0.0
 	for _, st := range steps {
 		if st.at > lo {

@@ -2,6 +2,8 @@ package spotpolicy
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -386,5 +388,106 @@ func TestAdaptiveInferenceLimitedIsNoLoss(t *testing.T) {
 				t.Errorf("loss windows saw %v falls; limited %v", windowed, c.limited)
 			}
 		})
+	}
+}
+
+// A policy keeps riskHedge's working memory between calls: reused over
+// inputs of every size (large after small and small after large), it must
+// answer as fresh memory does.
+func TestRiskScratchReuseAnswersAsFresh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 1))
+	var x riskScratch
+	for i := range 2000 {
+		var surv [][]float64
+		for range rng.IntN(10) {
+			n := rng.IntN(6) // replicas in the zone (0: none)
+			d := make([]float64, n+1)
+			left := 1.0
+			for j := range d {
+				if j == n || rng.IntN(3) == 0 {
+					continue
+				}
+				d[j] = left * rng.Float64() / 2
+				left -= d[j]
+			}
+			d[n] += left
+			surv = append(surv, d)
+		}
+		target, risk, rho := 1+rng.IntN(8), rng.Float64()/10, rng.Float64()
+		if got, want := x.hedge(target, surv, risk, rho), riskHedge(target, surv, risk, rho); got != want {
+			t.Fatalf("case %d (target %d, risk %.3f, rho %.3f, %v): reused memory hedges %d, fresh %d", i, target, risk, rho, surv, got, want)
+		}
+	}
+}
+
+// lossWindows finds the least capacity of a window without a division
+// per entry: on random capacities its counts must be those of the plain
+// ring walk.
+func TestLossWindowsCountAsTheRingWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 1))
+	for _, size := range []int{2, 3, 12} {
+		const want = 6
+		w := lossWindows{caps: make([]int, size), hist: make([][]float64, want+1)}
+		ref := lossWindows{caps: make([]int, size), hist: make([][]float64, want+1)}
+		for n := range w.hist {
+			w.hist[n], ref.hist[n] = make([]float64, n+1), make([]float64, n+1)
+		}
+		for range 5000 {
+			c := rng.IntN(8)
+			w.observe(c, want)
+			// The walk it replaced.
+			ref.caps[ref.seen%len(ref.caps)] = c
+			ref.seen++
+			if ref.seen < len(ref.caps) {
+				continue
+			}
+			first, least := ref.caps[ref.seen%len(ref.caps)], math.MaxInt
+			for i := 1; i < len(ref.caps); i++ {
+				least = min(least, ref.caps[(ref.seen+i)%len(ref.caps)])
+			}
+			if least < min(first, want) {
+				for n := 1; n < len(ref.hist) && n <= first; n++ {
+					ref.hist[n][min(n, least)]++
+				}
+			}
+		}
+		if !slices.EqualFunc(w.hist, ref.hist, slices.Equal[[]float64]) {
+			t.Errorf("window of %d: counts %v; the ring walk's %v", size, w.hist, ref.hist)
+		}
+	}
+}
+
+// The adaptive policy skips sizing the hedge of replica counts whose spot
+// alone costs as much as its best plan so far: on random states, tick
+// after tick, it must decide exactly as when it sizes every one.
+func TestAdaptiveInferencePruningDecidesTheSame(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 5))
+	for run := range 40 {
+		pruned, full := NewAdaptiveInference(DefaultAdaptiveInferenceConfig()), NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+		full.noPrune = true
+		zones := 1 + rng.IntN(9)
+		target := 1 + rng.IntN(6)
+		od := []float64{0, 3, 1.2, 5}[rng.IntN(4)]
+		for tick := range 300 {
+			s := &InferenceState{Tick: tick, Gap: 60, Target: target, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: od}
+			for range zones {
+				up := rng.IntN(10) < 8
+				c := 0
+				if up {
+					c = rng.IntN(5)
+				}
+				z := Zone{Pool: Pool{Available: up, Run: 1 + rng.IntN(200), Frac: rng.Float64(), MeanUp: float64(rng.IntN(300))}, Capacity: c,
+					Limited: rng.IntN(20) == 0}
+				z.Spot = rng.IntN(c + 1)
+				z.SpotReady = rng.IntN(z.Spot + 1)
+				s.Zones = append(s.Zones, z)
+			}
+			s2 := *s
+			s2.Zones = slices.Clone(s.Zones)
+			a, b := pruned.Decide(s), full.Decide(&s2)
+			if !slices.Equal(a.Spot, b.Spot) || a.OnDemand != b.OnDemand {
+				t.Fatalf("run %d tick %d: pruned %+v, sizing every count %+v", run, tick, a, b)
+			}
+		}
 	}
 }

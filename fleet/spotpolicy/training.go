@@ -13,7 +13,7 @@ package spotpolicy
 import (
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -351,6 +351,17 @@ func sortedPools(n int, score func(int) float64) []int {
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return score(idx[a]) > score(idx[b]) })
+	// (sort.SliceStable's order, without its reflection: a before b only
+	// when a scores more.)
+	slices.SortStableFunc(idx, func(a, b int) int {
+		sa, sb := score(a), score(b)
+		switch {
+		case sa > sb:
+			return -1
+		case sb > sa:
+			return 1
+		}
+		return 0
+	})
 	return idx
 }

@@ -87,6 +87,17 @@ type ComputeConfig struct {
 	// fast as the clock (default 1), so an end-to-end test replays hours
 	// of a real trace in seconds.
 	TimeScale float64
+	// ShareTags makes List return instances whose Tags are the fake's own
+	// maps, shared by every caller, instead of a copy each: callers must
+	// only read them. The fleet simulator sets it (its reconciler lists
+	// thousands of instances every pass and reads two tags of each); the
+	// fake never changes an instance's tags after its launch.
+	ShareTags bool
+	// ReuseList makes List write its answer over its previous answer's
+	// memory: a caller must be done with an answer when List is called
+	// again. The fleet simulator sets it (its reconciler, the only caller,
+	// copies what it needs from the listing, one pass at a time).
+	ReuseList bool
 }
 
 // Lifecycle hooks, called without the lock: OnRunning when an instance
@@ -119,7 +130,10 @@ type Compute struct {
 	odCap    int
 	quota    int
 	tscale   float64
-	base     time.Duration // trace time at start
+	share    bool                 // ShareTags
+	reuse    bool                 // ReuseList
+	listed   []providers.Instance // the last List's answer (ReuseList)
+	base     time.Duration        // trace time at start
 	calm     bool
 
 	mu      sync.Mutex
@@ -167,6 +181,21 @@ type simInstance struct {
 	token    string
 	seq      int  // creation order: ids sort in it
 	deleted  bool // left the listing
+	// The last one-tag List filter checked against the instance's tags
+	// (which never change) and its answer: the reconciler lists with the
+	// same filter every pass.
+	filter  [2]string
+	matches bool
+	checked bool
+}
+
+// hasTag says whether the instance's tags hold kv, remembering the answer
+// for the next List with the same filter.
+func (s *simInstance) hasTag(kv [2]string) bool {
+	if !s.checked || s.filter != kv {
+		s.filter, s.matches, s.checked = kv, s.inst.Tags[kv[0]] == kv[1], true
+	}
+	return s.matches
 }
 
 // transition kinds, in the order a sync applies them to one instance.
@@ -237,7 +266,7 @@ func NewCompute(cfg ComputeConfig) *Compute {
 		cfg.TimeScale = 1
 	}
 	c := &Compute{cloud: cfg.Cloud, now: cfg.Now, start: cfg.Start, latency: cfg.LaunchLatency, lead: cfg.NoticeLead,
-		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota,
+		ttl: cfg.TerminatedTTL, pageSize: cfg.PageSize, scale: cfg.SpotScale, tscale: cfg.TimeScale, odCap: cfg.OnDemandCapacity, quota: cfg.Quota, share: cfg.ShareTags, reuse: cfg.ReuseList,
 		pools: map[providers.PoolKey]*pool{}, zoneReg: map[string]string{}, insts: map[string]*simInstance{},
 		byToken: map[string]string{}, calls: map[APIKind]int{}, failNext: map[APIKind][]error{},
 		poolErrs: map[providers.PoolKey]error{}, active: map[providers.PoolKey]map[string]*simInstance{}}
@@ -718,7 +747,12 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 	for k, v := range f.Tags {
 		want = append(want, [2]string{k, v})
 	}
-	out := make([]providers.Instance, 0, len(c.insts))
+	var out []providers.Instance
+	if c.reuse && cap(c.listed) >= len(c.insts) {
+		out = c.listed[:0]
+	} else {
+		out = make([]providers.Instance, 0, len(c.insts))
+	}
 	// c.order is in creation order, which is id order (ids number the
 	// instances in fixed-width hex), so out comes sorted by id.
 	for _, s := range c.order {
@@ -726,10 +760,21 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 			continue
 		}
 		n, ok := matched[s.inst.Region]
-		if !ok || !hasPairs(s.inst.Tags, want) {
+		if !ok {
 			continue
 		}
-		out = append(out, cloneInstance(s.inst))
+		if len(want) == 1 {
+			if !s.hasTag(want[0]) {
+				continue
+			}
+		} else if !hasPairs(s.inst.Tags, want) {
+			continue
+		}
+		if c.share {
+			out = append(out, s.inst)
+		} else {
+			out = append(out, cloneInstance(s.inst))
+		}
 		matched[s.inst.Region] = n + 1
 	}
 	for _, r := range regions {
@@ -742,6 +787,9 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 	}
 	if !sort.SliceIsSorted(out, func(i, j int) bool { return out[i].ID < out[j].ID }) {
 		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	}
+	if c.reuse {
+		c.listed = out
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -272,5 +273,102 @@ func TestRealTracePreemptsAndNotifiesTheAgentWatcher(t *testing.T) {
 	list, _ := c.List(t.Context(), providers.Filter{})
 	if list[0].State != providers.StateTerminated {
 		t.Fatalf("state %s two minutes after the notice", list[0].State)
+	}
+}
+
+// List copies each instance's tags unless ShareTags is set: a caller that
+// changes a listed copy leaves the fake alone, and with ShareTags every
+// list hands out the fake's own map (the fleet simulator, which only reads
+// them), with the same tags either way.
+func TestListCopiesTagsUnlessShared(t *testing.T) {
+	for _, share := range []bool{false, true} {
+		c := NewCompute(ComputeConfig{Offers: []pricing.Offer{p3("us-east-1a")}, Now: newClock().Now, SpotScale: 5, ShareTags: share})
+		ctx := t.Context()
+		if _, err := c.Launch(ctx, launchReq("tok-1", pricing.Spot, p3("us-east-1a"))); err != nil {
+			t.Fatal(err)
+		}
+		list := func() providers.Instance {
+			out, err := c.List(ctx, providers.Filter{Tags: map[string]string{"gpubroker-fleet": "test"}})
+			if err != nil || len(out) != 1 {
+				t.Fatalf("share %v: list %v, %v; want the one instance", share, out, err)
+			}
+			return out[0]
+		}
+		a, b := list(), list()
+		if a.Tags["gpubroker-token"] != "tok-1" || len(a.Tags) != 2 {
+			t.Fatalf("share %v: listed tags %v; want the launch's", share, a.Tags)
+		}
+		if same := reflect.ValueOf(a.Tags).UnsafePointer() == reflect.ValueOf(b.Tags).UnsafePointer(); same != share {
+			t.Fatalf("share %v: two lists share one tag map: %v", share, same)
+		}
+		if !share {
+			a.Tags["gpubroker-token"] = "changed"
+			if got := list().Tags["gpubroker-token"]; got != "tok-1" {
+				t.Fatalf("a caller's change to a listed copy reached the fake: %q", got)
+			}
+		}
+	}
+}
+
+// With ReuseList, List answers in its last answer's memory (its caller is
+// done with it) and the answer is still the listing.
+func TestReuseListAnswersInTheLastAnswersMemory(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		clk := newClock()
+		c := NewCompute(ComputeConfig{Offers: []pricing.Offer{p3("us-east-1a")}, Now: clk.Now, SpotScale: 5, ReuseList: reuse})
+		ctx := t.Context()
+		list := func(want int) []providers.Instance {
+			out, err := c.List(ctx, providers.Filter{Tags: map[string]string{"gpubroker-fleet": "test"}})
+			if err != nil || len(out) != want {
+				t.Fatalf("reuse %v: list %v, %v; want %d instances", reuse, out, err, want)
+			}
+			return out
+		}
+		for _, tok := range []string{"tok-1", "tok-2"} {
+			if _, err := c.Launch(ctx, launchReq(tok, pricing.Spot, p3("us-east-1a"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := list(2)
+		first := a[0].ID
+		if _, err := c.Launch(ctx, launchReq("tok-3", pricing.Spot, p3("us-east-1a"))); err != nil {
+			t.Fatal(err)
+		}
+		b := list(3)
+		if b[0].ID != first || b[2].Tags["gpubroker-token"] != "tok-3" {
+			t.Fatalf("reuse %v: second list %v", reuse, b)
+		}
+		c2 := list(3)
+		if same := &c2[0] == &b[0]; same != reuse {
+			t.Fatalf("reuse %v: a list answered in the last one's memory: %v", reuse, same)
+		}
+	}
+}
+
+// List remembers each instance's answer to the last one-tag filter: other
+// filters, and the first again, must still list what matches.
+func TestListFiltersByTagWhateverTheLastFilter(t *testing.T) {
+	c := NewCompute(ComputeConfig{Offers: []pricing.Offer{p3("us-east-1a")}, Now: newClock().Now, SpotScale: 5})
+	ctx := t.Context()
+	for _, tok := range []string{"tok-1", "tok-2"} {
+		if _, err := c.Launch(ctx, launchReq(tok, pricing.Spot, p3("us-east-1a"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []struct {
+		tags map[string]string
+		want int
+	}{
+		{map[string]string{"gpubroker-fleet": "test"}, 2},
+		{map[string]string{"gpubroker-token": "tok-2"}, 1},
+		{map[string]string{"gpubroker-fleet": "other"}, 0},
+		{map[string]string{"gpubroker-fleet": "test"}, 2},
+		{map[string]string{"gpubroker-fleet": "test", "gpubroker-token": "tok-1"}, 1},
+		{nil, 2},
+	} {
+		out, err := c.List(ctx, providers.Filter{Tags: f.tags})
+		if err != nil || len(out) != f.want {
+			t.Fatalf("list %v: %d instances, %v; want %d", f.tags, len(out), err, f.want)
+		}
 	}
 }
