@@ -23,6 +23,33 @@ type searchResult struct {
 	nodes    int
 }
 
+// detach takes the workloads in ws out of base for a search over them: it
+// returns a state on base's choices (each of ws set to -1; restore puts
+// them back) with a copy of base's remaining capacity less their options,
+// O(rows + |ws|) rather than O(fleet), their original choices, and the
+// candidates one node of the search scans.
+func (s *solver) detach(base *state, ws []int) (st *state, orig []int, work int) {
+	evals := base.evals
+	st = &state{s: s, evals: evals, choice: base.choice, rem: append([]float64(nil), base.rem...)}
+	orig = make([]int, len(ws))
+	for i, w := range ws {
+		orig[i] = st.choice[w]
+		if c := st.choice[w]; c >= 0 {
+			st.apply(evals[w], &evals[w].cands[c], -1)
+			st.choice[w] = -1
+		}
+		work += len(evals[w].cands)
+	}
+	return st, orig, work
+}
+
+// restore puts back the choices detach took out of base.
+func restore(base *state, ws, orig []int) {
+	for i, w := range ws {
+		base.choice[w] = orig[i]
+	}
+}
+
 // search is a depth-first branch and bound over the candidates of the
 // workloads in ws (indexes into evals); every other workload is fixed at
 // fixed[w] (-1: absent). Workloads with the fewest candidates that fit go
@@ -37,28 +64,10 @@ type searchResult struct {
 // μ ≥ 0 and much tighter than the plain sum of cheapest options.
 func (s *solver) search(base *state, ws []int, incumbent float64, budget int, firstOnly bool, mu []float64) searchResult {
 	evals := base.evals
-	// Work on base's choices (restored on return) with a copy of its
-	// remaining capacity: O(rows + |ws|), not O(fleet), per call.
-	st := &state{s: s, evals: evals, choice: base.choice, rem: append([]float64(nil), base.rem...)}
-	orig := make([]int, len(ws))
-	for i, w := range ws {
-		orig[i] = st.choice[w]
-		if c := st.choice[w]; c >= 0 {
-			st.apply(evals[w], &evals[w].cands[c], -1)
-			st.choice[w] = -1
-		}
-	}
-	defer func() {
-		for i, w := range ws {
-			base.choice[w] = orig[i]
-		}
-	}()
+	st, orig, work := s.detach(base, ws)
+	defer restore(base, ws, orig)
 	// The node limit is a work budget: each node scans every remaining
 	// workload's candidates.
-	work := 0
-	for _, w := range ws {
-		work += len(evals[w].cands)
-	}
 	nodeLimit := max(100, budget/max(1, work))
 	res := searchResult{cost: incumbent}
 	var priced map[int][]float64
@@ -407,26 +416,14 @@ func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []in
 // up after about budget candidate scans and returns the best found.
 func (s *solver) maxPlaced(base *state, ws []int, budget int) (pick []int, better bool) {
 	evals := base.evals
-	st := &state{s: s, evals: evals, choice: base.choice, rem: append([]float64(nil), base.rem...)}
-	orig := make([]int, len(ws))
+	st, orig, work := s.detach(base, ws)
+	defer restore(base, ws, orig)
 	bestN, bestCost := 0, 0.0
 	for i, w := range ws {
-		orig[i] = st.choice[w]
-		if c := st.choice[w]; c >= 0 {
+		if c := orig[i]; c >= 0 {
 			bestN++
 			bestCost += evals[w].cands[c].cost
-			st.apply(evals[w], &evals[w].cands[c], -1)
-			st.choice[w] = -1
 		}
-	}
-	defer func() {
-		for i, w := range ws {
-			base.choice[w] = orig[i]
-		}
-	}()
-	work := 0
-	for _, w := range ws {
-		work += len(evals[w].cands)
 	}
 	nodeLimit := max(100, budget/max(1, work))
 	nodes := 0
