@@ -171,13 +171,59 @@ func bruteJobOptions(p *policy.Policy, cat *pricing.Catalog, w *policy.Workload)
 	return out
 }
 
+// bfUse is what a partial combination takes from each quota, budget and
+// spot pool, for the exhaustive searches.
+type bfUse struct {
+	p       *policy.Policy
+	q       []int
+	b       []float64
+	pools   map[string]int
+	poolCap int
+}
+
+func newBFUse(p *policy.Policy) *bfUse {
+	return &bfUse{p: p, q: make([]int, len(p.Quotas)), b: make([]float64, len(p.Budgets)), pools: map[string]int{}, poolCap: bfPoolCap(p)}
+}
+
+// fits says whether o, for workload w, fits in what is left.
+func (u *bfUse) fits(w *policy.Workload, o bfOption) bool {
+	for k := range u.q {
+		if u.q[k]+o.quota[k] > u.p.Quotas[k].MaxGPUs {
+			return false
+		}
+	}
+	for k, bu := range u.p.Budgets {
+		if (budgetRow{bu}).matches(w) && u.b[k]+o.budget > bu.MonthlyUSD*(1+1e-9) {
+			return false
+		}
+	}
+	for k, n := range o.pools {
+		if u.pools[k]+n > u.poolCap {
+			return false
+		}
+	}
+	return true
+}
+
+// add takes o (sign 1) or gives it back (sign -1).
+func (u *bfUse) add(w *policy.Workload, o bfOption, sign int) {
+	for k, n := range o.pools {
+		u.pools[k] += sign * n
+	}
+	for k := range u.q {
+		u.q[k] += sign * o.quota[k]
+	}
+	for k, bu := range u.p.Budgets {
+		if (budgetRow{bu}).matches(w) {
+			u.b[k] += float64(sign) * o.budget
+		}
+	}
+}
+
 // bruteOptimum is the least cost over every combination, +Inf if none fits.
 func bruteOptimum(p *policy.Policy, opts [][]bfOption) float64 {
 	best := math.Inf(1)
-	q := make([]int, len(p.Quotas))
-	b := make([]float64, len(p.Budgets))
-	pools := map[string]int{}
-	poolCap := bfPoolCap(p)
+	u := newBFUse(p)
 	var rec func(i int, cost float64)
 	rec = func(i int, cost float64) {
 		if cost >= best {
@@ -189,48 +235,12 @@ func bruteOptimum(p *policy.Policy, opts [][]bfOption) float64 {
 		}
 		w := &p.Workloads[i]
 		for _, o := range opts[i] {
-			okq := true
-			for k := range q {
-				if q[k]+o.quota[k] > p.Quotas[k].MaxGPUs {
-					okq = false
-				}
-			}
-			for k, bu := range p.Budgets {
-				if (budgetRow{bu}).matches(w) && b[k]+o.budget > bu.MonthlyUSD*(1+1e-9) {
-					okq = false
-				}
-			}
-			for k, n := range o.pools {
-				if pools[k]+n > poolCap {
-					okq = false
-				}
-			}
-			if !okq {
+			if !u.fits(w, o) {
 				continue
 			}
-			for k, n := range o.pools {
-				pools[k] += n
-			}
-			for k := range q {
-				q[k] += o.quota[k]
-			}
-			for k, bu := range p.Budgets {
-				if (budgetRow{bu}).matches(w) {
-					b[k] += o.budget
-				}
-			}
+			u.add(w, o, 1)
 			rec(i+1, cost+o.cost)
-			for k, n := range o.pools {
-				pools[k] -= n
-			}
-			for k := range q {
-				q[k] -= o.quota[k]
-			}
-			for k, bu := range p.Budgets {
-				if (budgetRow{bu}).matches(w) {
-					b[k] -= o.budget
-				}
-			}
+			u.add(w, o, -1)
 		}
 	}
 	rec(0, 0)
@@ -371,10 +381,7 @@ func TestBoundBelowBruteForceWithSpotPools(t *testing.T) {
 // be left out), by exhaustive search.
 func bruteMostPlaced(p *policy.Policy, opts [][]bfOption) int {
 	most := 0
-	q := make([]int, len(p.Quotas))
-	b := make([]float64, len(p.Budgets))
-	pools := map[string]int{}
-	poolCap := bfPoolCap(p)
+	u := newBFUse(p)
 	var rec func(i, placed int)
 	rec = func(i, placed int) {
 		if placed+len(opts)-i <= most {
@@ -386,42 +393,12 @@ func bruteMostPlaced(p *policy.Policy, opts [][]bfOption) int {
 		}
 		w := &p.Workloads[i]
 		for _, o := range opts[i] {
-			fits := true
-			for k := range q {
-				fits = fits && q[k]+o.quota[k] <= p.Quotas[k].MaxGPUs
-			}
-			for k, bu := range p.Budgets {
-				fits = fits && (!(budgetRow{bu}).matches(w) || b[k]+o.budget <= bu.MonthlyUSD*(1+1e-9))
-			}
-			for k, n := range o.pools {
-				fits = fits && pools[k]+n <= poolCap
-			}
-			if !fits {
+			if !u.fits(w, o) {
 				continue
 			}
-			for k, n := range o.pools {
-				pools[k] += n
-			}
-			for k := range q {
-				q[k] += o.quota[k]
-			}
-			for k, bu := range p.Budgets {
-				if (budgetRow{bu}).matches(w) {
-					b[k] += o.budget
-				}
-			}
+			u.add(w, o, 1)
 			rec(i+1, placed+1)
-			for k, n := range o.pools {
-				pools[k] -= n
-			}
-			for k := range q {
-				q[k] -= o.quota[k]
-			}
-			for k, bu := range p.Budgets {
-				if (budgetRow{bu}).matches(w) {
-					b[k] -= o.budget
-				}
-			}
+			u.add(w, o, -1)
 		}
 		rec(i+1, placed)
 	}
