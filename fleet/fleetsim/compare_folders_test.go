@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -9,10 +8,6 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet/sim"
-	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
-	"github.com/gpubroker/gpubroker/pricing"
-	"github.com/gpubroker/gpubroker/providers"
-	"github.com/gpubroker/gpubroker/providers/fake"
 )
 
 // TestTrainingAgainstPerJobSimulatorOtherFolders is
@@ -65,57 +60,9 @@ workloads:
     spot: prefer
 `, tc.work.Hours(), tc.deadline, ckptYAML)
 			zone := strings.SplitN(file, "_", 2)[0]
-			ft := fake.Trace{Name: file, Gap: time.Duration(st.Gap) * time.Second, Avail: st.Avail}
-			cat := pricing.NewCatalog([]pricing.Offer{p3(zone, 0.97)}, DefaultStart, "test")
-			pools, err := sim.NewPools([]*sim.Trace{st})
-			if err != nil {
-				t.Fatal(err)
-			}
 			setting := sim.Training{Work: tc.work, Deadline: tc.deadline, Changeover: 12 * time.Minute, Checkpoint: ckpt,
 				Prices: sim.Prices{OnDemand: 3.06, Spot: 0.97}, History: sim.DefaultHistory}
-			deadlineTicks := int(setting.Deadline.Seconds())/st.Gap + 1
-			var fleetCost, jobCost float64
-			runs := 0
-			for seed := uint64(1); runs < 8 && seed < 200; seed++ {
-				s, err := New(Config{Policy: mustPolicy(t, job), Catalog: cat, Traces: []fake.Trace{ft}, Seed: seed,
-					Duration: time.Duration(tc.days * 24 * float64(time.Hour)), ReadyDelay: 5*time.Minute + 30*time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, off := s.computes[pricing.AWS].TraceOf(providers.PoolKey{Cloud: pricing.AWS, Zone: zone, InstanceType: "p3.2xlarge", Capacity: pricing.Spot})
-				if off+deadlineTicks >= len(st.Avail) || off < int(setting.History.Seconds())/st.Gap {
-					continue // the per-job simulator does not wrap around the trace
-				}
-				rep, err := s.Run(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				pol, err := spotpolicy.NewTraining(spotpolicy.DefaultTraining)
-				if err != nil {
-					t.Fatal(err)
-				}
-				run, err := sim.RunTraining(setting, pools, pol, off, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				w := rep.Workloads[0]
-				t.Logf("seed %d, tick %d: fleet $%.2f (finish %.1f h, %d preemptions), per-job $%.2f (finish %.1f h, %d preemptions), ratio %.3f",
-					seed, off, w.CostUSD, w.FinishHours, w.Preemptions, run.Cost, run.FinishHours, run.Preemptions, w.CostUSD/run.Cost)
-				if !w.Finished || w.Missed {
-					t.Errorf("seed %d: the fleet missed the deadline: %+v", seed, w)
-				}
-				if run.Missed {
-					t.Errorf("seed %d: the per-job simulator missed the deadline", seed)
-				}
-				fleetCost += w.CostUSD
-				jobCost += run.Cost
-				runs++
-			}
-			if runs < 3 {
-				t.Fatalf("only %d seeds gave a start the per-job simulator can replay", runs)
-			}
-			ratio := fleetCost / jobCost
-			t.Logf("%d starts: fleet $%.2f, per-job $%.2f, ratio %.3f", runs, fleetCost, jobCost, ratio)
+			ratio := comparePerJob(t, perJobCase{job: job, name: file, zone: zone, trace: st, setting: setting, days: tc.days, starts: 8, seeds: 200}, nil)
 			if tc.maxRatio > 0 && ratio > tc.maxRatio {
 				t.Errorf("the fleet costs %.3f × the per-job simulator; want at most %.2f", ratio, tc.maxRatio)
 			}
