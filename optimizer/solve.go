@@ -453,7 +453,10 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			}
 			alt = s.lns(evals, alt, mu, budget/restarts)
 			c := planCost(evals, alt)
-			alts = append(alts, altPlan{alt, c})
+			if len(evals) <= chainFleet && !s.in.Replan {
+				// Kept for their own chain searches below.
+				alts = append(alts, altPlan{alt, c})
+			}
 			if c < ub-eps*ub {
 				choice, ub = alt, c
 			}
