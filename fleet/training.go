@@ -208,6 +208,8 @@ type liveJob struct {
 	leaving   bool
 	leaveWait time.Duration
 	nextLeave time.Time
+	// leftInst is the on-demand instance a move to spot left from.
+	leftInst string
 	// For status: the job's work (seconds on the planned shape), its
 	// deadline, and the spot pool of its decision ("" off spot).
 	work     float64
@@ -550,7 +552,11 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	a = spotpolicy.Guard(s, a)
 	a, j.reason = t.hysteresis(s, pools, a, j.reason)
 	a, j.reason = keepUnsaved(s, cur, a, j.reason)
-	a, j.reason = j.leaveBackoff(cur, a, now, j.reason)
+	inst := ""
+	if running {
+		inst = first.InstanceID
+	}
+	a, j.reason = j.leaveBackoff(cur, inst, a, now, j.reason)
 	if cur == spotpolicy.RunOnDemand && State(first.State) != Running && a != spotpolicy.RunOnDemand {
 		// An on-demand instance still booting has its changeover under
 		// way. Leaving it for a spot pool that may only look available
@@ -642,8 +648,14 @@ func gangUpAt(mine []*store.SlotRecord, instances int) time.Time {
 // back and forth every hour and cost 1.3-3.7 × on demand in the fleet
 // simulation. The wait starts at an hour and doubles up to eight; a move
 // that reaches spot resets it.
-func (j *liveJob) leaveBackoff(cur, a spotpolicy.Action, now time.Time, reason string) (spotpolicy.Action, string) {
-	if j.leaving && cur.Capacity != spotpolicy.Spot {
+func (j *liveJob) leaveBackoff(cur spotpolicy.Action, inst string, a spotpolicy.Action, now time.Time, reason string) (spotpolicy.Action, string) {
+	if j.leaving && cur == spotpolicy.RunOnDemand && inst != "" && inst == j.leftInst {
+		// The move was refused and the on-demand instance kept: the
+		// reconciler launches a one-instance job's replacement before it
+		// stops what runs (launch first), so the refusal cost nothing but
+		// the pool's block, which paces the next try.
+		j.leaving = false
+	} else if j.leaving && cur.Capacity != spotpolicy.Spot {
 		// The move did not reach spot: the launch was refused, or the
 		// instance lost before it ran.
 		j.leaveWait = min(max(2*j.leaveWait, time.Hour), 8*time.Hour)
@@ -658,7 +670,7 @@ func (j *liveJob) leaveBackoff(cur, a spotpolicy.Action, now time.Time, reason s
 	if now.Before(j.nextLeave) {
 		return cur, fmt.Sprintf("staying on on-demand until %s: the last move to spot did not get capacity", j.nextLeave.Format(time.RFC3339))
 	}
-	j.leaving = true
+	j.leaving, j.leftInst = true, inst
 	return a, reason
 }
 

@@ -664,46 +664,56 @@ func TestLeaveBackoff(t *testing.T) {
 		cur, a   spotpolicy.Action
 		want     spotpolicy.Action
 		nextWait time.Duration // the wait after this step
+		inst     string        // the job's running instance ("": a new one each step)
 	}
 	for _, tc := range []struct {
 		name  string
 		steps []step
 	}{
 		{"a refused move waits an hour", []step{
-			{0, od, spot, spot, 0},
-			{time.Minute, idle, od, od, time.Hour}, // back from a refused launch
-			{2 * time.Minute, od, spot, od, time.Hour},
-			{61 * time.Minute, od, spot, spot, time.Hour},
+			{0, od, spot, spot, 0, ""},
+			{time.Minute, idle, od, od, time.Hour, ""}, // back from a refused launch
+			{2 * time.Minute, od, spot, od, time.Hour, ""},
+			{61 * time.Minute, od, spot, spot, time.Hour, ""},
 		}},
 		{"the wait doubles up to eight hours", []step{
-			{0, od, spot, spot, 0},
-			{time.Minute, od, od, od, time.Hour},
-			{2 * time.Hour, od, spot, spot, time.Hour},
-			{2*time.Hour + time.Minute, od, od, od, 2 * time.Hour},
-			{5 * time.Hour, od, spot, spot, 2 * time.Hour},
-			{5*time.Hour + time.Minute, od, od, od, 4 * time.Hour},
-			{10 * time.Hour, od, spot, spot, 4 * time.Hour},
-			{10*time.Hour + time.Minute, od, od, od, 8 * time.Hour},
-			{19 * time.Hour, od, spot, spot, 8 * time.Hour},
-			{19*time.Hour + time.Minute, od, od, od, 8 * time.Hour},
+			{0, od, spot, spot, 0, ""},
+			{time.Minute, od, od, od, time.Hour, ""},
+			{2 * time.Hour, od, spot, spot, time.Hour, ""},
+			{2*time.Hour + time.Minute, od, od, od, 2 * time.Hour, ""},
+			{5 * time.Hour, od, spot, spot, 2 * time.Hour, ""},
+			{5*time.Hour + time.Minute, od, od, od, 4 * time.Hour, ""},
+			{10 * time.Hour, od, spot, spot, 4 * time.Hour, ""},
+			{10*time.Hour + time.Minute, od, od, od, 8 * time.Hour, ""},
+			{19 * time.Hour, od, spot, spot, 8 * time.Hour, ""},
+			{19*time.Hour + time.Minute, od, od, od, 8 * time.Hour, ""},
 		}},
 		{"a move that reaches spot resets the wait", []step{
-			{0, od, spot, spot, 0},
-			{time.Minute, od, od, od, time.Hour},
-			{2 * time.Hour, od, spot, spot, time.Hour},
-			{2*time.Hour + time.Minute, spot, spot, spot, 0},
-			{3 * time.Hour, od, spot, spot, 0}, // preempted, on demand, spot again: no wait
+			{0, od, spot, spot, 0, ""},
+			{time.Minute, od, od, od, time.Hour, ""},
+			{2 * time.Hour, od, spot, spot, time.Hour, ""},
+			{2*time.Hour + time.Minute, spot, spot, spot, 0, ""},
+			{3 * time.Hour, od, spot, spot, 0, ""}, // preempted, on demand, spot again: no wait
+		}},
+		{"a move refused while the on-demand instance kept running costs nothing: no wait", []step{
+			{0, od, spot, spot, 0, "i-od"},
+			{time.Minute, od, spot, spot, 0, "i-od"}, // launch first: refused, still on i-od
+			{2 * time.Minute, od, spot, spot, 0, "i-od"},
+		}},
+		{"a move that lost the on-demand instance waits, launch first or not", []step{
+			{0, od, spot, spot, 0, "i-od"},
+			{time.Minute, od, spot, od, time.Hour, "i-od2"}, // stopped first, then refused: a new on-demand instance
 		}},
 		{"the safety net's move to on-demand is never held", []step{
-			{0, od, spot, spot, 0},
-			{time.Minute, od, od, od, time.Hour},
-			{2 * time.Minute, spot, od, od, 0}, // (running spot: the wait is over)
+			{0, od, spot, spot, 0, ""},
+			{time.Minute, od, od, od, time.Hour, ""},
+			{2 * time.Minute, spot, od, od, 0, ""}, // (running spot: the wait is over)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &liveJob{}
 			for i, st := range tc.steps {
-				got, _ := j.leaveBackoff(st.cur, st.a, t0.Add(st.at), "")
+				got, _ := j.leaveBackoff(st.cur, st.inst, st.a, t0.Add(st.at), "")
 				if got != st.want {
 					t.Fatalf("step %d (%s): cur %v, policy %v: got %v, want %v", i, st.at, st.cur, st.a, got, st.want)
 				}
@@ -744,4 +754,120 @@ func TestKeepUnsaved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMoveLaunchesBeforeStopping runs the real reconciler on a one-instance
+// job that the training stage moves from on-demand to a spot pool: the spot
+// instance is launched while the on-demand one keeps running, and the
+// on-demand one is stopped only once the launch succeeded. A refused
+// launch leaves the job on its instance, same slot generation, nothing
+// lost; the next try uses a new launch token.
+func TestMoveLaunchesBeforeStopping(t *testing.T) {
+	t.Run("refused, then launched", func(t *testing.T) { testMoveLaunchesFirst(t, false) })
+	t.Run("answer lost", func(t *testing.T) { testMoveLaunchesFirst(t, true) })
+}
+
+func testMoveLaunchesFirst(t *testing.T, lostAnswer bool) {
+	const onDemandJob = `
+clouds: [aws]
+workloads:
+  - name: train
+    kind: training
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 20, reference_gpu: V100}
+    checkpoint_interval: 30m
+    restart_overhead: 5m
+    spot: never
+`
+	e := newEnv(t, onDemandJob)
+	e.pass()
+	e.step(time.Minute)
+	e.step(time.Minute)
+	slots := e.slots()
+	if len(slots) != 1 {
+		t.Fatalf("want one slot, got %d", len(slots))
+	}
+	var id string
+	var before store.SlotRecord
+	for k, s := range slots {
+		id, before = k, s
+	}
+	if State(before.State) != Running || before.Capacity != string(pricing.OnDemand) {
+		t.Fatalf("slot not running on demand: %+v", before)
+	}
+	base, err := e.r.Plans.Plan(context.Background(), e.r.Unavailable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toSpot := *base
+	toSpot.Placements = append([]optimizer.Placement(nil), base.Placements...)
+	pl := &toSpot.Placements[0]
+	pl.Groups = append([]optimizer.Group(nil), pl.Groups...)
+	pl.Groups[0].Zone, pl.Groups[0].Capacity, pl.Groups[0].Move, pl.Groups[0].PricePerHour = "us-east-1b", pricing.Spot, true, 0.95
+	pl.Zone, pl.Capacity, pl.RunnerUp = "us-east-1b", pricing.Spot, nil
+	spotPool := providers.PoolKey{Cloud: pricing.AWS, Zone: "us-east-1b", InstanceType: "p3.2xlarge", Capacity: pricing.Spot}
+
+	if lostAnswer {
+		// The launch happened but its answer was lost: the slot keeps its
+		// instance; the new one carries a generation the slot does not
+		// have, an orphan stopped after the grace period.
+		e.cloud.LoseNextLaunchResponses(1)
+		e.r.Plans = staticPlan{&toSpot}
+		e.step(time.Minute)
+		e.r.Plans = staticPlan{base}
+		if s := e.slots()[id]; s.InstanceID != before.InstanceID || s.Generation != before.Generation {
+			t.Fatalf("a move whose answer was lost changed the slot: %+v", s)
+		}
+		for range 12 {
+			e.step(time.Minute)
+		}
+		live := liveTagged(e.cloud)
+		if len(live) != 1 || live[0].ID != before.InstanceID {
+			t.Fatalf("after the orphan's grace want only %s alive, got %v", before.InstanceID, live)
+		}
+		e.checkNoDuplicates()
+		return
+	}
+	// Refused: the on-demand instance runs on, the slot is as it was.
+	e.r.Plans = staticPlan{&toSpot}
+	e.cloud.FailPool(spotPool, providers.ErrInsufficientCapacity)
+	e.step(time.Minute)
+	s := e.slots()[id]
+	if State(s.State) != Running || s.InstanceID != before.InstanceID || s.Generation != before.Generation || s.Capacity != string(pricing.OnDemand) {
+		t.Fatalf("a refused move changed the slot: before %+v, after %+v", before, s)
+	}
+	live := liveTagged(e.cloud)
+	if len(live) != 1 || live[0].ID != before.InstanceID {
+		t.Fatalf("after a refused move want only %s alive, got %v", before.InstanceID, live)
+	}
+	if !e.r.Unavailable.Blocked(spotPool, e.clk.Now()) {
+		t.Fatal("the refused pool is not blocked")
+	}
+	if len(e.events("fleet.launch_failed")) != 1 {
+		t.Fatalf("want one launch_failed event, got %d", len(e.events("fleet.launch_failed")))
+	}
+
+	// The pool has capacity again and its block ran out: the move happens,
+	// the on-demand instance is stopped in the same pass.
+	e.cloud.FailPool(spotPool, nil)
+	e.step(5 * time.Minute)
+	s = e.slots()[id]
+	if s.InstanceID == before.InstanceID || s.Zone != "us-east-1b" || s.Capacity != string(pricing.Spot) {
+		t.Fatalf("slot not moved to spot in us-east-1b: %+v", s)
+	}
+	if s.Generation <= before.Generation+1 {
+		t.Fatalf("generation %d: want past the refused launch's %d", s.Generation, before.Generation+1)
+	}
+	for _, in := range e.cloud.Instances() {
+		if in.ID == before.InstanceID && in.State != providers.StateTerminated {
+			t.Fatalf("the on-demand instance %s is still %s after the move", in.ID, in.State)
+		}
+	}
+	for _, d := range []time.Duration{time.Minute, time.Minute, time.Minute} {
+		e.step(d)
+	}
+	if s := e.slots()[id]; State(s.State) != Running || s.Capacity != string(pricing.Spot) {
+		t.Fatalf("moved slot not running on spot: %+v", s)
+	}
+	e.checkNoDuplicates()
 }

@@ -33,9 +33,9 @@ func TestTrainingAgainstPerJobSimulatorOtherFolders(t *testing.T) {
 	}{
 		{"availability/1-node/aws-02-15-2023/us-east-1a_v100_1.json", 48 * time.Hour, 72 * time.Hour, 10 * time.Minute, 4, 1.10},
 		{"availability/1-node/aws-02-15-2023/us-west-2b_v100_1.json", 24 * time.Hour, 36 * time.Hour, 0, 2, 0},
-		{"availability/16-node/aws-08-27-2023/us-west-2c_v100_1.json", 48 * time.Hour, 72 * time.Hour, 10 * time.Minute, 4, 1.25},
-		{"preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json", 24 * time.Hour, 36 * time.Hour, 10 * time.Minute, 2, 1.25},
-		{"preemption/4-node/aws-08-03-2023/us-east-2a_v100_1.json", 48 * time.Hour, 72 * time.Hour, 30 * time.Minute, 4, 1.20},
+		{"availability/16-node/aws-08-27-2023/us-west-2c_v100_1.json", 48 * time.Hour, 72 * time.Hour, 10 * time.Minute, 4, 1.10},
+		{"preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json", 24 * time.Hour, 36 * time.Hour, 10 * time.Minute, 2, 1.10},
+		{"preemption/4-node/aws-08-03-2023/us-east-2a_v100_1.json", 48 * time.Hour, 72 * time.Hour, 30 * time.Minute, 4, 1.10},
 		{"preemption/4-node/aws-08-03-2023/us-west-2c_v100_1.json", 24 * time.Hour, 30 * time.Hour, 0, 2, 0},
 	} {
 		t.Run(fmt.Sprintf("%s/ckpt=%s", tc.trace, tc.ckpt), func(t *testing.T) {
