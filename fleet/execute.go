@@ -94,19 +94,13 @@ func (p *passState) doLaunchFirst(ctx context.Context, l *launchPlan, stopped ma
 		a.Reason = "held back: " + why
 		return nil
 	}
-	// The next generation, past any an earlier refused launch-first used
-	// (the slot did not take it) and any the store recorded.
+	// The next generation, past any the store recorded for the slot (an
+	// earlier refused launch-first the slot did not take).
 	last, err := p.r.Store.LastGeneration(ctx, s.ID)
 	if err != nil {
 		return fmt.Errorf("launch of %s: %w", s.ID, err)
 	}
-	p.r.mu.Lock()
-	gen := max(s.Generation, last, p.r.firstGen[s.ID]) + 1
-	if p.r.firstGen == nil {
-		p.r.firstGen = map[string]int{}
-	}
-	p.r.firstGen[s.ID] = gen
-	p.r.mu.Unlock()
+	gen := max(s.Generation, last) + 1
 	token := p.r.tokens.token(o.Name, s.ID, gen)
 	req := providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
 		Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}
@@ -414,22 +408,16 @@ func (p *passState) doLaunch(ctx context.Context, l *launchPlan, stopped map[pri
 				p.dryRun(a)
 				return nil
 			}
-			gen := s.Generation + 1
-			p.r.mu.Lock()
-			if g := p.r.firstGen[s.ID]; g >= gen {
-				gen = g + 1 // past a refused launch-first's token
+			// The next generation: past the slot's and past any launch the
+			// store recorded for the slot id (a slot id used before, or a
+			// refused launch-first move, doLaunchFirst, which leaves the
+			// slot at its generation), so (slot, generation) and the token
+			// are never used twice.
+			last, err := p.r.Store.LastGeneration(ctx, s.ID)
+			if err != nil {
+				return fmt.Errorf("launch of %s: %w", s.ID, err)
 			}
-			p.r.mu.Unlock()
-			if s.Generation == 0 {
-				// A fresh row may be a slot id used before (a service scaled
-				// down and up again): its earlier rows' intents are kept, and
-				// generations go on after them so the token is new.
-				last, err := p.r.Store.LastGeneration(ctx, s.ID)
-				if err != nil {
-					return fmt.Errorf("launch of %s: %w", s.ID, err)
-				}
-				gen = last + 1
-			}
+			gen := max(s.Generation, last) + 1
 			token := p.r.tokens.token(o.Name, s.ID, gen)
 			req = providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
 				Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}

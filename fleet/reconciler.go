@@ -43,10 +43,6 @@ type Reconciler struct {
 	// take a decision step for a preview.
 	lastPlan *optimizer.Plan
 	seen     map[string]bool // dry-run actions already recorded this term
-	// firstGen is the highest generation a launch-first move of each slot
-	// used (launchFirst): a refused one leaves the slot at its generation,
-	// and its next launch must not reuse the refused launch's token.
-	firstGen map[string]int
 	tokens   tokenMemo
 	// spare are a finished pass's maps, emptied, for the next pass (nil
 	// while a pass holds them): a pass indexes every slot, record, listed

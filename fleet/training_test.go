@@ -763,11 +763,12 @@ func TestKeepUnsaved(t *testing.T) {
 // launch leaves the job on its instance, same slot generation, nothing
 // lost; the next try uses a new launch token.
 func TestMoveLaunchesBeforeStopping(t *testing.T) {
-	t.Run("refused, then launched", func(t *testing.T) { testMoveLaunchesFirst(t, false) })
-	t.Run("answer lost", func(t *testing.T) { testMoveLaunchesFirst(t, true) })
+	t.Run("refused, then launched", func(t *testing.T) { testMoveLaunchesFirst(t, false, false) })
+	t.Run("answer lost", func(t *testing.T) { testMoveLaunchesFirst(t, true, false) })
+	t.Run("refused, then the instance lost under a new leader", func(t *testing.T) { testMoveLaunchesFirst(t, false, true) })
 }
 
-func testMoveLaunchesFirst(t *testing.T, lostAnswer bool) {
+func testMoveLaunchesFirst(t *testing.T, lostAnswer, lose bool) {
 	const onDemandJob = `
 clouds: [aws]
 workloads:
@@ -847,6 +848,23 @@ workloads:
 		t.Fatalf("want one launch_failed event, got %d", len(e.events("fleet.launch_failed")))
 	}
 
+	if lose {
+		// A new leader (nothing in memory) replaces the lost instance on
+		// demand: the new launch takes the generation after the refused
+		// one, not the refused one's (slot, generation) again.
+		e.r.Plans = staticPlan{base}
+		e.r = &Reconciler{Store: e.r.Store, Computes: e.r.Computes, Agents: e.r.Agents, Plans: e.r.Plans, Tokens: e.r.Tokens,
+			Unavailable: &Unavailable{}, Now: e.r.Now, Options: e.r.Options}
+		if err := e.cloud.Terminate(context.Background(), providers.InstanceRef{Cloud: pricing.AWS, ID: before.InstanceID}); err != nil {
+			t.Fatal(err)
+		}
+		e.step(time.Minute)
+		if s := e.slots()[id]; s.Generation != before.Generation+2 || s.InstanceID == before.InstanceID || s.InstanceID == "" {
+			t.Fatalf("replacement after a refused launch-first: want generation %d on a new instance, got %+v", before.Generation+2, s)
+		}
+		e.checkNoDuplicates()
+		return
+	}
 	// The pool has capacity again and its block ran out: the move happens,
 	// the on-demand instance is stopped in the same pass.
 	e.cloud.FailPool(spotPool, nil)
