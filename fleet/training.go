@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -139,6 +140,11 @@ type TrainingSource struct {
 	// placed in a pool blocked since.
 	lastIn, lastOut *optimizer.Plan
 	lastAt          time.Time
+	// polGen changes when the policy changes in more than its workloads
+	// (clouds, regions, quotas, budgets): the jobs' on-demand alternatives
+	// are found again. lastPol is the policy it was counted for.
+	polGen  int
+	lastPol *policy.Policy
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
 	bufs  placementBufs
@@ -210,6 +216,8 @@ type liveJob struct {
 	nextLeave time.Time
 	// leftInst is the on-demand instance a move to spot left from.
 	leftInst string
+	// alt is the job's on-demand alternative (onDemandAlt).
+	alt altCache
 	// For status: the job's work (seconds on the planned shape), its
 	// deadline, and the spot pool of its decision ("" off spot).
 	work     float64
@@ -264,6 +272,12 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	// inner plan): the jobs whose decision stands in a pool that is not
 	// blocked keep it; those placed in a blocked pool decide again.
 	again := inPass(ctx) && plan == t.lastIn && now.Equal(t.lastAt) && t.lastOut != nil && len(t.lastOut.Placements) == len(out.Placements)
+	if pol := t.Policy(); pol != t.lastPol {
+		if t.lastPol == nil || pol == nil || !sameSettings(t.lastPol, pol) {
+			t.polGen++
+		}
+		t.lastPol = pol
+	}
 	for i := range out.Placements {
 		// (The placement and the workload are copied only for the jobs:
 		// a plan holds a thousand placements.)
@@ -306,6 +320,14 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	}
 	t.lastIn, t.lastOut, t.lastAt = plan, &out, now
 	return &out, nil
+}
+
+// sameSettings says whether two policies differ at most in their
+// workloads.
+func sameSettings(a, b *policy.Policy) bool {
+	x, y := *a, *b
+	x.Workloads, y.Workloads = nil, nil
+	return reflect.DeepEqual(x, y)
 }
 
 // placedInBlocked says whether a placement has a group in a pool blocked at
@@ -452,8 +474,17 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	gap := t.Config.tick()
 	work := jobWork(w, p)
+	// On demand, the job runs on the cheapest on-demand placement the
+	// solver finds for it, when that is cheaper than the planned instance
+	// type on demand and no slower (the safety net counts time on the
+	// planned shape).
+	odTotal := od.OnDemandPrice * float64(p.Instances)
+	alt := t.onDemandAlt(j, w, p, odTotal, work, u, now)
+	if alt != nil {
+		odTotal = alt.PricePerHour
+	}
 	s := &spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
-		Checkpoint: ckptWork(w, work), OnDemandPrice: od.OnDemandPrice * float64(p.Instances), Pools: make([]spotpolicy.Pool, len(pools))}
+		Checkpoint: ckptWork(w, work), OnDemandPrice: odTotal, Pools: make([]spotpolicy.Pool, len(pools))}
 	s.Tick = int(now.Sub(start) / gap)
 
 	// Live signals into the trackers: a blocked pool has no capacity, a
@@ -543,11 +574,11 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 			}
 		}
 	}
-	if a.Capacity == spotpolicy.Spot && a.Pool < len(pools) && pools[a.Pool].offer.SpotPrice >= od.OnDemandPrice {
+	if a.Capacity == spotpolicy.Spot && a.Pool < len(pools) && pools[a.Pool].offer.SpotPrice*float64(p.Instances) >= odTotal {
 		// Spot at or above the on-demand price (it happens for some
 		// types and zones): on demand costs no more and is not preempted.
 		a, j.reason = spotpolicy.RunOnDemand, fmt.Sprintf("spot in %s costs $%.2f/h, not less than on demand ($%.2f/h)",
-			pools[a.Pool].offer.Zone, pools[a.Pool].offer.SpotPrice, od.OnDemandPrice)
+			pools[a.Pool].offer.Zone, pools[a.Pool].offer.SpotPrice*float64(p.Instances), odTotal)
 	}
 	a = spotpolicy.Guard(s, a)
 	a, j.reason = t.hysteresis(s, pools, a, j.reason)
@@ -582,12 +613,94 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	j.lastAt = now
 	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
 	np := place(p, pools, od, a, cur)
+	if alt != nil && a.Capacity == spotpolicy.OnDemand && w.Spot != policy.SpotOnly {
+		np = placeAlt(*alt, cur)
+		if j.reason == "" {
+			j.reason = "on demand"
+		}
+		j.reason += fmt.Sprintf(" on %s %s %s ($%.2f/h; the planned %s on demand: $%.2f/h)", alt.Cloud, alt.Region, alt.InstanceType,
+			alt.PricePerHour, p.Groups[0].InstanceType, od.OnDemandPrice*float64(p.Instances))
+	}
 	if w.Spot == policy.SpotOnly {
 		// A spot-only job has no safety net for a blind spot to mislead:
 		// any pool the solver offers as a fallback is capacity it may need.
 		np.RunnerUp = p.RunnerUp
 	}
 	return np, nil
+}
+
+// altCache is a job's on-demand alternative (onDemandAlt) and what it was
+// found for.
+type altCache struct {
+	cat *pricing.Catalog
+	w   policy.Workload
+	gen int // TrainingSource.polGen
+	alt *optimizer.Placement
+	ok  bool // computed
+}
+
+// onDemandAlt is the cheapest on-demand placement of the job, as the
+// solver places it: the workload alone with spot: never, under the
+// policy's clouds, regions, residency, quotas and budgets, with the
+// blocked pools ruled out (the incremental re-plan's way: other workloads'
+// use of a quota or budget is not counted). It is used only when it costs
+// less than the planned instance type on demand for the job's work (by 1%
+// or more), runs it no slower and on as many instances; nil otherwise. Kept per job until the
+// catalog, the workload or the policy's other settings change, or its pool
+// is blocked (a launch refused for quota or capacity). The live stage's
+// on-demand used to be the planned instance type in the planned region:
+// the three-cloud 2 x 8 H100 gang planned on AWS p5 spot ran p5 on demand
+// ($118/h an instance in ap-south-1) where GCP a3-highgpu-8g is $43/h.
+func (t *TrainingSource) onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, sameType, work float64, u *Unavailable, now time.Time) *optimizer.Placement {
+	cat, pol := t.Catalog(), t.Policy()
+	if cat == nil || pol == nil || w.Spot == policy.SpotOnly {
+		return nil
+	}
+	c := &j.alt
+	if c.ok && c.cat == cat && c.gen == t.polGen && reflect.DeepEqual(c.w, w) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) {
+		return c.alt
+	}
+	*c = altCache{cat: cat, w: w, gen: t.polGen, ok: true}
+	sub := *pol
+	od := w
+	od.Spot = policy.SpotNever
+	sub.Workloads = []policy.Workload{od}
+	in := optimizer.Input{Catalog: cat, Policy: &sub, Now: now, Replan: true}
+	if u != nil {
+		in.Unavailable, in.PoolLimit = u.Func(now), u.LimitFunc(now)
+	}
+	plan, err := optimizer.Solve(in)
+	if err != nil || len(plan.Placements) != 1 || len(plan.Placements[0].Groups) == 0 {
+		return nil // none feasible: the planned type on demand, as before
+	}
+	a := plan.Placements[0]
+	for _, g := range a.Groups {
+		if g.Capacity != pricing.OnDemand {
+			return nil
+		}
+	}
+	altWork := jobWork(w, a)
+	// The same number of instances: the stage counts a job's progress and
+	// cost by its planned instances (gangUpAt, account).
+	if a.Instances != p.Instances || altWork > work*(1+1e-9) || a.PricePerHour*altWork >= 0.99*sameType*work {
+		return nil
+	}
+	a.RunnerUp = nil
+	c.alt = &a
+	return c.alt
+}
+
+// placeAlt is the job's on-demand alternative as its placement: Move when
+// the job runs elsewhere now (a running spot instance, or on-demand
+// somewhere else, is left for it), none when it runs there already.
+func placeAlt(alt optimizer.Placement, cur spotpolicy.Action) optimizer.Placement {
+	groups := make([]optimizer.Group, len(alt.Groups))
+	for i, g := range alt.Groups {
+		g.Move = cur.Capacity == spotpolicy.Spot
+		groups[i] = g
+	}
+	alt.Groups = groups
+	return alt
 }
 
 // inRunningRegion moves a job's placement to the region its first slot runs

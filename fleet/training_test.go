@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -888,4 +889,76 @@ workloads:
 		t.Fatalf("moved slot not running on spot: %+v", s)
 	}
 	e.checkNoDuplicates()
+}
+
+// TestOnDemandFallbackTakesCheapestAlternative: a job planned on spot of one
+// instance type runs on demand on the cheapest on-demand placement the
+// solver finds for it (another cloud here, 19% cheaper), within the
+// policy's limits; with the cheaper cloud ruled out, or no cheaper
+// alternative, it runs the planned type on demand as before. Before, the
+// live stage's on-demand was always the planned type in the planned
+// region.
+func TestOnDemandFallbackTakesCheapestAlternative(t *testing.T) {
+	gcp := pricing.Offer{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: "n1-standard-8+v100", GPU: pricing.V100,
+		GPUCount: 1, GPUMemoryGiB: 16, VCPUs: 8, MemoryGiB: 30, OnDemandPrice: 2.48, ObservedAt: t0, Source: "test"}
+	job := func(clouds string, decider string) *policy.Policy {
+		p, err := policy.Parse("test.yaml", []byte(fmt.Sprintf(`
+clouds: [%s]
+workloads:
+  - name: train
+    kind: training
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 10, reference_gpu: V100}
+    deadline: 40h
+    checkpoint_interval: 30m
+    restart_overhead: 5m
+    spot: prefer
+    spot_policy: %s
+`, clouds, decider)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		clouds  string
+		gcpOD   float64
+		decider string
+		want    string // cloud/zone/capacity of the decision
+	}{
+		{"on demand on the cheaper cloud", "aws, gcp", 2.48, spotpolicy.PolicyOnDemand, "gcp/us-central1-a/on-demand"},
+		{"the cheaper cloud not allowed", "aws", 2.48, spotpolicy.PolicyOnDemand, "aws/us-east-1a/on-demand"},
+		{"no cheaper alternative", "aws, gcp", 3.06, spotpolicy.PolicyOnDemand, "aws/us-east-1a/on-demand"},
+		{"spot stays spot", "aws, gcp", 2.48, spotpolicy.PolicyGreedy, "aws/us-east-1a/spot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gcp
+			g.OnDemandPrice = tc.gcpOD
+			cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), g}, t0, "test")
+			pol := job(tc.clouds, tc.decider)
+			src := &TrainingSource{Inner: staticPlan{trainPlacement(1)}, Policy: func() *policy.Policy { return pol },
+				Catalog: func() *pricing.Catalog { return cat }, Fleet: &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train",
+					Kind: "training", State: string(Pending), CreatedAt: t0}}},
+				Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return t0 }}
+			plan, err := src.Plan(context.Background(), &Unavailable{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := plan.Placements[0]
+			if len(p.Groups) != 1 || p.Groups[0].Instances != 1 {
+				t.Fatalf("want one group of one instance, got %+v", p.Groups)
+			}
+			gr := p.Groups[0]
+			if got := fmt.Sprintf("%s/%s/%s", gr.Cloud, gr.Zone, gr.Capacity); got != tc.want {
+				t.Fatalf("placed on %s, want %s (%s)", got, tc.want, src.Decisions()["train"].Reason)
+			}
+			if gr.Capacity == pricing.OnDemand && gr.PricePerHour != min(3.06, tc.gcpOD) && strings.Contains(tc.clouds, "gcp") {
+				t.Errorf("on-demand price %.2f, want %.2f", gr.PricePerHour, min(3.06, tc.gcpOD))
+			}
+			if d := Desired(plan); len(d) != 1 || d[0].Offer.Cloud != gr.Cloud || d[0].Capacity != gr.Capacity {
+				t.Fatalf("slots %+v do not follow the placement", d)
+			}
+		})
+	}
 }
