@@ -633,6 +633,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 // found for.
 type altCache struct {
 	cat *pricing.Catalog
+	pol *policy.Policy // the workload is w in it
 	w   policy.Workload
 	gen int // TrainingSource.polGen
 	alt *optimizer.Placement
@@ -645,22 +646,24 @@ type altCache struct {
 // blocked pools ruled out (the incremental re-plan's way: other workloads'
 // use of a quota or budget is not counted). It is used only when it costs
 // less than the planned instance type on demand for the job's work (by 1%
-// or more), runs it no slower and on as many instances; nil otherwise. Kept per job until the
-// catalog, the workload or the policy's other settings change, or its pool
-// is blocked (a launch refused for quota or capacity). The live stage's
-// on-demand used to be the planned instance type in the planned region:
-// the three-cloud 2 x 8 H100 gang planned on AWS p5 spot ran p5 on demand
-// ($118/h an instance in ap-south-1) where GCP a3-highgpu-8g is $43/h.
+// or more), runs it no slower and on as many instances; nil otherwise.
+// Kept per job until the catalog, the workload or the policy's other
+// settings change, or its pool is blocked (a launch refused for quota or
+// capacity). The live stage's on-demand used to be the planned instance
+// type in the planned region: the three-cloud 2 x 8 H100 gang planned on
+// AWS p5 spot ran p5 on demand ($118/h an instance in ap-south-1) where
+// GCP a3-highgpu-8g is $43/h.
 func (t *TrainingSource) onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, sameType, work float64, u *Unavailable, now time.Time) *optimizer.Placement {
 	cat, pol := t.Catalog(), t.Policy()
 	if cat == nil || pol == nil || w.Spot == policy.SpotOnly {
 		return nil
 	}
 	c := &j.alt
-	if c.ok && c.cat == cat && c.gen == t.polGen && reflect.DeepEqual(c.w, w) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) {
+	if c.ok && c.cat == cat && c.gen == t.polGen && (c.pol == pol || reflect.DeepEqual(c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) {
+		c.pol = pol // the same workload in a new policy (another one left)
 		return c.alt
 	}
-	*c = altCache{cat: cat, w: w, gen: t.polGen, ok: true}
+	*c = altCache{cat: cat, pol: pol, w: w, gen: t.polGen, ok: true}
 	sub := *pol
 	od := w
 	od.Spot = policy.SpotNever
@@ -691,8 +694,10 @@ func (t *TrainingSource) onDemandAlt(j *liveJob, w policy.Workload, p optimizer.
 }
 
 // placeAlt is the job's on-demand alternative as its placement: Move when
-// the job runs elsewhere now (a running spot instance, or on-demand
-// somewhere else, is left for it), none when it runs there already.
+// the job runs on spot now. An on-demand instance of the planned type (one
+// started before the alternative was known) stays where it runs, as a
+// running on-demand job always did: moving it would cost a changeover for
+// a lower price per hour, which the policy has not weighed.
 func placeAlt(alt optimizer.Placement, cur spotpolicy.Action) optimizer.Placement {
 	groups := make([]optimizer.Group, len(alt.Groups))
 	for i, g := range alt.Groups {
