@@ -962,3 +962,38 @@ workloads:
 		})
 	}
 }
+
+// TestPriceMoveOutcome: a move between spot pools that left the job on the
+// instance it was to leave (the launch refused, launch first) holds the
+// target pool back from price moves for an hour, doubling to eight; one
+// that reached the pool clears its wait.
+func TestPriceMoveOutcome(t *testing.T) {
+	pools := []livePool{{key: "a"}, {key: "b"}}
+	j := &liveJob{}
+	on := func(pool int) spotpolicy.Action { return spotpolicy.RunSpot(pool) }
+	for i, st := range []struct {
+		at   time.Duration
+		cur  spotpolicy.Action
+		inst string
+		want time.Duration // held from at, 0: not held
+	}{
+		{0, on(0), "i-1", time.Hour},
+		{time.Hour, on(0), "i-1", 2 * time.Hour},
+		{3 * time.Hour, on(0), "i-1", 4 * time.Hour},
+		{7 * time.Hour, on(0), "i-1", 8 * time.Hour},
+		{15 * time.Hour, on(0), "i-1", 8 * time.Hour},
+		{23 * time.Hour, on(1), "i-2", 0}, // reached b
+		{24 * time.Hour, on(1), "i-2", 0},
+	} {
+		j.moveTo, j.moveFrom = "b", "i-1"
+		now := t0.Add(st.at)
+		j.priceMoveOutcome(st.cur, st.inst, pools, now)
+		got := time.Duration(0)
+		if h := j.moveHeld["b"]; h.After(now) {
+			got = h.Sub(now)
+		}
+		if got != st.want {
+			t.Fatalf("step %d: pool b held for %s, want %s", i, got, st.want)
+		}
+	}
+}
