@@ -562,9 +562,12 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 				proof[w] = p
 			}
 			if final {
-				// No full plan found: leave out as few as possible. One
+				// No full plan found: leave out as few as possible. The
+				// failed search's core starts the hitting set search
+				// (fewestOut); should that run out of budget, one
 				// workload holding what several need is the common case:
-				// first try leaving out each one alone.
+				// try leaving out each one alone.
+				s.fewestOut(st, comp, r.core, searchWork)
 				s.leaveOneOut(st, comp)
 				if pick, ok := s.maxPlaced(st, comp, searchWork); ok {
 					for _, w := range comp {
