@@ -165,7 +165,7 @@ func TestMinHittingSet(t *testing.T) {
 			}
 		}
 		nodes := 0
-		got, ok := minHittingSet(cores, n, func(int) float64 { return 0 }, &nodes)
+		got, ok := minHittingSet(cores, n, func(int) float64 { return 0 }, nil, &nodes)
 		if !ok || len(got) != least {
 			t.Fatalf("seed %d: cores %v: got %v (%v), want size %d", seed, cores, got, ok, least)
 		}
@@ -174,7 +174,7 @@ func TestMinHittingSet(t *testing.T) {
 				t.Fatalf("seed %d: %v misses core %v", seed, got, c)
 			}
 		}
-		if _, ok := minHittingSet(cores, least-1, func(int) float64 { return 0 }, &nodes); ok {
+		if _, ok := minHittingSet(cores, least-1, func(int) float64 { return 0 }, nil, &nodes); ok {
 			t.Fatalf("seed %d: a set smaller than %d reported", seed, least)
 		}
 	}

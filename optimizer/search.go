@@ -599,16 +599,18 @@ func (s *solver) leaveOneOut(st *state, ws []int) {
 // together (a failed feasibility search's searchResult.core). Whoever is
 // left out must include one workload of every core, so the fewest left
 // out is at least the smallest set that hits every core. It takes such a
-// hitting set, searches for a plan of every other workload of ws, and
-// either takes that plan (then it leaves out the fewest possible, among
-// the plans of the workloads' candidates) or learns the new core the
-// failed search gives, which that set does not hit, and repeats (the
-// implicit hitting set method of MaxSAT solvers). Each core is first
-// shrunk by dropping members while the rest still cannot be placed, so
-// the hitting sets name the workloads that matter. It stops without a
-// change when a search or the hitting set search runs out of budget, or
-// when no hitting set smaller than what st leaves out remains (st's count
-// is then the least).
+// hitting set and tries to place every other workload of ws: first by
+// repairing st's plan with the set taken out (repairSets), then by the
+// feasibility search. It takes the first plan found, or learns the new
+// core the failed search gives, which that set does not hit, and repeats
+// (the implicit hitting set method of MaxSAT solvers): with every search
+// complete, the first plan found leaves out the fewest possible. Each
+// core is first shrunk by dropping members while the rest still cannot be
+// placed, so the hitting sets name the workloads that matter. A search
+// cut short (each gets at most an eighth of the budget) rules out its
+// set only. It stops without a change when the budget runs out or no
+// hitting set smaller than what st leaves out remains (st's count is then
+// the least over the candidates, when no search was cut short).
 //
 // Leaving one out (leaveOneOut) or pairs of the dearest only reaches
 // hitting sets of those shapes; this reaches any (the differential test:
@@ -639,15 +641,21 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 			st.set(w, -1)
 		}
 	}
+	reset := func() {
+		clearAll()
+		for i, w := range ws {
+			st.set(w, orig[i])
+		}
+	}
 	// feasible searches the workloads of set with every other workload of
 	// ws absent (cleared): a pick, or (complete, no pick) a core within
 	// set.
-	feasible := func(set []int) searchResult {
+	feasible := func(set []int, limit int) searchResult {
 		work := 0
 		for _, w := range set {
 			work += len(st.evals[w].cands)
 		}
-		r := s.search(st, set, math.Inf(1), max(0, budget-spent), true, nil)
+		r := s.search(st, set, math.Inf(1), max(0, min(limit, budget-spent)), true, nil)
 		spent += max(1, r.nodes*work)
 		return r
 	}
@@ -656,7 +664,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 	shrink := func(c []int) []int {
 		for i := 0; i < len(c) && spent < budget; {
 			sub := slices.Delete(slices.Clone(c), i, i+1)
-			r := feasible(sub)
+			r := feasible(sub, budget/8)
 			if r.pick == nil && r.complete && len(r.core) > 0 {
 				c = r.core
 				continue
@@ -667,9 +675,13 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 	}
 	clearAll()
 	cores := [][]int{shrink(core)}
+	var skipped [][]int
+	skip := func(set []int) bool {
+		return slices.ContainsFunc(skipped, func(x []int) bool { return slices.Equal(x, set) })
+	}
 	rest := make([]int, 0, len(ws))
 	for spent < budget {
-		out, ok := minHittingSet(cores, left-1, cost, &hsNodes)
+		out, ok := minHittingSet(cores, left-1, cost, skip, &hsNodes)
 		if !ok {
 			break
 		}
@@ -679,7 +691,19 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 				rest = append(rest, w)
 			}
 		}
-		r := feasible(rest)
+		// st's plan with out taken out, its other left-out workloads
+		// placed by local repair: often enough, and far cheaper than a
+		// search over the whole group.
+		reset()
+		for _, u := range out {
+			st.set(u, -1)
+		}
+		spent += s.repairSets(st, nil, rest)
+		if !slices.ContainsFunc(rest, func(w int) bool { return st.choice[w] < 0 }) {
+			return
+		}
+		clearAll()
+		r := feasible(rest, budget/8)
 		if r.pick != nil {
 			for i, w := range rest {
 				st.set(w, r.pick[i])
@@ -687,15 +711,13 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 			return
 		}
 		if !r.complete || len(r.core) == 0 {
-			break
+			skipped = append(skipped, slices.Sorted(slices.Values(out)))
+			continue
 		}
 		cores = append(cores, shrink(r.core))
 	}
 	// Nothing better found: put back st's plan.
-	clearAll()
-	for i, w := range ws {
-		st.set(w, orig[i])
-	}
+	reset()
 }
 
 // hittingNodes bounds minHittingSet's branch and bound, over all the calls
@@ -703,13 +725,14 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 const hittingNodes = 200_000
 
 // minHittingSet returns a smallest set of workloads that has one of every
-// core, if one of at most maxSize exists (ok false otherwise, or when
+// core and that skip does not rule out (skip gets it sorted; nil: none
+// is), if one of at most maxSize exists (ok false otherwise, or when
 // *nodes, which it adds its nodes to, reaches hittingNodes). Branching is
-// on the unhit core with the fewest members, members that hit the most
-// unhit cores first, then the dearest (cost); the bound adds a greedy
-// count of pairwise disjoint unhit cores, each of which needs a member of
-// its own.
-func minHittingSet(cores [][]int, maxSize int, cost func(int) float64, nodes *int) ([]int, bool) {
+// on the unhit core with the fewest members, the dearest members first
+// (cost), then those that hit the most unhit cores; the bound adds a
+// greedy count of pairwise disjoint unhit cores, each of which needs a
+// member of its own.
+func minHittingSet(cores [][]int, maxSize int, cost func(int) float64, skip func([]int) bool, nodes *int) ([]int, bool) {
 	if maxSize < 1 {
 		return nil, false
 	}
@@ -779,7 +802,9 @@ func minHittingSet(cores [][]int, maxSize int, cost func(int) float64, nodes *in
 			}
 		}
 		if pick < 0 {
-			best, bestSize = append(best[:0], path...), len(path)
+			if skip == nil || !skip(slices.Sorted(slices.Values(path))) {
+				best, bestSize = append(best[:0], path...), len(path)
+			}
 			return false
 		}
 		if len(path)+need >= bestSize {
@@ -793,10 +818,10 @@ func minHittingSet(cores [][]int, maxSize int, cost func(int) float64, nodes *in
 		}
 		f := append([]int(nil), freq...)
 		sort.SliceStable(branch, func(a, b int) bool {
-			if fa, fb := f[branch[a]], f[branch[b]]; fa != fb {
-				return fa > fb
+			if ca, cb := cost(members[branch[a]]), cost(members[branch[b]]); ca != cb {
+				return ca > cb
 			}
-			return cost(members[branch[a]]) > cost(members[branch[b]])
+			return f[branch[a]] > f[branch[b]]
 		})
 		for _, i := range branch {
 			chosen[i/64] |= 1 << (i % 64)

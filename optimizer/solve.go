@@ -599,10 +599,17 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 // holders of the rows its cheapest options need, at least cost; a larger
 // set if that fails.
 func (s *solver) localRepair(st *state, mu []float64) {
+	s.repairSets(st, mu, allIdx(len(st.evals)))
+}
+
+// repairSets is localRepair for the unplaced workloads of todo; it returns
+// the candidate scans its searches made.
+func (s *solver) repairSets(st *state, mu []float64, todo []int) int {
 	evals := st.evals
 	users := st.rowUsers()
 	inSet := make([]bool, len(evals))
-	for w := range evals {
+	spent := 0
+	for _, w := range todo {
 		if st.choice[w] >= 0 {
 			continue
 		}
@@ -641,6 +648,7 @@ func (s *solver) localRepair(st *state, mu []float64) {
 				work += len(evals[v].cands)
 			}
 			r := s.search(st, set, math.Inf(1), 2000*work, false, mu)
+			spent += r.nodes * work
 			if r.pick != nil {
 				for _, v := range set {
 					st.set(v, -1)
@@ -653,6 +661,7 @@ func (s *solver) localRepair(st *state, mu []float64) {
 			}
 		}
 	}
+	return spent
 }
 
 // infeasible adds each blocked workload's position in the policy file.
