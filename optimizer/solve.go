@@ -503,6 +503,11 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 				copy(choice, r.pick)
 			}
 		}
+		if !s.probe && !s.in.Replan && ub-lb > eps*lb {
+			// Partial-row service layouts, last (fitColumns); the live
+			// fleet's re-plans keep the plans they had.
+			choice = s.fitColumns(evals, choice, mu, budget/4)
+		}
 	}
 	s.muWarm = mu
 	s.solverName = SolverHeuristic
