@@ -585,7 +585,20 @@ func (s *solver) fitColumns(evals []*eval, choice []int, mu []float64, budget in
 		for _, r := range e.budgetRows {
 			rem[r] += e.cands[c].budgetUse
 		}
-		for k, caps := range [][]float64{rem, s.caps} {
+		// Within what the plan leaves, within the caps, and within the
+		// caps with one row cut to each level its layouts could use:
+		// the staircase of cost against that row's GPUs, every step of
+		// it (a priced sweep gives only its convex hull).
+		limits := [][]float64{rem, s.caps}
+		gpus := float64(gpuCount(e.w))
+		for _, u := range e.cands[0].uses {
+			for k := u.amt - gpus; k > 0 && len(limits) < 2+fitLevels; k -= gpus {
+				l := append([]float64(nil), s.caps...)
+				l[u.row] = k
+				limits = append(limits, l)
+			}
+		}
+		for k, caps := range limits {
 			opt, model, ok := s.fitLayout(e, caps)
 			if !ok || s.oversized(e, &opt) {
 				continue
@@ -601,12 +614,16 @@ func (s *solver) fitColumns(evals []*eval, choice []int, mu []float64, budget in
 			}
 		}
 	}
-	if !added {
-		return choice
+	if added {
+		s.resort(evals, st.choice)
 	}
-	s.resort(evals, st.choice)
-	return s.lns(evals, st.choice, mu, budget)
+	// Holders by what leaving a row costs them (lnsBy): run last as well,
+	// so it too can only make the plan cheaper.
+	return s.lnsBy(evals, st.choice, mu, budget, true)
 }
+
+// fitLevels bounds the row levels fitColumns tries per service.
+const fitLevels = 32
 
 // fitLayout is the cheapest layout of service e whose replicas fit rem
 // row by row, each row taken in part where its room allows (one replica
