@@ -565,11 +565,9 @@ func (s *solver) addFrontierLayouts(e *eval) {
 // than its own moves to it, and when any layout was new the
 // large-neighbourhood search runs again from the plan with them (one
 // service's partial layout often needs another workload to move first).
-// On fleets of up to chainFleet workloads it also tries each row of the
-// service's cheapest layout cut to every level below that layout's use,
-// and the search runs even with nothing new, taking holders by what
-// leaving a row costs them (lnsBy). Run last, it returns the plan it got
-// or a cheaper one. As candidates
+// On fleets of up to chainFleet workloads the search runs even with
+// nothing new, taking holders by what leaving a row costs them (lnsBy).
+// Run last, it returns the plan it got or a cheaper one. As candidates
 // from the start they changed the searches' paths: a 35-workload hard
 // fleet with tight spot pools (TestMILPComparisonSpotPools seed 4) ended
 // 3% dearer.
@@ -589,25 +587,15 @@ func (s *solver) fitColumns(evals []*eval, choice []int, mu []float64, budget in
 		for _, r := range e.budgetRows {
 			rem[r] += e.cands[c].budgetUse
 		}
-		// Within what the plan leaves, within the caps, and within the
-		// caps with one row cut to each level its layouts could use:
-		// the staircase of cost against that row's GPUs, every step of
-		// it (a priced sweep gives only its convex hull).
+		// Within what the plan leaves and within the caps. (Cutting
+		// each row of the cheapest layout to every level below its use
+		// as well found 0.4% on a 26-workload fleet, but on others it
+		// gave the exact solver cheaper plans than the search finds:
+		// TestMILPComparison seeds 7 and 8 0.26-0.30% and
+		// TestMILPComparisonSpotPools seed 4 0.97% above CBC over the
+		// candidates, while its plan for the last was cheaper than
+		// main's, 27,422.75 → 27,409.70.)
 		limits := [][]float64{rem, s.caps}
-		gpus := float64(gpuCount(e.w))
-		for _, u := range e.cands[0].uses {
-			if len(evals) > chainFleet {
-				// Large fleets: their caps are wide; the levels and the
-				// search below cost more than they find (Solve1000:
-				// 327 → 627 CPU-ms for a 0.003% cheaper plan).
-				break
-			}
-			for k := u.amt - gpus; k > 0 && len(limits) < 2+fitLevels; k -= gpus {
-				l := append([]float64(nil), s.caps...)
-				l[u.row] = k
-				limits = append(limits, l)
-			}
-		}
 		for k, caps := range limits {
 			opt, model, ok := s.fitLayout(e, caps)
 			if !ok || s.oversized(e, &opt) {
@@ -637,9 +625,6 @@ func (s *solver) fitColumns(evals []*eval, choice []int, mu []float64, budget in
 	// so it too can only make the plan cheaper.
 	return s.lnsBy(evals, st.choice, mu, budget, true)
 }
-
-// fitLevels bounds the row levels fitColumns tries per service.
-const fitLevels = 32
 
 // fitLayout is the cheapest layout of service e whose replicas fit rem
 // row by row, each row taken in part where its room allows (one replica
