@@ -188,16 +188,14 @@ func BuildModel(in Input) (*Model, error) {
 	s := newSolver(in)
 	// The full model: every spot pool the fleet could overfill has its row.
 	s.addPoolRows(s.potentialPools())
-	var evals []*eval
+	all := make([]*eval, len(s.pol.Workloads))
 	var svcs []int
 	for i := range s.pol.Workloads {
 		e := s.eval(&s.pol.Workloads[i])
 		s.dropOversized(e)
-		if e.blocked == nil {
-			evals = append(evals, e)
-			if e.svc != nil {
-				svcs = append(svcs, i)
-			}
+		all[i] = e
+		if e.svc != nil {
+			svcs = append(svcs, i)
 		}
 	}
 	if len(svcs) > 0 {
@@ -210,13 +208,12 @@ func BuildModel(in Input) (*Model, error) {
 		h := newSolver(in)
 		h.ctx, h.in = context.Background(), in
 		hEvals, _, _, _ := h.run()
-		at := map[string]*eval{}
-		for _, e := range evals {
-			at[e.w.Name] = e
-		}
 		for _, i := range svcs {
-			e, he := at[s.pol.Workloads[i].Name], hEvals[i]
-			if e == nil || he == nil {
+			// A service the full rows leave without a layout of its own
+			// may still have one among Solve's (a repair's fitting
+			// layout): it is then in the model.
+			e, he := all[i], hEvals[i]
+			if he == nil {
 				continue
 			}
 			seen := map[string]bool{}
@@ -243,6 +240,15 @@ func BuildModel(in Input) (*Model, error) {
 				e.cands = append(e.cands, o)
 			}
 			sortOptions(e.cands)
+			if len(e.cands) > 0 {
+				e.blocked = nil
+			}
+		}
+	}
+	var evals []*eval
+	for _, e := range all {
+		if e.blocked == nil {
+			evals = append(evals, e)
 		}
 	}
 	return s.model(evals), nil

@@ -21,6 +21,12 @@ type searchResult struct {
 	// pick proves that no assignment places every workload.
 	complete bool
 	nodes    int
+	// core, for a feasibility search (firstOnly) that is complete and
+	// found nothing, is a subset of the searched workloads that cannot all
+	// be placed together (with the rest fixed as they were): every
+	// workload the search branched on or found without a fitting
+	// candidate. Sorted.
+	core []int
 }
 
 // detach takes the workloads in ws out of base for a search over them: it
@@ -113,6 +119,15 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 	}
 	free := append([]int(nil), ws...)
 	limitHit := false
+	// inCore marks, for a feasibility search, the workloads of its dead
+	// ends: each branch workload on the path to one and the workload left
+	// without a fitting candidate there. The tree tried every fitting
+	// candidate of each branch workload, and capacity only shrinks down a
+	// path, so those workloads alone have no assignment.
+	var inCore map[int]bool
+	if firstOnly && math.IsInf(incumbent, 1) {
+		inCore = make(map[int]bool)
+	}
 	var rec func(depth int, cost float64) bool
 	rec = func(depth int, cost float64) bool {
 		res.nodes++
@@ -157,6 +172,12 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 				}
 			}
 			if n == 0 {
+				if inCore != nil {
+					inCore[free[i]] = true
+					for _, v := range free[:depth] {
+						inCore[v] = true
+					}
+				}
 				return false
 			}
 			lower += cheapest
@@ -191,6 +212,12 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 	}
 	rec(0, 0)
 	res.complete = !limitHit
+	if res.complete && res.pick == nil && inCore != nil {
+		for w := range inCore {
+			res.core = append(res.core, w)
+		}
+		sort.Ints(res.core)
+	}
 	return res
 }
 
@@ -262,6 +289,19 @@ const lnsSize = 12
 // cheaper options need. Passes repeat while they improve and the work
 // budget lasts; the sets are deterministic.
 func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []int {
+	return s.lnsBy(evals, choice, mu, budget, false)
+}
+
+// lnsBy is lns; with leave set, a workload's neighbourhood takes the
+// holders of a row its cheaper option lacks room in by what leaving the
+// row costs them per GPU (leavePenalty), cheapest first, rather than by
+// the cost of the option they are on: on a wide row (a region glob with
+// dozens of holders) the one to move is rarely among the cheapest
+// placed (the differential test against CBC, seed 2285 at
+// GPUBROKER_DIFF_MAXN=60: a service's cheaper layout needed a 4-GPU job
+// to leave a full region glob for $40 more, a saving of $72 the search
+// never tried).
+func (s *solver) lnsBy(evals []*eval, choice []int, mu []float64, budget int, leave bool) []int {
 	st := &state{s: s, evals: evals, choice: choice, rem: append([]float64(nil), s.caps...)}
 	for w, c := range choice {
 		st.apply(evals[w], &evals[w].cands[c], 1)
@@ -340,20 +380,73 @@ func (s *solver) lns(evals []*eval, choice []int, mu []float64, budget int) []in
 			}
 			for j := 0; j < min(cur, 3); j++ {
 				o := &evals[w].cands[j]
+				// own is what w's option holds of a row: in leave mode a
+				// row lacks room only beyond it (w leaves it for o).
+				own := func(r int32) float64 {
+					if !leave {
+						return 0
+					}
+					c := &evals[w].cands[cur]
+					if slices.Contains(evals[w].budgetRows, r) {
+						return c.budgetUse
+					}
+					for _, u := range c.uses {
+						if u.row == r {
+							return u.amt
+						}
+					}
+					return 0
+				}
 				var hold []int
 				for _, u := range o.uses {
-					if st.rem[u.row] < u.amt-eps {
+					if st.rem[u.row]+own(u.row) < u.amt-eps {
 						hold = append(hold, users[u.row]...)
 					}
 				}
 				for _, r := range evals[w].budgetRows {
-					if st.rem[r] < o.budgetUse*(1-eps) {
+					if st.rem[r]+own(r) < o.budgetUse*(1-eps) {
 						hold = append(hold, users[r]...)
 					}
 				}
-				sort.SliceStable(hold, func(a, b int) bool {
-					return evals[hold[a]].cands[st.choice[hold[a]]].cost < evals[hold[b]].cands[st.choice[hold[b]]].cost
-				})
+				if leave {
+					// Per GPU (USD for a budget) of the short rows it
+					// holds, the least over them.
+					pen := make(map[int]float64, len(hold))
+					for _, v := range hold {
+						pen[v] = math.Inf(1)
+					}
+					short := func(r int32) {
+						for _, v := range users[r] {
+							held := 0.0
+							for _, u := range evals[v].cands[st.choice[v]].uses {
+								if u.row == r {
+									held = u.amt
+								}
+							}
+							if slices.Contains(evals[v].budgetRows, r) {
+								held = evals[v].cands[st.choice[v]].budgetUse
+							}
+							if held > 0 {
+								pen[v] = min(pen[v], st.leavePenalty(v, r)/held)
+							}
+						}
+					}
+					for _, u := range o.uses {
+						if st.rem[u.row]+own(u.row) < u.amt-eps {
+							short(u.row)
+						}
+					}
+					for _, r := range evals[w].budgetRows {
+						if st.rem[r]+own(r) < o.budgetUse*(1-eps) {
+							short(r)
+						}
+					}
+					sort.SliceStable(hold, func(a, b int) bool { return pen[hold[a]] < pen[hold[b]] })
+				} else {
+					sort.SliceStable(hold, func(a, b int) bool {
+						return evals[hold[a]].cands[st.choice[hold[a]]].cost < evals[hold[b]].cands[st.choice[hold[b]]].cost
+					})
+				}
 				set := []int{w}
 				inSet[w] = true
 				for _, v := range hold {
@@ -565,4 +658,251 @@ func (s *solver) leaveOneOut(st *state, ws []int) {
 			}
 		}
 	}
+}
+
+// fewestOut looks for a plan of ws that leaves out fewer workloads than st
+// does, from cores: sets of workloads of ws that cannot all be placed
+// together (a failed feasibility search's searchResult.core). Whoever is
+// left out must include one workload of every core, so the fewest left
+// out is at least the smallest set that hits every core. It takes such a
+// hitting set and tries to place every other workload of ws: first by
+// repairing st's plan with the set taken out (repairSets), then by the
+// feasibility search. It takes the first plan found, or learns the new
+// core the failed search gives, which that set does not hit, and repeats
+// (the implicit hitting set method of MaxSAT solvers): with every search
+// complete, the first plan found leaves out the fewest possible. Each
+// core is first shrunk by dropping members while the rest still cannot be
+// placed, so the hitting sets name the workloads that matter. A search
+// cut short (each gets at most an eighth of the budget) rules out its
+// set only. It stops without a change when the budget runs out or no
+// hitting set smaller than what st leaves out remains (st's count is then
+// the least over the candidates, when no search was cut short).
+//
+// Leaving one out (leaveOneOut) or pairs of the dearest only reaches
+// hitting sets of those shapes; this reaches any (the differential test:
+// a 32-GPU job and a 4-replica service, the eleventh dearest, left out
+// where the plan left out four services).
+func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
+	left := 0
+	for _, w := range ws {
+		if st.choice[w] < 0 {
+			left++
+		}
+	}
+	if left < 2 || len(core) == 0 {
+		return
+	}
+	// Ties between hitting sets go to the dearest workloads, as in
+	// leaveOneOut: they hold the most.
+	dear := make(map[int]float64, len(ws))
+	orig := make([]int, len(ws))
+	for i, w := range ws {
+		orig[i] = st.choice[w]
+		dear[w] = st.evals[w].cands[max(0, orig[i])].cost
+	}
+	cost := func(w int) float64 { return dear[w] }
+	spent, hsNodes := 0, 0
+	clearAll := func() {
+		for _, w := range ws {
+			st.set(w, -1)
+		}
+	}
+	reset := func() {
+		clearAll()
+		for i, w := range ws {
+			st.set(w, orig[i])
+		}
+	}
+	// feasible searches the workloads of set with every other workload of
+	// ws absent (cleared): a pick, or (complete, no pick) a core within
+	// set.
+	feasible := func(set []int, limit int) searchResult {
+		work := 0
+		for _, w := range set {
+			work += len(st.evals[w].cands)
+		}
+		r := s.search(st, set, math.Inf(1), max(0, min(limit, budget-spent)), true, nil)
+		spent += max(1, r.nodes*work)
+		return r
+	}
+	// shrink drops members of a core while the others still cannot be
+	// placed (a search each, on the core's few workloads).
+	shrink := func(c []int) []int {
+		for i := 0; i < len(c) && spent < budget; {
+			sub := slices.Delete(slices.Clone(c), i, i+1)
+			r := feasible(sub, budget/8)
+			if r.pick == nil && r.complete && len(r.core) > 0 {
+				c = r.core
+				continue
+			}
+			i++
+		}
+		return c
+	}
+	clearAll()
+	cores := [][]int{shrink(core)}
+	var skipped [][]int
+	skip := func(set []int) bool {
+		return slices.ContainsFunc(skipped, func(x []int) bool { return slices.Equal(x, set) })
+	}
+	rest := make([]int, 0, len(ws))
+	for spent < budget {
+		out, ok := minHittingSet(cores, left-1, cost, skip, &hsNodes)
+		if !ok {
+			break
+		}
+		rest = rest[:0]
+		for _, w := range ws {
+			if !slices.Contains(out, w) {
+				rest = append(rest, w)
+			}
+		}
+		// st's plan with out taken out, its other left-out workloads
+		// placed by local repair: often enough, and far cheaper than a
+		// search over the whole group.
+		reset()
+		for _, u := range out {
+			st.set(u, -1)
+		}
+		spent += s.repairSets(st, nil, rest)
+		if !slices.ContainsFunc(rest, func(w int) bool { return st.choice[w] < 0 }) {
+			return
+		}
+		clearAll()
+		r := feasible(rest, budget/8)
+		if r.pick != nil {
+			for i, w := range rest {
+				st.set(w, r.pick[i])
+			}
+			return
+		}
+		if !r.complete || len(r.core) == 0 {
+			skipped = append(skipped, slices.Sorted(slices.Values(out)))
+			continue
+		}
+		cores = append(cores, shrink(r.core))
+	}
+	// Nothing better found: put back st's plan.
+	reset()
+}
+
+// hittingNodes bounds minHittingSet's branch and bound, over all the calls
+// of one fewestOut.
+const hittingNodes = 200_000
+
+// minHittingSet returns a smallest set of workloads that has one of every
+// core and that skip does not rule out (skip gets it sorted; nil: none
+// is), if one of at most maxSize exists (ok false otherwise, or when
+// *nodes, which it adds its nodes to, reaches hittingNodes). Branching is
+// on the unhit core with the fewest members, the dearest members first
+// (cost), then those that hit the most unhit cores; the bound adds a
+// greedy count of pairwise disjoint unhit cores, each of which needs a
+// member of its own.
+func minHittingSet(cores [][]int, maxSize int, cost func(int) float64, skip func([]int) bool, nodes *int) ([]int, bool) {
+	if maxSize < 1 {
+		return nil, false
+	}
+	// Members by local index, cores as bit sets over them.
+	var members []int
+	for _, c := range cores {
+		for _, w := range c {
+			if !slices.Contains(members, w) {
+				members = append(members, w)
+			}
+		}
+	}
+	words := (len(members) + 63) / 64
+	bits := make([][]uint64, len(cores))
+	for k, c := range cores {
+		bits[k] = make([]uint64, words)
+		for _, w := range c {
+			i := slices.Index(members, w)
+			bits[k][i/64] |= 1 << (i % 64)
+		}
+	}
+	size := make([]int, len(cores))
+	for k, c := range cores {
+		size[k] = len(c)
+	}
+	chosen := make([]uint64, words)
+	meets := func(a, b []uint64) bool {
+		for i := range a {
+			if a[i]&b[i] != 0 {
+				return true
+			}
+		}
+		return false
+	}
+	var best []int
+	var path []int
+	bestSize := maxSize + 1
+	used := make([]uint64, words)
+	freq := make([]int, len(members))
+	var rec func() bool
+	rec = func() bool {
+		*nodes++
+		if *nodes > hittingNodes {
+			return true
+		}
+		// The smallest unhit core, and a greedy count of disjoint ones.
+		pick, need := -1, 0
+		clear(used)
+		clear(freq)
+		for k := range bits {
+			if meets(bits[k], chosen) {
+				continue
+			}
+			if pick < 0 || size[k] < size[pick] {
+				pick = k
+			}
+			if !meets(bits[k], used) {
+				need++
+				for i := range used {
+					used[i] |= bits[k][i]
+				}
+			}
+			for i := range members {
+				if bits[k][i/64]&(1<<(i%64)) != 0 {
+					freq[i]++
+				}
+			}
+		}
+		if pick < 0 {
+			if skip == nil || !skip(slices.Sorted(slices.Values(path))) {
+				best, bestSize = append(best[:0], path...), len(path)
+			}
+			return false
+		}
+		if len(path)+need >= bestSize {
+			return false
+		}
+		var branch []int
+		for i := range members {
+			if bits[pick][i/64]&(1<<(i%64)) != 0 {
+				branch = append(branch, i)
+			}
+		}
+		f := append([]int(nil), freq...)
+		sort.SliceStable(branch, func(a, b int) bool {
+			if ca, cb := cost(members[branch[a]]), cost(members[branch[b]]); ca != cb {
+				return ca > cb
+			}
+			return f[branch[a]] > f[branch[b]]
+		})
+		for _, i := range branch {
+			chosen[i/64] |= 1 << (i % 64)
+			path = append(path, members[i])
+			stop := rec()
+			path = path[:len(path)-1]
+			chosen[i/64] &^= 1 << (i % 64)
+			if stop {
+				return true
+			}
+		}
+		return false
+	}
+	if rec() {
+		return nil, false
+	}
+	return best, best != nil
 }

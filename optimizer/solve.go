@@ -503,6 +503,11 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 				copy(choice, r.pick)
 			}
 		}
+		if !s.probe && !s.in.Replan && ub-lb > eps*lb {
+			// Partial-row service layouts, last (fitColumns); the live
+			// fleet's re-plans keep the plans they had.
+			choice = s.fitColumns(evals, choice, mu, budget/4)
+		}
 	}
 	s.muWarm = mu
 	s.solverName = SolverHeuristic
@@ -562,9 +567,12 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 				proof[w] = p
 			}
 			if final {
-				// No full plan found: leave out as few as possible. One
+				// No full plan found: leave out as few as possible. The
+				// failed search's core starts the hitting set search
+				// (fewestOut); should that run out of budget, one
 				// workload holding what several need is the common case:
-				// first try leaving out each one alone.
+				// try leaving out each one alone.
+				s.fewestOut(st, comp, r.core, searchWork)
 				s.leaveOneOut(st, comp)
 				if pick, ok := s.maxPlaced(st, comp, searchWork); ok {
 					for _, w := range comp {
@@ -596,10 +604,17 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 // holders of the rows its cheapest options need, at least cost; a larger
 // set if that fails.
 func (s *solver) localRepair(st *state, mu []float64) {
+	s.repairSets(st, mu, allIdx(len(st.evals)))
+}
+
+// repairSets is localRepair for the unplaced workloads of todo; it returns
+// the candidate scans its searches made.
+func (s *solver) repairSets(st *state, mu []float64, todo []int) int {
 	evals := st.evals
 	users := st.rowUsers()
 	inSet := make([]bool, len(evals))
-	for w := range evals {
+	spent := 0
+	for _, w := range todo {
 		if st.choice[w] >= 0 {
 			continue
 		}
@@ -638,6 +653,7 @@ func (s *solver) localRepair(st *state, mu []float64) {
 				work += len(evals[v].cands)
 			}
 			r := s.search(st, set, math.Inf(1), 2000*work, false, mu)
+			spent += r.nodes * work
 			if r.pick != nil {
 				for _, v := range set {
 					st.set(v, -1)
@@ -650,6 +666,7 @@ func (s *solver) localRepair(st *state, mu []float64) {
 			}
 		}
 	}
+	return spent
 }
 
 // infeasible adds each blocked workload's position in the policy file.
