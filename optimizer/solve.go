@@ -135,6 +135,9 @@ type solver struct {
 	// none yet); scratch space reset after each workload.
 	qcSlot []int32
 
+	// boundCaps, when set, are the caps lowerBound prices the rows
+	// at (impliedCaps) instead of caps.
+	boundCaps []float64
 	// poolLimit is Input.PoolLimit.
 	poolLimit func(o *pricing.Offer, ct pricing.CapacityType) int
 }
@@ -493,9 +496,15 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// at a guess or at early plans. More steps towards the final
 			// plan's cost tighten it (a few seconds at 10,000 workloads),
 			// and the bound is what the plan's quality is judged by.
+			// Quota rows implied by others get their implied caps
+			// (impliedcaps.go): a bound of the same problem, never
+			// lower for the same multipliers. Only the bound uses
+			// them, so the plan is the same.
+			s.boundCaps = s.impliedCaps()
 			if lb2, _ := s.lowerBound(evals, ub, mu, boundPolishIters); lb2 > lb {
 				lb = lb2
 			}
+			s.boundCaps = nil
 		}
 		if len(evals) <= polishSize && ub-lb > eps*lb && !s.probe {
 			st := newState(s, evals, choice)
@@ -1665,6 +1674,10 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 	}
 	mu := make([]float64, len(s.caps))
 	copy(mu, mu0)
+	caps := s.caps
+	if s.boundCaps != nil {
+		caps = s.boundCaps
+	}
 	if len(free) == 0 {
 		return fixed, mu
 	}
@@ -1692,8 +1705,8 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 	for it := 0; it < iters; it++ {
 		val := fixed
 		for k := range g {
-			g[k] = -s.caps[k]
-			val -= mu[k] * s.caps[k]
+			g[k] = -caps[k]
+			val -= mu[k] * caps[k]
 		}
 		for i, w := range free {
 			e := evals[w]
