@@ -35,11 +35,19 @@ const chainFleet = 150
 const chainGap = 0.01
 
 // chainWorkLarge is the chain search's budget per workload on fleets
-// larger than chainFleet, chainMaxWork its cap (about a minute of CPU).
+// larger than chainFleet, chainMaxWork its cap (about two minutes of CPU,
+// reached above 4,000 workloads). On the hard 10,000-workload fleet the
+// search still improved the plan every few dozen sets when the earlier
+// cap of 8·10¹⁰ (reached at 2,000) stopped it (docs/BENCHMARKS.md).
 const (
 	chainWorkLarge = 40_000_000
-	chainMaxWork   = 80_000_000_000
+	chainMaxWork   = 160_000_000_000
 )
+
+// chainWeightedFleet is the fleet size above which half the chain seeds
+// are drawn by their saving (chainRun); the live fleet's re-plans (up to
+// 1,000 workloads) keep the uniform draws, so the same plans.
+const chainWeightedFleet = 1000
 
 // chainStaleLarge is chainStale on fleets larger than chainFleet: with
 // thousands of workloads a set that helps is rarer.
@@ -125,13 +133,20 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 		}
 	}
 	offStale := true
+	// saving[i] sums what off[:i+1] would save on their cheapest options.
+	var saving []float64
+	weighted := len(evals) > chainWeightedFleet
 	for spent < budget && stale < patience {
 		// off changes only when a set improves.
 		if offStale {
 			off, offStale = off[:0], false
+			saving = saving[:0]
+			sum := 0.0
 			for w, c := range st.choice {
 				if c > 0 {
 					off = append(off, w)
+					sum += evals[w].cands[c].cost - evals[w].cands[0].cost
+					saving = append(saving, sum)
 				}
 			}
 		}
@@ -142,7 +157,16 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 		// large ones reach further.
 		size = chainMin + rng.IntN(chainSize-chainMin+1)
 		set = set[:0]
-		add(off[rng.IntN(len(off))])
+		if weighted && rng.IntN(2) == 0 {
+			// Half the seeds on very large fleets are drawn by what
+			// they would save: with thousands of workloads off their
+			// cheapest option, uniform draws spend most of the budget
+			// on ones a few cents off.
+			i, _ := slices.BinarySearch(saving, rng.Float64()*saving[len(saving)-1])
+			add(off[min(i, len(off)-1)])
+		} else {
+			add(off[rng.IntN(len(off))])
+		}
 		for k := 0; k < len(set) && len(set) < size; k++ {
 			v := set[k]
 			e := evals[v]
