@@ -69,6 +69,7 @@ type HedgedSource struct {
 	bySvc map[string][]*store.SlotRecord
 	jobs  []hedgeJob
 	heard map[string]heardPool // the spot pools observed in this plan
+	seen  map[*policy.Workload]struct{}
 	plans int                  // plans so far (hedge.plan)
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
@@ -193,10 +194,21 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		return plan, err
 	}
 	var todo []int
+	// twice: a service with two placements in the plan (they share its
+	// hedge, so they are hedged one after the other).
+	twice := false
+	if h.seen == nil {
+		h.seen = map[*policy.Workload]struct{}{}
+	}
+	clear(h.seen)
 	for i := range plan.Placements {
 		w := byName[plan.Placements[i].Workload] // (neither copied: a plan holds a thousand)
 		if w != nil && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(plan.Placements[i].Groups) > 0 {
 			todo = append(todo, i)
+			if _, ok := h.seen[w]; ok {
+				twice = true
+			}
+			h.seen[w] = struct{}{}
 		}
 	}
 	h.forget(byName)
@@ -261,24 +273,34 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		h.heard = map[string]heardPool{}
 	}
 	clear(h.heard)
-	workers := h.Workers
-	for j, i := range todo {
-		p := out.Placements[i]
+	observe := func(j int) {
+		p := out.Placements[todo[j]]
 		w := byName[p.Workload] // read only: a pointer into the policy
 		h.observePools(&jobs[j], pol, cat, w, p, bySvc[w.Name], u, now)
 		if hg := jobs[j].hg; hg != nil {
-			if hg.plan == h.plans {
-				workers = 1 // two placements of one service share its hedge: in order
-			}
 			hg.plan = h.plans
 		}
 	}
-	parallelFor(len(jobs), workers, func(j int) {
+	decide := func(j int) {
 		jb := &jobs[j]
 		if jb.err == nil && jb.hg != nil {
 			jb.out, jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
 		}
-	})
+	}
+	if twice {
+		// Two placements of one service share its hedge: in order.
+		for j := range jobs {
+			observe(j)
+		}
+		for j := range jobs {
+			decide(j)
+		}
+	} else {
+		// A service's decision reads its own hedge and the pool views
+		// observePools copied into its job, never the tracker: it can be
+		// taken while the services after it are still being observed.
+		pipelineFor(len(jobs), h.Workers, observe, decide)
+	}
 	for j, i := range todo {
 		jb := &jobs[j]
 		if jb.err != nil {
