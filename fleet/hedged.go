@@ -70,7 +70,7 @@ type HedgedSource struct {
 	jobs  []hedgeJob
 	heard map[string]heardPool // the spot pools observed in this plan
 	seen  map[*policy.Workload]struct{}
-	plans int                  // plans so far (hedge.plan)
+	plans int // plans so far (hedge.plan)
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
 	bufs  placementBufs
