@@ -38,7 +38,9 @@ type ChainConfig struct {
 	SpeedRatio func(cloud pricing.Cloud, instanceType string) float64
 	Training   TrainingConfig
 	// PrefetchLoad samples the services' load while the inner stages plan
-	// (ScaledSource.Prefetch); the fleet simulator sets it.
+	// (ScaledSource.Prefetch), and the hedging stage reads the fleet and
+	// the agents' heartbeats then (HedgedSource.Prefetch); the fleet
+	// simulator sets it.
 	PrefetchLoad bool
 	// IncrementalReplan makes the solver re-plan only the workloads a pool
 	// block or a removed workload touches (SolverSource.Incremental); the
@@ -112,7 +114,8 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	}
 	if c.Fleet != nil && c.Hedge != nil {
 		h := &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
-			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones, reuse: c.ReusePlanMemory}
+			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones, Prefetch: c.PrefetchLoad,
+			reuse: c.ReusePlanMemory}
 		if c.Decisions != nil {
 			c.Decisions.hedged = h
 		}

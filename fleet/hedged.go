@@ -58,6 +58,11 @@ type HedgedSource struct {
 	// tracker has seen every service's pools in service order, so the
 	// plan is the same whatever the number.
 	Workers int
+	// Prefetch reads the fleet's slots and the agents' heartbeats on
+	// another goroutine while the inner stages plan (the fleet simulator
+	// sets it: ChainConfig.PrefetchLoad). Live, the broker reads them after
+	// the inner plan, as late as it can.
+	Prefetch bool
 
 	mu      sync.Mutex
 	tracker spotpolicy.LiveTracker
@@ -68,9 +73,12 @@ type HedgedSource struct {
 	beats map[string]time.Time
 	bySvc map[string][]*store.SlotRecord
 	jobs  []hedgeJob
-	heard map[string]heardPool // the spot pools observed in this plan
-	seen  map[*policy.Workload]struct{}
-	plans int // plans so far (hedge.plan)
+	heard map[string]heardPool          // the spot pools observed in this plan
+	seen  map[*policy.Workload]struct{} // the services in this plan
+	plans int                           // plans so far (hedge.plan)
+	// preMu: one plan at a time reads the fleet beside the inner stages
+	// (Prefetch).
+	preMu sync.Mutex
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
 	bufs  placementBufs
@@ -189,10 +197,26 @@ func (h *HedgedSource) defaults() (tick, ready, fresh time.Duration, zones int) 
 
 // Plan returns the inner plan with the hedged services' groups replaced.
 func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
+	var pre chan struct{}
+	var preErr error
+	if h.Prefetch {
+		// The fleet and the agents are read while the inner stages plan:
+		// they write neither, and nothing else does until the pass acts.
+		h.preMu.Lock()
+		defer h.preMu.Unlock()
+		pre = make(chan struct{})
+		go func() {
+			defer close(pre)
+			preErr = h.readFleet(ctx)
+		}()
+		defer func() { <-pre }() // (the scratch is the next plan's once this one returns)
+	}
 	plan, pol, byName, now, ok, err := stageInput(ctx, h.Inner, u, h.Policy, h.Now, &h.index)
 	if !ok {
 		return plan, err
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var todo []int
 	// twice: a service with two placements in the plan (they share its
 	// hedge, so they are hedged one after the other).
@@ -211,34 +235,22 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 			h.seen[w] = struct{}{}
 		}
 	}
-	h.forget(byName)
+	h.forgetLocked(byName)
 	if len(todo) == 0 {
 		return plan, nil
 	}
 	// Without the fleet's state the pass stops: falling back to the inner
 	// plan would renumber the services' slots and move live replicas.
-	st, err := h.Fleet.Load(ctx)
+	if pre != nil {
+		<-pre
+		err = preErr
+	} else {
+		err = h.readFleet(ctx)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("hedging: reading the fleet: %w", err)
+		return nil, err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.beats == nil {
-		h.beats = map[string]time.Time{}
-	}
-	beats := h.beats
-	clear(beats)
-	if h.Agents != nil {
-		recs, err := h.Agents.ListInstances(ctx, "", "")
-		if err != nil {
-			return nil, fmt.Errorf("hedging: reading agents: %w", err)
-		}
-		for _, a := range recs {
-			if a.State == store.StateRunning {
-				beats[a.ID] = a.LastHeartbeat
-			}
-		}
-	}
+	beats, bySvc := h.beats, h.bySvc
 	var cat *pricing.Catalog
 	if h.Catalog != nil {
 		cat = h.Catalog()
@@ -248,18 +260,6 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	tick, _, _, _ := h.defaults()
 	h.tracker.Gap = tick
-	if h.bySvc == nil {
-		h.bySvc = map[string][]*store.SlotRecord{}
-	}
-	bySvc := h.bySvc
-	for k, v := range bySvc {
-		clear(v)
-		bySvc[k] = v[:0]
-	}
-	for i := range st.Slots {
-		s := &st.Slots[i]
-		bySvc[s.Workload] = append(bySvc[s.Workload], s)
-	}
 	out := *plan
 	out.Placements = h.bufs.copyOf(plan.Placements, h.reuse)
 	// The pool tracker is shared by the services: it hears of their pools
@@ -336,11 +336,49 @@ type hedgeJob struct {
 	changed bool // the decision changed (logged in service order)
 }
 
-// forget drops the hedges of services that left the policy or no longer
-// run on spot: their state and their decision go with them.
-func (h *HedgedSource) forget(byName workloadIndex) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// readFleet reads the fleet's slots by service (h.bySvc) and the running
+// agents' heartbeats (h.beats): Plan's scratch, which only one plan at a
+// time writes (h.mu, or h.preMu while prefetching).
+func (h *HedgedSource) readFleet(ctx context.Context) error {
+	st, err := h.Fleet.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("hedging: reading the fleet: %w", err)
+	}
+	if h.beats == nil {
+		h.beats = map[string]time.Time{}
+	}
+	beats := h.beats
+	clear(beats)
+	if h.Agents != nil {
+		recs, err := h.Agents.ListInstances(ctx, "", "")
+		if err != nil {
+			return fmt.Errorf("hedging: reading agents: %w", err)
+		}
+		for _, a := range recs {
+			if a.State == store.StateRunning {
+				beats[a.ID] = a.LastHeartbeat
+			}
+		}
+	}
+	if h.bySvc == nil {
+		h.bySvc = map[string][]*store.SlotRecord{}
+	}
+	bySvc := h.bySvc
+	for k, v := range bySvc {
+		clear(v)
+		bySvc[k] = v[:0]
+	}
+	for i := range st.Slots {
+		s := &st.Slots[i]
+		bySvc[s.Workload] = append(bySvc[s.Workload], s)
+	}
+	return nil
+}
+
+// forgetLocked drops the hedges of services that left the policy or no
+// longer run on spot: their state and their decision go with them. h.mu is
+// held.
+func (h *HedgedSource) forgetLocked(byName workloadIndex) {
 	for name := range h.hedges {
 		if w := byName[name]; w == nil || w.Kind != policy.Inference || w.Spot == policy.SpotNever {
 			delete(h.hedges, name)
