@@ -177,20 +177,20 @@ type Sim struct {
 	// registered yet (register): it walked every live instance each
 	// instant.
 	readying []*instInfo
-	liveSpot  map[providers.PoolKey]int
-	prices    map[providers.PoolKey]poolPrice
-	jobs      map[string]*job
-	jobOrder  []string
-	svcs      map[string]*service
-	stats     map[string]*WorkloadReport
-	slotPool  map[string]providers.PoolKey
-	spent     int64 // settled spend of gone instances, micro-USD
-	acc       map[string]*acc
-	budgets   *budgets // nil: the policy has none
-	series    []Point
-	passes    int
-	minted    int
-	tokens    map[string]string
+	liveSpot map[providers.PoolKey]int
+	prices   map[providers.PoolKey]poolPrice
+	jobs     map[string]*job
+	jobOrder []string
+	svcs     map[string]*service
+	stats    map[string]*WorkloadReport
+	slotPool map[string]providers.PoolKey
+	spent    int64 // settled spend of gone instances, micro-USD
+	acc      map[string]*acc
+	budgets  *budgets // nil: the policy has none
+	series   []Point
+	passes   int
+	minted   int
+	tokens   map[string]string
 }
 
 // New prepares a simulation.
