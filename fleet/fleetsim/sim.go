@@ -173,24 +173,24 @@ type Sim struct {
 	timers    timeHeap
 	insts     map[string]*instInfo
 	live      map[string]*instInfo // not gone
+	liveSpot  map[providers.PoolKey]int
+	prices    map[providers.PoolKey]poolPrice
+	jobs      map[string]*job
+	jobOrder  []string
+	svcs      map[string]*service
+	stats     map[string]*WorkloadReport
+	slotPool  map[string]providers.PoolKey
+	spent     int64 // settled spend of gone instances, micro-USD
+	acc       map[string]*acc
+	budgets   *budgets // nil: the policy has none
+	series    []Point
+	passes    int
+	minted    int
+	tokens    map[string]string
 	// readying are the live instances running but whose agent has not
 	// registered yet (register): it walked every live instance each
 	// instant.
 	readying []*instInfo
-	liveSpot map[providers.PoolKey]int
-	prices   map[providers.PoolKey]poolPrice
-	jobs     map[string]*job
-	jobOrder []string
-	svcs     map[string]*service
-	stats    map[string]*WorkloadReport
-	slotPool map[string]providers.PoolKey
-	spent    int64 // settled spend of gone instances, micro-USD
-	acc      map[string]*acc
-	budgets  *budgets // nil: the policy has none
-	series   []Point
-	passes   int
-	minted   int
-	tokens   map[string]string
 }
 
 // New prepares a simulation.
