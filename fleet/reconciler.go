@@ -58,7 +58,7 @@ type passMaps struct {
 	intents map[string]*store.IntentRecord
 	bySlot  map[string]*store.IntentRecord
 	records map[string]*store.FleetInstanceRecord
-	cloud   map[string]providers.Instance
+	cloud   map[string]*providers.Instance
 	agents  map[string]*store.InstanceRecord
 	// specs of the pass's plans (Desired), their memory for the next
 	// pass's: free holds the kept ones, used those the pass took.
@@ -266,9 +266,9 @@ type passState struct {
 	intents  map[string]*store.IntentRecord // by token
 	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
 	records  map[string]*store.FleetInstanceRecord
-	cloud    map[string]providers.Instance // listed, by id
-	cloudIDs []string                      // cloud's ids, in the order listed
-	listed   map[pricing.Cloud]bool        // clouds whose listing succeeded
+	cloud    map[string]*providers.Instance // listed, by id: into the listings, which the pass does not change
+	cloudIDs []string                       // cloud's ids, in the order listed
+	listed   map[pricing.Cloud]bool         // clouds whose listing succeeded
 	agents   map[string]*store.InstanceRecord
 	alive    map[pricing.Cloud]int
 	launches []*launchPlan
@@ -438,11 +438,12 @@ func (p *passState) read(ctx context.Context) error {
 		p.listed[c] = true
 		if len(p.cloud) == 0 {
 			if pm.cloud == nil {
-				p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+				p.cloud = make(map[string]*providers.Instance, len(list)) // sized: built every pass
 			}
 			p.cloudIDs = make([]string, 0, len(list))
 		}
-		for _, in := range list {
+		for i := range list {
+			in := &list[i]
 			if _, dup := p.cloud[in.ID]; !dup {
 				p.cloudIDs = append(p.cloudIDs, in.ID)
 			}
@@ -690,8 +691,8 @@ func (p *passState) decideSlot(id string) {
 	}
 	listed := p.listed[pricing.Cloud(s.Cloud)]
 	var inst *providers.Instance
-	if x, ok := p.cloud[s.InstanceID]; ok && s.InstanceID != "" {
-		inst = &x
+	if s.InstanceID != "" {
+		inst = p.cloud[s.InstanceID]
 	}
 	rec := p.records[s.InstanceID]
 	if spec == nil {
