@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -134,6 +133,9 @@ type TrainingSource struct {
 	// type for poolCat: every job's decision reads them every pass.
 	poolCat *pricing.Catalog
 	byShape map[shapeKey]*shapePools
+	// Scratch of decide (under mu): a job's pools and policy state.
+	poolBuf []livePool
+	state   spotpolicy.State
 	// The last plan in and out, and when: a re-plan inside a pass (InPass)
 	// at the same instant on the same inner plan re-decides only the jobs
 	// placed in a pool blocked since.
@@ -398,7 +400,9 @@ func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer
 			od, haveOD = o, true
 		}
 	}
-	return slices.Clone(sp.spot), od, haveOD
+	// (In the stage's scratch: decide keeps nothing of the pools.)
+	t.poolBuf = append(t.poolBuf[:0], sp.spot...)
+	return t.poolBuf, od, haveOD
 }
 
 // decide runs the job's policy for this tick and returns its placement; mine
@@ -450,8 +454,10 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	gap := t.Config.tick()
 	work := jobWork(w, p)
-	s := &spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
-		Checkpoint: ckptWork(w, work), OnDemandPrice: od.OnDemandPrice * float64(p.Instances), Pools: make([]spotpolicy.Pool, len(pools))}
+	// The state in the stage's scratch: the policies keep nothing of it.
+	s := &t.state
+	*s = spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
+		Checkpoint: ckptWork(w, work), OnDemandPrice: od.OnDemandPrice * float64(p.Instances), Pools: resized(t.state.Pools, len(pools))}
 	s.Tick = int(now.Sub(start) / gap)
 
 	// Live signals into the trackers: a blocked pool has no capacity, a
