@@ -95,7 +95,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 		pol = spotOnly.Current
 	}
 	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: pol, Now: c.Now, Incremental: c.IncrementalReplan,
-		KeepInPass: c.IncrementalReplan}
+		KeepInPass: c.IncrementalReplan, reuse: c.ReusePlanMemory}
 	if spotOnly != nil {
 		spotOnly.Inner, src = src, spotOnly
 	}
@@ -190,6 +190,21 @@ func (b *placementBufs) copyOf(src []optimizer.Placement, reuse bool) []optimize
 		return append([]optimizer.Placement(nil), src...)
 	}
 	buf := append(b.bufs[b.next][:0], src...)
+	b.bufs[b.next] = buf
+	b.next ^= 1
+	return buf
+}
+
+// empty is an empty slice for n placements: new memory, or with reuse the
+// older buffer's.
+func (b *placementBufs) empty(n int, reuse bool) []optimizer.Placement {
+	if !reuse {
+		return make([]optimizer.Placement, 0, n)
+	}
+	buf := b.bufs[b.next][:0]
+	if cap(buf) < n {
+		buf = make([]optimizer.Placement, 0, n)
+	}
 	b.bufs[b.next] = buf
 	b.next ^= 1
 	return buf
