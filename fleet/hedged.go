@@ -123,6 +123,12 @@ type hedge struct {
 	odGPU    pricing.GPUModel
 	odCount  int
 	odOffers []pricing.Offer
+
+	// nominal are the zones' spot capacities in instances under the
+	// policy nomPol (optimizer.SpotPoolCapacity, a policy glob match per
+	// zone: every service, every plan).
+	nominal []int
+	nomPol  *policy.Policy
 }
 
 // hedgeScratch is a hedge's working memory, overwritten by each plan.
@@ -508,15 +514,23 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			}
 		}
 	}
+	if hg.nomPol != pol || len(hg.nominal) != len(hg.zones) {
+		// (A policy is not changed once loaded: a new one is a new
+		// pointer, as SolverSource assumes too.)
+		hg.nominal = resized(hg.nominal, len(hg.zones))
+		for k := range hg.zones {
+			o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
+			hg.nominal[k] = optimizer.SpotPoolCapacity(pol, o) / max(1, o.GPUCount)
+		}
+		hg.nomPol = pol
+	}
 	for k := range hg.zones {
-		o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
 		// The live signal of a spot pool is the unavailable cache: the
 		// reconciler blocks a pool that refused a launch for capacity or
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		nominal := optimizer.SpotPoolCapacity(pol, o) / max(1, o.GPUCount)
-		c, limited, avail := hg.poolCapacity(keys[k], nominal, spot[k], u, now)
+		c, limited, avail := hg.poolCapacity(keys[k], hg.nominal[k], spot[k], u, now)
 		x, ok := h.heard[hg.names[k]]
 		if !ok || x.avail != avail {
 			x = h.observePool(hg.names[k], keys[k], mine, avail, now)
