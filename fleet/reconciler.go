@@ -34,6 +34,8 @@ type Reconciler struct {
 	Now         func() time.Time
 	Options     Options
 
+	// inOrder: launches are in time order (capHeld).
+	inOrder  bool
 	once     sync.Once
 	mu       sync.Mutex
 	launches []launchMark // recent launch calls, for the per-minute caps
