@@ -54,8 +54,9 @@ type HedgedSource struct {
 	// the cheapest, pools it already runs in first.
 	MaxZones int
 	// Workers is how many services' decisions are taken at once (default
-	// GOMAXPROCS). The decisions are independent once the shared pool
-	// tracker has seen every service's pools in service order, so the
+	// GOMAXPROCS). The shared pool tracker hears of the services' pools in
+	// service order; a service's decision reads only what the tracker told
+	// it of its own pools, so it is taken as soon as that is done, and the
 	// plan is the same whatever the number.
 	Workers int
 	// Prefetch reads the fleet's slots and the agents' heartbeats on
