@@ -20,34 +20,163 @@ import (
 func (p *passState) execute(ctx context.Context) error {
 	stopped := map[pricing.Cloud]string{} // clouds not to call again this pass, and why
 	for _, t := range p.terms {
-		a := p.act(Action{Kind: "terminate", Slot: t.rec.SlotID, Instance: t.rec.ID, Cloud: t.rec.Cloud, Zone: t.rec.Zone,
-			InstanceType: t.rec.InstanceType, Capacity: t.rec.Capacity, Reason: t.reason})
-		c := p.r.Computes[pricing.Cloud(t.rec.Cloud)]
-		if !p.acts || c == nil {
-			p.dryRun(a)
-			continue
-		}
-		err := c.Terminate(ctx, providers.InstanceRef{Cloud: pricing.Cloud(t.rec.Cloud), Region: t.rec.Region, Zone: t.rec.Zone, ID: t.rec.ID})
-		if err != nil && !errors.Is(err, providers.ErrNotFound) {
-			a.Error = err.Error()
-			p.r.Log.Warn("terminate failed; retrying next pass", "instance", t.rec.ID, "err", err)
-			continue
-		}
-		a.Done = true
-		if p.noEvents {
-			continue
-		}
-		p.event("fleet.terminate", t.rec.ID, "", fmt.Sprintf("terminated %s: %s", t.rec.ID, t.reason),
-			map[string]any{"slot": t.rec.SlotID, "cloud": t.rec.Cloud, "zone": t.rec.Zone, "reason": t.reason})
+		p.terminate(ctx, t)
 	}
 	if err := p.flush(ctx); err != nil {
 		return err
 	}
 	for _, l := range p.launches {
-		if err := p.doLaunch(ctx, l, stopped); err != nil {
+		var err error
+		if l.keep != nil {
+			err = p.doLaunchFirst(ctx, l, stopped)
+		} else {
+			err = p.doLaunch(ctx, l, stopped)
+		}
+		if err != nil {
 			return err
 		}
 	}
+	return p.flush(ctx)
+}
+
+// terminate stops one instance (in Apply mode, not paused); a failure is
+// retried at the next pass, the instance being retired.
+func (p *passState) terminate(ctx context.Context, t terminatePlan) {
+	a := p.act(Action{Kind: "terminate", Slot: t.rec.SlotID, Instance: t.rec.ID, Cloud: t.rec.Cloud, Zone: t.rec.Zone,
+		InstanceType: t.rec.InstanceType, Capacity: t.rec.Capacity, Reason: t.reason})
+	c := p.r.Computes[pricing.Cloud(t.rec.Cloud)]
+	if !p.acts || c == nil {
+		p.dryRun(a)
+		return
+	}
+	err := c.Terminate(ctx, providers.InstanceRef{Cloud: pricing.Cloud(t.rec.Cloud), Region: t.rec.Region, Zone: t.rec.Zone, ID: t.rec.ID})
+	if err != nil && !errors.Is(err, providers.ErrNotFound) {
+		a.Error = err.Error()
+		p.r.Log.Warn("terminate failed; retrying next pass", "instance", t.rec.ID, "err", err)
+		return
+	}
+	a.Done = true
+	if p.noEvents {
+		return
+	}
+	p.event("fleet.terminate", t.rec.ID, "", fmt.Sprintf("terminated %s: %s", t.rec.ID, t.reason),
+		map[string]any{"slot": t.rec.SlotID, "cloud": t.rec.Cloud, "zone": t.rec.Zone, "reason": t.reason})
+}
+
+// doLaunchFirst carries out a launch-first move (launchFirst): it records
+// the launch intent under the slot's next generation and calls the cloud
+// while the slot stays on its running instance; only when the launch
+// succeeds does the slot take the new instance (draining → launching →
+// booting, as a replacement) and the old one is retired and stopped. A
+// refused launch blocks its pools as any launch does and leaves the slot
+// as it was: the policy decides again at its next pass. Crash safety: the
+// intent is durable before the call; should the pass stop between the
+// launch and the slot's update, the new instance carries a generation the
+// slot does not have, so it is an orphan and is stopped after the grace
+// period, and the slot keeps its instance.
+func (p *passState) doLaunchFirst(ctx context.Context, l *launchPlan, stopped map[pricing.Cloud]string) error {
+	s, spec, old := l.slot, l.spec, l.keep
+	o := &p.r.Options
+	cloud := spec.Offer.Cloud
+	a := p.act(Action{Kind: "launch", Slot: s.ID, Workload: s.Workload, Cloud: string(cloud), Zone: zoneOf(spec.Offer),
+		InstanceType: spec.Offer.InstanceType, Capacity: string(spec.Capacity), Reason: "launch first: " + l.reason})
+	if why, ok := stopped[cloud]; ok {
+		a.Reason = "not this pass: " + why
+		return nil
+	}
+	cands := p.candidates(spec)
+	if len(cands) == 0 {
+		a.Kind, a.Reason = "wait", "every candidate pool is unavailable; staying where it runs"
+		return nil
+	}
+	a.Zone, a.InstanceType = zoneOf(cands[0]), cands[0].InstanceType
+	if why := p.capHeld(cloud); why != "" {
+		a.Reason = "held back: " + why
+		return nil
+	}
+	// The next generation, past any the store recorded for the slot (an
+	// earlier refused launch-first the slot did not take).
+	last, err := p.r.Store.LastGeneration(ctx, s.ID)
+	if err != nil {
+		return fmt.Errorf("launch of %s: %w", s.ID, err)
+	}
+	gen := max(s.Generation, last) + 1
+	token := p.r.tokens.token(o.Name, s.ID, gen)
+	req := providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
+		Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}
+	body, _ := json.Marshal(req)
+	intent := &store.IntentRecord{Token: token, SlotID: s.ID, Generation: gen, Epoch: p.fence.Epoch, Cloud: string(cloud),
+		Capacity: string(spec.Capacity), Request: body, State: store.IntentOpen, CreatedAt: p.now, UpdatedAt: p.now}
+	p.intents[token] = intent
+	p.dirtyI[token] = true
+	// The intent is durable before the cloud hears of the launch.
+	if err := p.flush(ctx); err != nil {
+		return err
+	}
+	// The user data names the new pool; the slot's own fields change only
+	// with a launch that succeeded.
+	target := *s
+	target.Cloud, target.Region, target.Zone, target.InstanceType = string(cands[0].Cloud), cands[0].Region, zoneOf(cands[0]), cands[0].InstanceType
+	ud, err := p.userData(ctx, &target, spec, req)
+	if err != nil {
+		a.Error = err.Error()
+		stopped[cloud] = "user data: " + err.Error()
+		intent.State, intent.Error, intent.UpdatedAt = store.IntentFailed, err.Error(), p.now
+		p.dirtyI[intent.Token] = true
+		return p.flush(ctx)
+	}
+	req.UserData = ud
+	lctx, cancel := context.WithTimeout(ctx, o.LaunchTimeout)
+	inst, err := p.r.Computes[cloud].Launch(lctx, req)
+	cancel()
+	p.markLaunch(cloud)
+	if err == nil {
+		a.Done, a.Instance, a.Zone, a.InstanceType = true, inst.ID, inst.Zone, inst.InstanceType
+		p.move(s, Draining, l.reason)
+		p.applySpec(s, spec)
+		s.Generation, s.InstanceID, s.LaunchedAt, s.RunningAt = gen, "", p.now, time.Time{}
+		p.bySlot[s.ID] = intent
+		p.move(s, Launching, "launch "+l.reason)
+		p.launched(s, intent, inst)
+		p.retire(old, l.reason)
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
+		p.terminate(ctx, terminatePlan{rec: old, reason: l.reason})
+		return p.flush(ctx)
+	}
+	reason := launchReason(err)
+	a.Error = err.Error()
+	if p.r.Metrics != nil {
+		p.r.Metrics.launchFailures.WithLabelValues(string(cloud), reason).Inc()
+	}
+	p.event("fleet.launch_failed", "", s.Workload, fmt.Sprintf("slot %s: launch in %s failed (%s): %v; the slot stays on %s", s.ID, cloud, reason, err, old.ID),
+		map[string]any{"slot": s.ID, "token": intent.Token, "reason": reason, "cloud": cloud})
+	switch reason {
+	case "capacity", "quota":
+		var le *providers.LaunchError
+		pools := []providers.PoolKey{}
+		if errors.As(err, &le) && le.Pool.InstanceType != "" {
+			pools = append(pools, le.Pool)
+		}
+		if reason == "capacity" || len(pools) == 0 {
+			pools = pools[:0]
+			for _, c := range req.Candidates {
+				pools = append(pools, PoolOf(c, req.Capacity))
+			}
+		}
+		for _, k := range pools {
+			p.r.Unavailable.Block(k, reason, p.now)
+		}
+	case "unauthorized", "bad_config", "throttled":
+		stopped[cloud] = reason
+	}
+	// Refused, or the outcome unknown (a timeout, a lost answer): the slot
+	// keeps its instance. An instance the call did make carries a
+	// generation the slot does not have: an orphan, stopped after the
+	// grace period.
+	intent.State, intent.Error, intent.UpdatedAt = store.IntentFailed, err.Error(), p.now
+	p.dirtyI[intent.Token] = true
 	return p.flush(ctx)
 }
 
@@ -305,17 +434,16 @@ func (p *passState) doLaunch(ctx context.Context, l *launchPlan, stopped map[pri
 				p.dryRun(a)
 				return nil
 			}
-			gen := s.Generation + 1
-			if s.Generation == 0 {
-				// A fresh row may be a slot id used before (a service scaled
-				// down and up again): its earlier rows' intents are kept, and
-				// generations go on after them so the token is new.
-				last, err := p.r.Store.LastGeneration(ctx, s.ID)
-				if err != nil {
-					return fmt.Errorf("launch of %s: %w", s.ID, err)
-				}
-				gen = last + 1
+			// The next generation: past the slot's and past any launch the
+			// store recorded for the slot id (a slot id used before, or a
+			// refused launch-first move, doLaunchFirst, which leaves the
+			// slot at its generation), so (slot, generation) and the token
+			// are never used twice.
+			last, err := p.r.Store.LastGeneration(ctx, s.ID)
+			if err != nil {
+				return fmt.Errorf("launch of %s: %w", s.ID, err)
 			}
+			gen := max(s.Generation, last) + 1
 			token := p.r.tokens.token(o.Name, s.ID, gen)
 			req = providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
 				Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}

@@ -315,6 +315,9 @@ type launchPlan struct {
 	spec   *Spec
 	intent *store.IntentRecord // non-nil: retry this open intent
 	reason string
+	// keep is the slot's running instance of a launch-first move
+	// (launchFirst): stopped once the launch succeeds, kept otherwise.
+	keep *store.FleetInstanceRecord
 }
 
 type terminatePlan struct {
@@ -771,7 +774,11 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 		}
 		p.replacedReq[q.Instance] = true
 	case spec.Move && elsewhere(s, spec):
-		p.replace(s, spec, rec, fmt.Sprintf("moved by the training policy to %s %s", zoneOf(spec.Offer), spec.Capacity), false, true)
+		reason := fmt.Sprintf("moved by the training policy to %s %s", zoneOf(spec.Offer), spec.Capacity)
+		if p.launchFirst(s, spec, rec, reason) {
+			return
+		}
+		p.replace(s, spec, rec, reason, false, true)
 	case p.gangJoins(s, spec):
 		// A job's instances work together (one zone, one offer; docs/plan.md):
 		// one left behind in a pool the plan has left only costs money.
@@ -915,6 +922,28 @@ func (p *passState) replace(s *store.SlotRecord, spec *Spec, rec *store.FleetIns
 	p.move(s, Draining, reason)
 	p.applySpec(s, spec)
 	p.launch(s, spec, "replacing: "+reason)
+}
+
+// launchFirst plans a training move of a one-instance job as launch, then
+// stop: the replacement is launched while the slot's instance keeps
+// running, and that instance is stopped only once the launch succeeded
+// (doLaunch, launchPlan.keep). A refused launch leaves the job where it
+// runs. Stopping first, a job whose move to a spot pool was refused (a
+// pool whose block ran out only looks available) lost its on-demand
+// instance, a changeover and its unsaved work, and the live training stage
+// learnt that at that price again and again (docs/fleet.md "Training
+// jobs, live"). False when the move is not taken this way: a job of
+// several instances (its instances move as a gang), no launch this pass
+// (dry-run, paused), or no instance record.
+func (p *passState) launchFirst(s *store.SlotRecord, spec *Spec, rec *store.FleetInstanceRecord, reason string) bool {
+	if !p.acts || !p.write || rec == nil || rec.Retired || len(p.gangSlots[s.Workload]) > 1 {
+		return false
+	}
+	if _, ok := p.r.Computes[spec.Offer.Cloud]; !ok || !p.listed[spec.Offer.Cloud] {
+		return false
+	}
+	p.launches = append(p.launches, &launchPlan{slot: s, spec: spec, reason: reason, keep: rec})
+	return true
 }
 
 // removeSlot drains a slot that left the plan and forgets it once its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -141,6 +142,11 @@ type TrainingSource struct {
 	// placed in a pool blocked since.
 	lastIn, lastOut *optimizer.Plan
 	lastAt          time.Time
+	// polGen changes when the policy changes in more than its workloads
+	// (clouds, regions, quotas, budgets): the jobs' on-demand alternatives
+	// are found again. lastPol is the policy it was counted for.
+	polGen  int
+	lastPol *policy.Policy
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
 	bufs  placementBufs
@@ -210,6 +216,16 @@ type liveJob struct {
 	leaving   bool
 	leaveWait time.Duration
 	nextLeave time.Time
+	// leftInst is the on-demand instance a move to spot left from.
+	leftInst string
+	// A move between spot pools under way (to the pool moveTo, from the
+	// instance moveFrom), and the pools a refused one holds back
+	// (priceMoveOutcome): until when, and the wait, doubling.
+	moveTo, moveFrom string
+	moveHeld         map[string]time.Time
+	moveWait         map[string]time.Duration
+	// alt is the job's on-demand alternative (onDemandAlt).
+	alt altCache
 	// For status: the job's work (seconds on the planned shape), its
 	// deadline, and the spot pool of its decision ("" off spot).
 	work     float64
@@ -264,6 +280,12 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	// inner plan): the jobs whose decision stands in a pool that is not
 	// blocked keep it; those placed in a blocked pool decide again.
 	again := inPass(ctx) && plan == t.lastIn && now.Equal(t.lastAt) && t.lastOut != nil && len(t.lastOut.Placements) == len(out.Placements)
+	if pol := t.Policy(); pol != t.lastPol {
+		if t.lastPol == nil || pol == nil || !sameSettings(t.lastPol, pol) {
+			t.polGen++
+		}
+		t.lastPol = pol
+	}
 	for i := range out.Placements {
 		// (The placement and the workload are copied only for the jobs:
 		// a plan holds a thousand placements.)
@@ -306,6 +328,14 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	}
 	t.lastIn, t.lastOut, t.lastAt = plan, &out, now
 	return &out, nil
+}
+
+// sameSettings says whether two policies differ at most in their
+// workloads.
+func sameSettings(a, b *policy.Policy) bool {
+	x, y := *a, *b
+	x.Workloads, y.Workloads = nil, nil
+	return reflect.DeepEqual(x, y)
 }
 
 // placedInBlocked says whether a placement has a group in a pool blocked at
@@ -454,10 +484,19 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	}
 	gap := t.Config.tick()
 	work := jobWork(w, p)
+	// On demand, the job runs on the cheapest on-demand placement the
+	// solver finds for it, when that is cheaper than the planned instance
+	// type on demand and no slower (the safety net counts time on the
+	// planned shape).
+	odTotal := od.OnDemandPrice * float64(p.Instances)
+	alt := t.onDemandAlt(j, w, p, odTotal, work, u, now)
+	if alt != nil {
+		odTotal = alt.PricePerHour
+	}
 	// The state in the stage's scratch: the policies keep nothing of it.
 	s := &t.state
 	*s = spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
-		Checkpoint: ckptWork(w, work), OnDemandPrice: od.OnDemandPrice * float64(p.Instances), Pools: resized(t.state.Pools, len(pools))}
+		Checkpoint: ckptWork(w, work), OnDemandPrice: odTotal, Pools: resized(t.state.Pools, len(pools))}
 	s.Tick = int(now.Sub(start) / gap)
 
 	// Live signals into the trackers: a blocked pool has no capacity, a
@@ -547,16 +586,21 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 			}
 		}
 	}
-	if a.Capacity == spotpolicy.Spot && a.Pool < len(pools) && pools[a.Pool].offer.SpotPrice >= od.OnDemandPrice {
+	if a.Capacity == spotpolicy.Spot && a.Pool < len(pools) && pools[a.Pool].offer.SpotPrice*float64(p.Instances) >= odTotal {
 		// Spot at or above the on-demand price (it happens for some
 		// types and zones): on demand costs no more and is not preempted.
 		a, j.reason = spotpolicy.RunOnDemand, fmt.Sprintf("spot in %s costs $%.2f/h, not less than on demand ($%.2f/h)",
-			pools[a.Pool].offer.Zone, pools[a.Pool].offer.SpotPrice, od.OnDemandPrice)
+			pools[a.Pool].offer.Zone, pools[a.Pool].offer.SpotPrice*float64(p.Instances), odTotal)
 	}
 	a = spotpolicy.Guard(s, a)
-	a, j.reason = t.hysteresis(s, pools, a, j.reason)
+	inst := ""
+	if running {
+		inst = first.InstanceID
+	}
+	j.priceMoveOutcome(cur, inst, pools, now)
+	a, j.reason = t.hysteresis(s, pools, a, j.reason, func(k int) bool { return now.Before(j.moveHeld[pools[k].key]) })
 	a, j.reason = keepUnsaved(s, cur, a, j.reason)
-	a, j.reason = j.leaveBackoff(cur, a, now, j.reason)
+	a, j.reason = j.leaveBackoff(cur, inst, a, now, j.reason)
 	if cur == spotpolicy.RunOnDemand && State(first.State) != Running && a != spotpolicy.RunOnDemand {
 		// An on-demand instance still booting has its changeover under
 		// way. Leaving it for a spot pool that may only look available
@@ -577,17 +621,112 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		// its owner chose.
 		a, j.reason = spotOnlyAction(s, pools, cur), "spot only: no on-demand fallback ("+j.reason+")"
 	}
+	if cur.Capacity == spotpolicy.Spot && a.Capacity == spotpolicy.Spot && a != cur && a.Pool < len(pools) {
+		j.moveTo, j.moveFrom = pools[a.Pool].key, inst
+	}
 	j.reported = reported
 	j.decision = a
 	j.lastAt = now
 	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
 	np := place(p, pools, od, a, cur)
+	if alt != nil && a.Capacity == spotpolicy.OnDemand && w.Spot != policy.SpotOnly {
+		np = placeAlt(*alt, cur)
+		if j.reason == "" {
+			j.reason = "on demand"
+		}
+		j.reason += fmt.Sprintf(" on %s %s %s ($%.2f/h; the planned %s on demand: $%.2f/h)", alt.Cloud, alt.Region, alt.InstanceType,
+			alt.PricePerHour, p.Groups[0].InstanceType, od.OnDemandPrice*float64(p.Instances))
+	}
 	if w.Spot == policy.SpotOnly {
 		// A spot-only job has no safety net for a blind spot to mislead:
 		// any pool the solver offers as a fallback is capacity it may need.
 		np.RunnerUp = p.RunnerUp
 	}
 	return np, nil
+}
+
+// altCache is a job's on-demand alternative (onDemandAlt) and what it was
+// found for.
+type altCache struct {
+	cat *pricing.Catalog
+	pol *policy.Policy // the workload is w in it
+	w   policy.Workload
+	gen int // TrainingSource.polGen
+	alt *optimizer.Placement
+	ok  bool // computed
+}
+
+// onDemandAlt is the cheapest on-demand placement of the job, as the
+// solver places it: the workload alone with spot: never, under the
+// policy's clouds, regions, residency, quotas and budgets, with the
+// blocked pools ruled out (the incremental re-plan's way: other workloads'
+// use of a quota or budget is not counted). It is used only when it costs
+// less than the planned instance type on demand for the job's work (by 1%
+// or more), runs it no slower and on as many instances; nil otherwise.
+// Kept per job until the catalog, the workload or the policy's other
+// settings change, or its pool is blocked (a launch refused for quota or
+// capacity). The live stage's on-demand used to be the planned instance
+// type in the planned region: the three-cloud 2 x 8 H100 gang planned on
+// AWS p5 spot ran p5 on demand ($118/h an instance in ap-south-1) where
+// GCP a3-highgpu-8g is $43/h.
+func (t *TrainingSource) onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, sameType, work float64, u *Unavailable, now time.Time) *optimizer.Placement {
+	cat, pol := t.Catalog(), t.Policy()
+	if cat == nil || pol == nil || w.Spot == policy.SpotOnly {
+		return nil
+	}
+	c := &j.alt
+	if c.ok && c.cat == cat && c.gen == t.polGen && (c.pol == pol || reflect.DeepEqual(c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) {
+		c.pol = pol // the same workload in a new policy (another one left)
+	} else {
+		*c = altCache{cat: cat, pol: pol, w: w, gen: t.polGen, ok: true}
+		sub := *pol
+		od := w
+		od.Spot = policy.SpotNever
+		sub.Workloads = []policy.Workload{od}
+		in := optimizer.Input{Catalog: cat, Policy: &sub, Now: now, Replan: true}
+		if u != nil {
+			in.Unavailable, in.PoolLimit = u.Func(now), u.LimitFunc(now)
+		}
+		if plan, err := optimizer.Solve(in); err == nil && len(plan.Placements) == 1 && len(plan.Placements[0].Groups) > 0 {
+			a := plan.Placements[0]
+			a.RunnerUp = nil
+			c.alt = &a
+		}
+		// (None feasible: the planned type on demand, as before.)
+	}
+	a := c.alt
+	if a == nil {
+		return nil
+	}
+	for _, g := range a.Groups {
+		if g.Capacity != pricing.OnDemand {
+			return nil
+		}
+	}
+	// Against the planned placement of now (the solver may have moved it
+	// since): the same number of instances (the stage counts a job's
+	// progress and cost by its planned instances: gangUpAt, account), no
+	// slower, and cheaper for the work.
+	altWork := jobWork(w, *a)
+	if a.Instances != p.Instances || altWork > work*(1+1e-9) || a.PricePerHour*altWork >= 0.99*sameType*work {
+		return nil
+	}
+	return a
+}
+
+// placeAlt is the job's on-demand alternative as its placement: Move when
+// the job runs on spot now. An on-demand instance of the planned type (one
+// started before the alternative was known) stays where it runs, as a
+// running on-demand job always did: moving it would cost a changeover for
+// a lower price per hour, which the policy has not weighed.
+func placeAlt(alt optimizer.Placement, cur spotpolicy.Action) optimizer.Placement {
+	groups := make([]optimizer.Group, len(alt.Groups))
+	for i, g := range alt.Groups {
+		g.Move = cur.Capacity == spotpolicy.Spot
+		groups[i] = g
+	}
+	alt.Groups = groups
+	return alt
 }
 
 // inRunningRegion moves a job's placement to the region its first slot runs
@@ -648,8 +787,14 @@ func gangUpAt(mine []*store.SlotRecord, instances int) time.Time {
 // back and forth every hour and cost 1.3-3.7 × on demand in the fleet
 // simulation. The wait starts at an hour and doubles up to eight; a move
 // that reaches spot resets it.
-func (j *liveJob) leaveBackoff(cur, a spotpolicy.Action, now time.Time, reason string) (spotpolicy.Action, string) {
-	if j.leaving && cur.Capacity != spotpolicy.Spot {
+func (j *liveJob) leaveBackoff(cur spotpolicy.Action, inst string, a spotpolicy.Action, now time.Time, reason string) (spotpolicy.Action, string) {
+	if j.leaving && cur == spotpolicy.RunOnDemand && inst != "" && inst == j.leftInst {
+		// The move was refused and the on-demand instance kept: the
+		// reconciler launches a one-instance job's replacement before it
+		// stops what runs (launch first), so the refusal cost nothing but
+		// the pool's block, which paces the next try.
+		j.leaving = false
+	} else if j.leaving && cur.Capacity != spotpolicy.Spot {
 		// The move did not reach spot: the launch was refused, or the
 		// instance lost before it ran.
 		j.leaveWait = min(max(2*j.leaveWait, time.Hour), 8*time.Hour)
@@ -664,8 +809,38 @@ func (j *liveJob) leaveBackoff(cur, a spotpolicy.Action, now time.Time, reason s
 	if now.Before(j.nextLeave) {
 		return cur, fmt.Sprintf("staying on on-demand until %s: the last move to spot did not get capacity", j.nextLeave.Format(time.RFC3339))
 	}
-	j.leaving = true
+	j.leaving, j.leftInst = true, inst
 	return a, reason
+}
+
+// priceMoveOutcome learns how the job's last move between spot pools went:
+// still on the instance it was to leave, the launch in the target pool was
+// refused (the reconciler launches first and keeps the job where it runs),
+// and the hysteresis leaves that pool alone for an hour, then two, four, up
+// to eight; a move that reached the pool clears its wait. A pool whose
+// block ran out looks available with nothing known of its capacity, and
+// retrying a price move there at every block made no money (the job keeps
+// its instance) but made a refused launch, a blocked pool and a re-plan
+// each time: in the fleet simulation's 100-workload benchmark, 106 refused
+// price moves over 30 days.
+func (j *liveJob) priceMoveOutcome(cur spotpolicy.Action, inst string, pools []livePool, now time.Time) {
+	if j.moveTo == "" {
+		return
+	}
+	to := j.moveTo
+	j.moveTo = ""
+	if j.moveHeld == nil {
+		j.moveHeld, j.moveWait = map[string]time.Time{}, map[string]time.Duration{}
+	}
+	if cur.Capacity == spotpolicy.Spot && inst != "" && inst == j.moveFrom {
+		w := min(max(2*j.moveWait[to], time.Hour), 8*time.Hour)
+		j.moveWait[to], j.moveHeld[to] = w, now.Add(w)
+		return
+	}
+	if cur.Capacity == spotpolicy.Spot && cur.Pool < len(pools) && pools[cur.Pool].key == to {
+		delete(j.moveWait, to)
+		delete(j.moveHeld, to)
+	}
 }
 
 // keepUnsaved holds a running job where it is when leaving would throw
@@ -796,7 +971,7 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 // beat the changeover plus the work lost since the last checkpoint by the
 // margin. Moves the policy or the safety net make for capacity (the current
 // pool lost it, or on-demand is needed) are not held back.
-func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spotpolicy.Action, reason string) (spotpolicy.Action, string) {
+func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spotpolicy.Action, reason string, held func(k int) bool) (spotpolicy.Action, string) {
 	c := s.Current
 	if c.Capacity != spotpolicy.Spot || a.Capacity != spotpolicy.Spot || !s.Pools[c.Pool].Available {
 		return a, reason
@@ -812,7 +987,7 @@ func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spo
 	// A pool nothing was ever heard of (no launch refused there, no
 	// preemption) has no record against it and counts as settled.
 	settled := func(k int) bool {
-		if !s.Pools[k].Available {
+		if !s.Pools[k].Available || (held != nil && held(k)) {
 			return false
 		}
 		if !t.Tracker.Known(pools[k].key) {

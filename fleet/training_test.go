@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -664,46 +665,56 @@ func TestLeaveBackoff(t *testing.T) {
 		cur, a   spotpolicy.Action
 		want     spotpolicy.Action
 		nextWait time.Duration // the wait after this step
+		inst     string        // the job's running instance ("": a new one each step)
 	}
 	for _, tc := range []struct {
 		name  string
 		steps []step
 	}{
 		{"a refused move waits an hour", []step{
-			{0, od, spot, spot, 0},
-			{time.Minute, idle, od, od, time.Hour}, // back from a refused launch
-			{2 * time.Minute, od, spot, od, time.Hour},
-			{61 * time.Minute, od, spot, spot, time.Hour},
+			{0, od, spot, spot, 0, ""},
+			{time.Minute, idle, od, od, time.Hour, ""}, // back from a refused launch
+			{2 * time.Minute, od, spot, od, time.Hour, ""},
+			{61 * time.Minute, od, spot, spot, time.Hour, ""},
 		}},
 		{"the wait doubles up to eight hours", []step{
-			{0, od, spot, spot, 0},
-			{time.Minute, od, od, od, time.Hour},
-			{2 * time.Hour, od, spot, spot, time.Hour},
-			{2*time.Hour + time.Minute, od, od, od, 2 * time.Hour},
-			{5 * time.Hour, od, spot, spot, 2 * time.Hour},
-			{5*time.Hour + time.Minute, od, od, od, 4 * time.Hour},
-			{10 * time.Hour, od, spot, spot, 4 * time.Hour},
-			{10*time.Hour + time.Minute, od, od, od, 8 * time.Hour},
-			{19 * time.Hour, od, spot, spot, 8 * time.Hour},
-			{19*time.Hour + time.Minute, od, od, od, 8 * time.Hour},
+			{0, od, spot, spot, 0, ""},
+			{time.Minute, od, od, od, time.Hour, ""},
+			{2 * time.Hour, od, spot, spot, time.Hour, ""},
+			{2*time.Hour + time.Minute, od, od, od, 2 * time.Hour, ""},
+			{5 * time.Hour, od, spot, spot, 2 * time.Hour, ""},
+			{5*time.Hour + time.Minute, od, od, od, 4 * time.Hour, ""},
+			{10 * time.Hour, od, spot, spot, 4 * time.Hour, ""},
+			{10*time.Hour + time.Minute, od, od, od, 8 * time.Hour, ""},
+			{19 * time.Hour, od, spot, spot, 8 * time.Hour, ""},
+			{19*time.Hour + time.Minute, od, od, od, 8 * time.Hour, ""},
 		}},
 		{"a move that reaches spot resets the wait", []step{
-			{0, od, spot, spot, 0},
-			{time.Minute, od, od, od, time.Hour},
-			{2 * time.Hour, od, spot, spot, time.Hour},
-			{2*time.Hour + time.Minute, spot, spot, spot, 0},
-			{3 * time.Hour, od, spot, spot, 0}, // preempted, on demand, spot again: no wait
+			{0, od, spot, spot, 0, ""},
+			{time.Minute, od, od, od, time.Hour, ""},
+			{2 * time.Hour, od, spot, spot, time.Hour, ""},
+			{2*time.Hour + time.Minute, spot, spot, spot, 0, ""},
+			{3 * time.Hour, od, spot, spot, 0, ""}, // preempted, on demand, spot again: no wait
+		}},
+		{"a move refused while the on-demand instance kept running costs nothing: no wait", []step{
+			{0, od, spot, spot, 0, "i-od"},
+			{time.Minute, od, spot, spot, 0, "i-od"}, // launch first: refused, still on i-od
+			{2 * time.Minute, od, spot, spot, 0, "i-od"},
+		}},
+		{"a move that lost the on-demand instance waits, launch first or not", []step{
+			{0, od, spot, spot, 0, "i-od"},
+			{time.Minute, od, spot, od, time.Hour, "i-od2"}, // stopped first, then refused: a new on-demand instance
 		}},
 		{"the safety net's move to on-demand is never held", []step{
-			{0, od, spot, spot, 0},
-			{time.Minute, od, od, od, time.Hour},
-			{2 * time.Minute, spot, od, od, 0}, // (running spot: the wait is over)
+			{0, od, spot, spot, 0, ""},
+			{time.Minute, od, od, od, time.Hour, ""},
+			{2 * time.Minute, spot, od, od, 0, ""}, // (running spot: the wait is over)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &liveJob{}
 			for i, st := range tc.steps {
-				got, _ := j.leaveBackoff(st.cur, st.a, t0.Add(st.at), "")
+				got, _ := j.leaveBackoff(st.cur, st.inst, st.a, t0.Add(st.at), "")
 				if got != st.want {
 					t.Fatalf("step %d (%s): cur %v, policy %v: got %v, want %v", i, st.at, st.cur, st.a, got, st.want)
 				}
@@ -743,5 +754,246 @@ func TestKeepUnsaved(t *testing.T) {
 				t.Errorf("keepUnsaved(%v → %v) = %v, want %v", tc.s.Current, tc.a, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMoveLaunchesBeforeStopping runs the real reconciler on a one-instance
+// job that the training stage moves from on-demand to a spot pool: the spot
+// instance is launched while the on-demand one keeps running, and the
+// on-demand one is stopped only once the launch succeeded. A refused
+// launch leaves the job on its instance, same slot generation, nothing
+// lost; the next try uses a new launch token.
+func TestMoveLaunchesBeforeStopping(t *testing.T) {
+	t.Run("refused, then launched", func(t *testing.T) { testMoveLaunchesFirst(t, false, false) })
+	t.Run("answer lost", func(t *testing.T) { testMoveLaunchesFirst(t, true, false) })
+	t.Run("refused, then the instance lost under a new leader", func(t *testing.T) { testMoveLaunchesFirst(t, false, true) })
+}
+
+func testMoveLaunchesFirst(t *testing.T, lostAnswer, lose bool) {
+	const onDemandJob = `
+clouds: [aws]
+workloads:
+  - name: train
+    kind: training
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 20, reference_gpu: V100}
+    checkpoint_interval: 30m
+    restart_overhead: 5m
+    spot: never
+`
+	e := newEnv(t, onDemandJob)
+	e.pass()
+	e.step(time.Minute)
+	e.step(time.Minute)
+	slots := e.slots()
+	if len(slots) != 1 {
+		t.Fatalf("want one slot, got %d", len(slots))
+	}
+	var id string
+	var before store.SlotRecord
+	for k, s := range slots {
+		id, before = k, s
+	}
+	if State(before.State) != Running || before.Capacity != string(pricing.OnDemand) {
+		t.Fatalf("slot not running on demand: %+v", before)
+	}
+	base, err := e.r.Plans.Plan(context.Background(), e.r.Unavailable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toSpot := *base
+	toSpot.Placements = append([]optimizer.Placement(nil), base.Placements...)
+	pl := &toSpot.Placements[0]
+	pl.Groups = append([]optimizer.Group(nil), pl.Groups...)
+	pl.Groups[0].Zone, pl.Groups[0].Capacity, pl.Groups[0].Move, pl.Groups[0].PricePerHour = "us-east-1b", pricing.Spot, true, 0.95
+	pl.Zone, pl.Capacity, pl.RunnerUp = "us-east-1b", pricing.Spot, nil
+	spotPool := providers.PoolKey{Cloud: pricing.AWS, Zone: "us-east-1b", InstanceType: "p3.2xlarge", Capacity: pricing.Spot}
+
+	if lostAnswer {
+		// The launch happened but its answer was lost: the slot keeps its
+		// instance; the new one carries a generation the slot does not
+		// have, an orphan stopped after the grace period.
+		e.cloud.LoseNextLaunchResponses(1)
+		e.r.Plans = staticPlan{&toSpot}
+		e.step(time.Minute)
+		e.r.Plans = staticPlan{base}
+		if s := e.slots()[id]; s.InstanceID != before.InstanceID || s.Generation != before.Generation {
+			t.Fatalf("a move whose answer was lost changed the slot: %+v", s)
+		}
+		for range 12 {
+			e.step(time.Minute)
+		}
+		live := liveTagged(e.cloud)
+		if len(live) != 1 || live[0].ID != before.InstanceID {
+			t.Fatalf("after the orphan's grace want only %s alive, got %v", before.InstanceID, live)
+		}
+		e.checkNoDuplicates()
+		return
+	}
+	// Refused: the on-demand instance runs on, the slot is as it was.
+	e.r.Plans = staticPlan{&toSpot}
+	e.cloud.FailPool(spotPool, providers.ErrInsufficientCapacity)
+	e.step(time.Minute)
+	s := e.slots()[id]
+	if State(s.State) != Running || s.InstanceID != before.InstanceID || s.Generation != before.Generation || s.Capacity != string(pricing.OnDemand) {
+		t.Fatalf("a refused move changed the slot: before %+v, after %+v", before, s)
+	}
+	live := liveTagged(e.cloud)
+	if len(live) != 1 || live[0].ID != before.InstanceID {
+		t.Fatalf("after a refused move want only %s alive, got %v", before.InstanceID, live)
+	}
+	if !e.r.Unavailable.Blocked(spotPool, e.clk.Now()) {
+		t.Fatal("the refused pool is not blocked")
+	}
+	if len(e.events("fleet.launch_failed")) != 1 {
+		t.Fatalf("want one launch_failed event, got %d", len(e.events("fleet.launch_failed")))
+	}
+
+	if lose {
+		// A new leader (nothing in memory) replaces the lost instance on
+		// demand: the new launch takes the generation after the refused
+		// one, not the refused one's (slot, generation) again.
+		e.r.Plans = staticPlan{base}
+		e.r = &Reconciler{Store: e.r.Store, Computes: e.r.Computes, Agents: e.r.Agents, Plans: e.r.Plans, Tokens: e.r.Tokens,
+			Unavailable: &Unavailable{}, Now: e.r.Now, Options: e.r.Options}
+		if err := e.cloud.Terminate(context.Background(), providers.InstanceRef{Cloud: pricing.AWS, ID: before.InstanceID}); err != nil {
+			t.Fatal(err)
+		}
+		e.step(time.Minute)
+		if s := e.slots()[id]; s.Generation != before.Generation+2 || s.InstanceID == before.InstanceID || s.InstanceID == "" {
+			t.Fatalf("replacement after a refused launch-first: want generation %d on a new instance, got %+v", before.Generation+2, s)
+		}
+		e.checkNoDuplicates()
+		return
+	}
+	// The pool has capacity again and its block ran out: the move happens,
+	// the on-demand instance is stopped in the same pass.
+	e.cloud.FailPool(spotPool, nil)
+	e.step(5 * time.Minute)
+	s = e.slots()[id]
+	if s.InstanceID == before.InstanceID || s.Zone != "us-east-1b" || s.Capacity != string(pricing.Spot) {
+		t.Fatalf("slot not moved to spot in us-east-1b: %+v", s)
+	}
+	if s.Generation <= before.Generation+1 {
+		t.Fatalf("generation %d: want past the refused launch's %d", s.Generation, before.Generation+1)
+	}
+	for _, in := range e.cloud.Instances() {
+		if in.ID == before.InstanceID && in.State != providers.StateTerminated {
+			t.Fatalf("the on-demand instance %s is still %s after the move", in.ID, in.State)
+		}
+	}
+	for _, d := range []time.Duration{time.Minute, time.Minute, time.Minute} {
+		e.step(d)
+	}
+	if s := e.slots()[id]; State(s.State) != Running || s.Capacity != string(pricing.Spot) {
+		t.Fatalf("moved slot not running on spot: %+v", s)
+	}
+	e.checkNoDuplicates()
+}
+
+// TestOnDemandFallbackTakesCheapestAlternative: a job planned on spot of one
+// instance type runs on demand on the cheapest on-demand placement the
+// solver finds for it (another cloud here, 19% cheaper), within the
+// policy's limits; with the cheaper cloud ruled out, or no cheaper
+// alternative, it runs the planned type on demand as before. Before, the
+// live stage's on-demand was always the planned type in the planned
+// region.
+func TestOnDemandFallbackTakesCheapestAlternative(t *testing.T) {
+	gcp := pricing.Offer{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: "n1-standard-8+v100", GPU: pricing.V100,
+		GPUCount: 1, GPUMemoryGiB: 16, VCPUs: 8, MemoryGiB: 30, OnDemandPrice: 2.48, ObservedAt: t0, Source: "test"}
+	job := func(clouds string, decider string) *policy.Policy {
+		p, err := policy.Parse("test.yaml", []byte(fmt.Sprintf(`
+clouds: [%s]
+workloads:
+  - name: train
+    kind: training
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 10, reference_gpu: V100}
+    deadline: 40h
+    checkpoint_interval: 30m
+    restart_overhead: 5m
+    spot: prefer
+    spot_policy: %s
+`, clouds, decider)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		clouds  string
+		gcpOD   float64
+		decider string
+		want    string // cloud/zone/capacity of the decision
+	}{
+		{"on demand on the cheaper cloud", "aws, gcp", 2.48, spotpolicy.PolicyOnDemand, "gcp/us-central1-a/on-demand"},
+		{"the cheaper cloud not allowed", "aws", 2.48, spotpolicy.PolicyOnDemand, "aws/us-east-1a/on-demand"},
+		{"no cheaper alternative", "aws, gcp", 3.06, spotpolicy.PolicyOnDemand, "aws/us-east-1a/on-demand"},
+		{"spot stays spot", "aws, gcp", 2.48, spotpolicy.PolicyGreedy, "aws/us-east-1a/spot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gcp
+			g.OnDemandPrice = tc.gcpOD
+			cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), g}, t0, "test")
+			pol := job(tc.clouds, tc.decider)
+			src := &TrainingSource{Inner: staticPlan{trainPlacement(1)}, Policy: func() *policy.Policy { return pol },
+				Catalog: func() *pricing.Catalog { return cat }, Fleet: &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train",
+					Kind: "training", State: string(Pending), CreatedAt: t0}}},
+				Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return t0 }}
+			plan, err := src.Plan(context.Background(), &Unavailable{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := plan.Placements[0]
+			if len(p.Groups) != 1 || p.Groups[0].Instances != 1 {
+				t.Fatalf("want one group of one instance, got %+v", p.Groups)
+			}
+			gr := p.Groups[0]
+			if got := fmt.Sprintf("%s/%s/%s", gr.Cloud, gr.Zone, gr.Capacity); got != tc.want {
+				t.Fatalf("placed on %s, want %s (%s)", got, tc.want, src.Decisions()["train"].Reason)
+			}
+			if gr.Capacity == pricing.OnDemand && gr.PricePerHour != min(3.06, tc.gcpOD) && strings.Contains(tc.clouds, "gcp") {
+				t.Errorf("on-demand price %.2f, want %.2f", gr.PricePerHour, min(3.06, tc.gcpOD))
+			}
+			if d := Desired(plan); len(d) != 1 || d[0].Offer.Cloud != gr.Cloud || d[0].Capacity != gr.Capacity {
+				t.Fatalf("slots %+v do not follow the placement", d)
+			}
+		})
+	}
+}
+
+// TestPriceMoveOutcome: a move between spot pools that left the job on the
+// instance it was to leave (the launch refused, launch first) holds the
+// target pool back from price moves for an hour, doubling to eight; one
+// that reached the pool clears its wait.
+func TestPriceMoveOutcome(t *testing.T) {
+	pools := []livePool{{key: "a"}, {key: "b"}}
+	j := &liveJob{}
+	on := func(pool int) spotpolicy.Action { return spotpolicy.RunSpot(pool) }
+	for i, st := range []struct {
+		at   time.Duration
+		cur  spotpolicy.Action
+		inst string
+		want time.Duration // held from at, 0: not held
+	}{
+		{0, on(0), "i-1", time.Hour},
+		{time.Hour, on(0), "i-1", 2 * time.Hour},
+		{3 * time.Hour, on(0), "i-1", 4 * time.Hour},
+		{7 * time.Hour, on(0), "i-1", 8 * time.Hour},
+		{15 * time.Hour, on(0), "i-1", 8 * time.Hour},
+		{23 * time.Hour, on(1), "i-2", 0}, // reached b
+		{24 * time.Hour, on(1), "i-2", 0},
+	} {
+		j.moveTo, j.moveFrom = "b", "i-1"
+		now := t0.Add(st.at)
+		j.priceMoveOutcome(st.cur, st.inst, pools, now)
+		got := time.Duration(0)
+		if h := j.moveHeld["b"]; h.After(now) {
+			got = h.Sub(now)
+		}
+		if got != st.want {
+			t.Fatalf("step %d: pool b held for %s, want %s", i, got, st.want)
+		}
 	}
 }

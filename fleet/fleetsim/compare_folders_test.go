@@ -16,10 +16,11 @@ import (
 // the fleet simulation with the live training stage against
 // sim.RunTraining (adaptive) from the same tick, same prices, changeover
 // and checkpoints (none: one checkpoint of the whole work). The fleet must
-// miss no deadline on any start. Its cost is held to the issue's 10% where
-// it meets it, and elsewhere to what it costs today (maxRatio, a regression
-// bound: docs/BENCHMARKS.md "Checked on other trace folders" has the
-// figures and why the live stage pays more there). Without checkpoints the
+// miss no deadline on any start. With checkpoints its cost is held to the
+// issue's 10% (1.00-1.04 since a move launches before it stops: a refused
+// move from on-demand used to cost a changeover and unsaved work, and 1.13
+// to 1.18 here; docs/BENCHMARKS.md "Training in the fleet simulation vs the
+// per-job simulator"). Without checkpoints the
 // ratio is not compared: the per-job model checkpoints on every voluntary
 // switch (it leaves spot for on demand for one tick and returns with all
 // its work saved), which a job without checkpoints cannot do.
@@ -33,9 +34,9 @@ func TestTrainingAgainstPerJobSimulatorOtherFolders(t *testing.T) {
 	}{
 		{"availability/1-node/aws-02-15-2023/us-east-1a_v100_1.json", 48 * time.Hour, 72 * time.Hour, 10 * time.Minute, 4, 1.10},
 		{"availability/1-node/aws-02-15-2023/us-west-2b_v100_1.json", 24 * time.Hour, 36 * time.Hour, 0, 2, 0},
-		{"availability/16-node/aws-08-27-2023/us-west-2c_v100_1.json", 48 * time.Hour, 72 * time.Hour, 10 * time.Minute, 4, 1.25},
-		{"preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json", 24 * time.Hour, 36 * time.Hour, 10 * time.Minute, 2, 1.25},
-		{"preemption/4-node/aws-08-03-2023/us-east-2a_v100_1.json", 48 * time.Hour, 72 * time.Hour, 30 * time.Minute, 4, 1.20},
+		{"availability/16-node/aws-08-27-2023/us-west-2c_v100_1.json", 48 * time.Hour, 72 * time.Hour, 10 * time.Minute, 4, 1.10},
+		{"preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json", 24 * time.Hour, 36 * time.Hour, 10 * time.Minute, 2, 1.10},
+		{"preemption/4-node/aws-08-03-2023/us-east-2a_v100_1.json", 48 * time.Hour, 72 * time.Hour, 30 * time.Minute, 4, 1.10},
 		{"preemption/4-node/aws-08-03-2023/us-west-2c_v100_1.json", 24 * time.Hour, 30 * time.Hour, 0, 2, 0},
 	} {
 		t.Run(fmt.Sprintf("%s/ckpt=%s", tc.trace, tc.ckpt), func(t *testing.T) {

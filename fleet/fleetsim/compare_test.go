@@ -34,7 +34,7 @@ workloads:
 // billing and the work model agree). The fleet runs the live training
 // stage (fleet.TrainingSource, the same adaptive policy) on what a live
 // controller can know: its own launches, preemptions and pool blocks, not
-// the trace. On these 12 starts it costs 1.056 × the per-job simulator
+// the trace. On these 12 starts it costs 1.050 × the per-job simulator
 // (docs/BENCHMARKS.md) with no missed deadline; the bound is the issue's
 // 10%.
 func TestTrainingAgainstPerJobSimulator(t *testing.T) {

@@ -197,3 +197,30 @@ func TestCheckedPoliciesParse(t *testing.T) {
 		}
 	}
 }
+
+// TestGangOnDemandIsTheCheapestOnDemand: the 2 x 8 H100 job whose cheapest
+// spot pools (AWS p5.48xlarge) never hold both instances on the
+// one-instance traces runs on demand; it must do so on the cheapest
+// on-demand placement the solver finds for it (GCP a3-highgpu-8g on the
+// embedded catalog), not on p5 on demand. Before, the live stage's
+// on-demand was the planned type in the planned region: 2.8 × the
+// all-on-demand cost on this run, now about 1.02.
+func TestGangOnDemandIsTheCheapestOnDemand(t *testing.T) {
+	cat, err := catalog.Load(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces, err := LoadTraceDir(sharedTraces(t, "availability/1-node/aws-02-15-2023"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := runSim(t, Config{Policy: mustPolicy(t, gangOnSmallPools), Catalog: cat, Traces: traces, Seed: 1, Duration: 4 * 24 * time.Hour})
+	w := rep.Workloads[0]
+	t.Logf("%s: %.3f of on-demand, finish %.1f h, %d launches", w.Name, w.Ratio, w.FinishHours, w.Launches)
+	if !w.Finished || w.Missed {
+		t.Errorf("%s missed its deadline: finished %v at %.1f h", w.Name, w.Finished, w.FinishHours)
+	}
+	if w.Ratio > 1.10 {
+		t.Errorf("%s costs %.3f × the all-on-demand cost; want at most 1.10 (its on-demand should be the cheapest on-demand placement)", w.Name, w.Ratio)
+	}
+}
