@@ -38,7 +38,9 @@ type ChainConfig struct {
 	SpeedRatio func(cloud pricing.Cloud, instanceType string) float64
 	Training   TrainingConfig
 	// PrefetchLoad samples the services' load while the inner stages plan
-	// (ScaledSource.Prefetch); the fleet simulator sets it.
+	// (ScaledSource.Prefetch), and the hedging stage reads the fleet and
+	// the agents' heartbeats then (HedgedSource.Prefetch); the fleet
+	// simulator sets it.
 	PrefetchLoad bool
 	// IncrementalReplan makes the solver re-plan only the workloads a pool
 	// block or a removed workload touches (SolverSource.Incremental); the
@@ -93,7 +95,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 		pol = spotOnly.Current
 	}
 	var src PlanSource = &SolverSource{Catalog: c.Catalog, Policy: pol, Now: c.Now, Incremental: c.IncrementalReplan,
-		KeepInPass: c.IncrementalReplan}
+		KeepInPass: c.IncrementalReplan, reuse: c.ReusePlanMemory}
 	if spotOnly != nil {
 		spotOnly.Inner, src = src, spotOnly
 	}
@@ -112,7 +114,8 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	}
 	if c.Fleet != nil && c.Hedge != nil {
 		h := &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
-			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones, reuse: c.ReusePlanMemory}
+			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones, Prefetch: c.PrefetchLoad,
+			reuse: c.ReusePlanMemory}
 		if c.Decisions != nil {
 			c.Decisions.hedged = h
 		}
@@ -187,6 +190,21 @@ func (b *placementBufs) copyOf(src []optimizer.Placement, reuse bool) []optimize
 		return append([]optimizer.Placement(nil), src...)
 	}
 	buf := append(b.bufs[b.next][:0], src...)
+	b.bufs[b.next] = buf
+	b.next ^= 1
+	return buf
+}
+
+// empty is an empty slice for n placements: new memory, or with reuse the
+// older buffer's.
+func (b *placementBufs) empty(n int, reuse bool) []optimizer.Placement {
+	if !reuse {
+		return make([]optimizer.Placement, 0, n)
+	}
+	buf := b.bufs[b.next][:0]
+	if cap(buf) < n {
+		buf = make([]optimizer.Placement, 0, n)
+	}
 	b.bufs[b.next] = buf
 	b.next ^= 1
 	return buf

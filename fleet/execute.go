@@ -277,17 +277,38 @@ func (p *passState) capHeld(cloud pricing.Cloud) string {
 	p.r.mu.Lock()
 	defer p.r.mu.Unlock()
 	var all, mine int
-	kept := p.r.launches[:0]
-	for _, l := range p.r.launches {
-		if p.now.Sub(l.at) < 60e9 {
-			kept = append(kept, l)
-			all++
-			if l.cloud == cloud {
-				mine++
+	if p.r.inOrder && o.LaunchesPerMinutePerCloud <= 0 {
+		// In time order (the clock did not step back): the launches of
+		// the last minute are a suffix, and only their number counts. (A
+		// pass of a hundred launches scanned the minute's for each.)
+		i := 0
+		for i < len(p.r.launches) && p.now.Sub(p.r.launches[i].at) >= 60e9 {
+			i++
+		}
+		if i > 0 {
+			p.r.launches = append(p.r.launches[:0], p.r.launches[i:]...)
+		}
+		all = len(p.r.launches)
+	} else {
+		kept := p.r.launches[:0]
+		for _, l := range p.r.launches {
+			if p.now.Sub(l.at) < 60e9 {
+				kept = append(kept, l)
+				all++
+				if l.cloud == cloud {
+					mine++
+				}
+			}
+		}
+		p.r.launches = kept
+		p.r.inOrder = true // (what is kept is in order unless the clock stepped back)
+		for i := 1; i < len(kept); i++ {
+			if kept[i].at.Before(kept[i-1].at) {
+				p.r.inOrder = false
+				break
 			}
 		}
 	}
-	p.r.launches = kept
 	if all >= o.LaunchesPerMinute {
 		return fmt.Sprintf("launch rate cap %d/min reached", o.LaunchesPerMinute)
 	}
@@ -299,6 +320,11 @@ func (p *passState) capHeld(cloud pricing.Cloud) string {
 
 func (p *passState) markLaunch(cloud pricing.Cloud) {
 	p.r.mu.Lock()
+	if n := len(p.r.launches); n == 0 {
+		p.r.inOrder = true
+	} else if p.now.Before(p.r.launches[n-1].at) {
+		p.r.inOrder = false
+	}
 	p.r.launches = append(p.r.launches, launchMark{at: p.now, cloud: cloud})
 	p.r.mu.Unlock()
 	p.alive[cloud]++

@@ -54,10 +54,16 @@ type HedgedSource struct {
 	// the cheapest, pools it already runs in first.
 	MaxZones int
 	// Workers is how many services' decisions are taken at once (default
-	// GOMAXPROCS). The decisions are independent once the shared pool
-	// tracker has seen every service's pools in service order, so the
+	// GOMAXPROCS). The shared pool tracker hears of the services' pools in
+	// service order; a service's decision reads only what the tracker told
+	// it of its own pools, so it is taken as soon as that is done, and the
 	// plan is the same whatever the number.
 	Workers int
+	// Prefetch reads the fleet's slots and the agents' heartbeats on
+	// another goroutine while the inner stages plan (the fleet simulator
+	// sets it: ChainConfig.PrefetchLoad). Live, the broker reads them after
+	// the inner plan, as late as it can.
+	Prefetch bool
 
 	mu      sync.Mutex
 	tracker spotpolicy.LiveTracker
@@ -68,8 +74,12 @@ type HedgedSource struct {
 	beats map[string]time.Time
 	bySvc map[string][]*store.SlotRecord
 	jobs  []hedgeJob
-	heard map[string]heardPool // the spot pools observed in this plan
-	plans int                  // plans so far (hedge.plan)
+	heard map[string]heardPool          // the spot pools observed in this plan
+	seen  map[*policy.Workload]struct{} // the services in this plan
+	plans int                           // plans so far (hedge.plan)
+	// preMu: one plan at a time reads the fleet beside the inner stages
+	// (Prefetch).
+	preMu sync.Mutex
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
 	bufs  placementBufs
@@ -114,6 +124,12 @@ type hedge struct {
 	odGPU    pricing.GPUModel
 	odCount  int
 	odOffers []pricing.Offer
+
+	// nominal are the zones' spot capacities in instances under the
+	// policy nomPol (optimizer.SpotPoolCapacity, a policy glob match per
+	// zone: every service, every plan).
+	nominal []int
+	nomPol  *policy.Policy
 }
 
 // hedgeScratch is a hedge's working memory, overwritten by each plan.
@@ -188,45 +204,60 @@ func (h *HedgedSource) defaults() (tick, ready, fresh time.Duration, zones int) 
 
 // Plan returns the inner plan with the hedged services' groups replaced.
 func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
+	var pre chan struct{}
+	var preErr error
+	if h.Prefetch {
+		// The fleet and the agents are read while the inner stages plan:
+		// they write neither, and nothing else does until the pass acts.
+		h.preMu.Lock()
+		defer h.preMu.Unlock()
+		pre = make(chan struct{})
+		go func() {
+			defer close(pre)
+			preErr = h.readFleet(ctx)
+		}()
+		defer func() { <-pre }() // (the scratch is the next plan's once this one returns)
+	}
 	plan, pol, byName, now, ok, err := stageInput(ctx, h.Inner, u, h.Policy, h.Now, &h.index)
 	if !ok {
 		return plan, err
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var todo []int
+	// twice: a service with two placements in the plan (they share its
+	// hedge, so they are hedged one after the other).
+	twice := false
+	if h.seen == nil {
+		h.seen = map[*policy.Workload]struct{}{}
+	}
+	clear(h.seen)
 	for i := range plan.Placements {
 		w := byName[plan.Placements[i].Workload] // (neither copied: a plan holds a thousand)
 		if w != nil && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(plan.Placements[i].Groups) > 0 {
 			todo = append(todo, i)
+			if _, ok := h.seen[w]; ok {
+				twice = true
+			}
+			h.seen[w] = struct{}{}
 		}
 	}
-	h.forget(byName)
+	h.forgetLocked(byName)
 	if len(todo) == 0 {
 		return plan, nil
 	}
 	// Without the fleet's state the pass stops: falling back to the inner
 	// plan would renumber the services' slots and move live replicas.
-	st, err := h.Fleet.Load(ctx)
+	if pre != nil {
+		<-pre
+		err = preErr
+	} else {
+		err = h.readFleet(ctx)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("hedging: reading the fleet: %w", err)
+		return nil, err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.beats == nil {
-		h.beats = map[string]time.Time{}
-	}
-	beats := h.beats
-	clear(beats)
-	if h.Agents != nil {
-		recs, err := h.Agents.ListInstances(ctx, "", "")
-		if err != nil {
-			return nil, fmt.Errorf("hedging: reading agents: %w", err)
-		}
-		for _, a := range recs {
-			if a.State == store.StateRunning {
-				beats[a.ID] = a.LastHeartbeat
-			}
-		}
-	}
+	beats, bySvc := h.beats, h.bySvc
 	var cat *pricing.Catalog
 	if h.Catalog != nil {
 		cat = h.Catalog()
@@ -236,18 +267,6 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	tick, _, _, _ := h.defaults()
 	h.tracker.Gap = tick
-	if h.bySvc == nil {
-		h.bySvc = map[string][]*store.SlotRecord{}
-	}
-	bySvc := h.bySvc
-	for k, v := range bySvc {
-		clear(v)
-		bySvc[k] = v[:0]
-	}
-	for i := range st.Slots {
-		s := &st.Slots[i]
-		bySvc[s.Workload] = append(bySvc[s.Workload], s)
-	}
 	out := *plan
 	out.Placements = h.bufs.copyOf(plan.Placements, h.reuse)
 	// The pool tracker is shared by the services: it hears of their pools
@@ -261,24 +280,34 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		h.heard = map[string]heardPool{}
 	}
 	clear(h.heard)
-	workers := h.Workers
-	for j, i := range todo {
-		p := out.Placements[i]
+	observe := func(j int) {
+		p := out.Placements[todo[j]]
 		w := byName[p.Workload] // read only: a pointer into the policy
 		h.observePools(&jobs[j], pol, cat, w, p, bySvc[w.Name], u, now)
 		if hg := jobs[j].hg; hg != nil {
-			if hg.plan == h.plans {
-				workers = 1 // two placements of one service share its hedge: in order
-			}
 			hg.plan = h.plans
 		}
 	}
-	parallelFor(len(jobs), workers, func(j int) {
+	decide := func(j int) {
 		jb := &jobs[j]
 		if jb.err == nil && jb.hg != nil {
 			jb.out, jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
 		}
-	})
+	}
+	if twice {
+		// Two placements of one service share its hedge: in order.
+		for j := range jobs {
+			observe(j)
+		}
+		for j := range jobs {
+			decide(j)
+		}
+	} else {
+		// A service's decision reads its own hedge and the pool views
+		// observePools copied into its job, never the tracker: it can be
+		// taken while the services after it are still being observed.
+		pipelineFor(len(jobs), h.Workers, observe, decide)
+	}
 	for j, i := range todo {
 		jb := &jobs[j]
 		if jb.err != nil {
@@ -314,11 +343,49 @@ type hedgeJob struct {
 	changed bool // the decision changed (logged in service order)
 }
 
-// forget drops the hedges of services that left the policy or no longer
-// run on spot: their state and their decision go with them.
-func (h *HedgedSource) forget(byName workloadIndex) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// readFleet reads the fleet's slots by service (h.bySvc) and the running
+// agents' heartbeats (h.beats): Plan's scratch, which only one plan at a
+// time writes (h.mu, or h.preMu while prefetching).
+func (h *HedgedSource) readFleet(ctx context.Context) error {
+	st, err := h.Fleet.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("hedging: reading the fleet: %w", err)
+	}
+	if h.beats == nil {
+		h.beats = map[string]time.Time{}
+	}
+	beats := h.beats
+	clear(beats)
+	if h.Agents != nil {
+		recs, err := h.Agents.ListInstances(ctx, "", "")
+		if err != nil {
+			return fmt.Errorf("hedging: reading agents: %w", err)
+		}
+		for _, a := range recs {
+			if a.State == store.StateRunning {
+				beats[a.ID] = a.LastHeartbeat
+			}
+		}
+	}
+	if h.bySvc == nil {
+		h.bySvc = map[string][]*store.SlotRecord{}
+	}
+	bySvc := h.bySvc
+	for k, v := range bySvc {
+		clear(v)
+		bySvc[k] = v[:0]
+	}
+	for i := range st.Slots {
+		s := &st.Slots[i]
+		bySvc[s.Workload] = append(bySvc[s.Workload], s)
+	}
+	return nil
+}
+
+// forgetLocked drops the hedges of services that left the policy or no
+// longer run on spot: their state and their decision go with them. h.mu is
+// held.
+func (h *HedgedSource) forgetLocked(byName workloadIndex) {
 	for name := range h.hedges {
 		if w := byName[name]; w == nil || w.Kind != policy.Inference || w.Spot == policy.SpotNever {
 			delete(h.hedges, name)
@@ -448,15 +515,23 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			}
 		}
 	}
+	if hg.nomPol != pol || len(hg.nominal) != len(hg.zones) {
+		// (A policy is not changed once loaded: a new one is a new
+		// pointer, as SolverSource assumes too.)
+		hg.nominal = resized(hg.nominal, len(hg.zones))
+		for k := range hg.zones {
+			o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
+			hg.nominal[k] = optimizer.SpotPoolCapacity(pol, o) / max(1, o.GPUCount)
+		}
+		hg.nomPol = pol
+	}
 	for k := range hg.zones {
-		o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
 		// The live signal of a spot pool is the unavailable cache: the
 		// reconciler blocks a pool that refused a launch for capacity or
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		nominal := optimizer.SpotPoolCapacity(pol, o) / max(1, o.GPUCount)
-		c, limited, avail := hg.poolCapacity(keys[k], nominal, spot[k], u, now)
+		c, limited, avail := hg.poolCapacity(keys[k], hg.nominal[k], spot[k], u, now)
 		x, ok := h.heard[hg.names[k]]
 		if !ok || x.avail != avail {
 			x = h.observePool(hg.names[k], keys[k], mine, avail, now)

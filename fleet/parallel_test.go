@@ -20,3 +20,35 @@ func TestParallelFor(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineFor: every index is produced once, in order, and consumed
+// once, after its produce, whatever the number of items and workers.
+func TestPipelineFor(t *testing.T) {
+	for _, tc := range []struct{ n, workers int }{
+		{0, 4}, {1, 4}, {7, 2}, {16, 2}, {17, 0}, {100, 1}, {100, 3}, {1000, 8}, {1001, 2},
+	} {
+		produced := make([]atomic.Bool, tc.n)
+		consumed := make([]atomic.Int32, tc.n)
+		next := 0 // only the calling goroutine produces
+		pipelineFor(tc.n, tc.workers, func(i int) {
+			if i != next {
+				t.Errorf("n=%d workers=%d: produced %d, want %d", tc.n, tc.workers, i, next)
+			}
+			next++
+			produced[i].Store(true)
+		}, func(i int) {
+			if !produced[i].Load() {
+				t.Errorf("n=%d workers=%d: consumed %d before it was produced", tc.n, tc.workers, i)
+			}
+			consumed[i].Add(1)
+		})
+		if next != tc.n {
+			t.Fatalf("n=%d workers=%d: produced %d items", tc.n, tc.workers, next)
+		}
+		for i := range consumed {
+			if c := consumed[i].Load(); c != 1 {
+				t.Fatalf("n=%d workers=%d: index %d consumed %d times", tc.n, tc.workers, i, c)
+			}
+		}
+	}
+}

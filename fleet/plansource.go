@@ -50,6 +50,10 @@ type SolverSource struct {
 	// moved are the workloads incremental re-plans moved out of blocked
 	// pools since the last full solve, with those pools.
 	moved map[string]map[providers.PoolKey]bool
+	// reuse and bufs: ChainConfig.ReusePlanMemory (an incremental re-plan
+	// builds its placements over the plan before the last).
+	reuse bool
+	bufs  placementBufs
 }
 
 // Plan returns the current plan.
@@ -182,7 +186,7 @@ func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, v
 		}
 	}
 	plan := *s.plan
-	plan.Placements = make([]optimizer.Placement, 0, len(pol.Workloads))
+	plan.Placements = s.bufs.empty(len(pol.Workloads), s.reuse)
 	for _, w := range pol.Workloads {
 		if p := byName[w.Name]; p != nil {
 			plan.Placements = append(plan.Placements, *p)

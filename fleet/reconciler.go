@@ -34,6 +34,8 @@ type Reconciler struct {
 	Now         func() time.Time
 	Options     Options
 
+	// inOrder: launches are in time order (capHeld).
+	inOrder  bool
 	once     sync.Once
 	mu       sync.Mutex
 	launches []launchMark // recent launch calls, for the per-minute caps
@@ -58,8 +60,10 @@ type passMaps struct {
 	intents map[string]*store.IntentRecord
 	bySlot  map[string]*store.IntentRecord
 	records map[string]*store.FleetInstanceRecord
-	cloud   map[string]providers.Instance
+	cloud   map[string]*providers.Instance
 	agents  map[string]*store.InstanceRecord
+	// gangSlots with each job's slice emptied (incompleteGangs).
+	gangSlots map[string][]string
 	// specs of the pass's plans (Desired), their memory for the next
 	// pass's: free holds the kept ones, used those the pass took.
 	free, used [][]Spec
@@ -104,6 +108,17 @@ func (r *Reconciler) keepMaps(p *passState) {
 	clear(m.records)
 	clear(m.cloud)
 	clear(m.agents)
+	if p.gangSlots != nil {
+		for w, ids := range p.gangSlots {
+			if len(ids) == 0 {
+				delete(p.gangSlots, w) // a job gone since the last pass
+				continue
+			}
+			clear(ids)
+			p.gangSlots[w] = ids[:0]
+		}
+		m.gangSlots = p.gangSlots
+	}
 	r.mu.Lock()
 	r.spare = m
 	r.mu.Unlock()
@@ -266,9 +281,9 @@ type passState struct {
 	intents  map[string]*store.IntentRecord // by token
 	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
 	records  map[string]*store.FleetInstanceRecord
-	cloud    map[string]providers.Instance // listed, by id
-	cloudIDs []string                      // cloud's ids, in the order listed
-	listed   map[pricing.Cloud]bool        // clouds whose listing succeeded
+	cloud    map[string]*providers.Instance // listed, by id: into the listings, which the pass does not change
+	cloudIDs []string                       // cloud's ids, in the order listed
+	listed   map[pricing.Cloud]bool         // clouds whose listing succeeded
 	agents   map[string]*store.InstanceRecord
 	alive    map[pricing.Cloud]int
 	launches []*launchPlan
@@ -441,11 +456,12 @@ func (p *passState) read(ctx context.Context) error {
 		p.listed[c] = true
 		if len(p.cloud) == 0 {
 			if pm.cloud == nil {
-				p.cloud = make(map[string]providers.Instance, len(list)) // sized: built every pass
+				p.cloud = make(map[string]*providers.Instance, len(list)) // sized: built every pass
 			}
 			p.cloudIDs = make([]string, 0, len(list))
 		}
-		for _, in := range list {
+		for i := range list {
+			in := &list[i]
 			if _, dup := p.cloud[in.ID]; !dup {
 				p.cloudIDs = append(p.cloudIDs, in.ID)
 			}
@@ -693,8 +709,8 @@ func (p *passState) decideSlot(id string) {
 	}
 	listed := p.listed[pricing.Cloud(s.Cloud)]
 	var inst *providers.Instance
-	if x, ok := p.cloud[s.InstanceID]; ok && s.InstanceID != "" {
-		inst = &x
+	if s.InstanceID != "" {
+		inst = p.cloud[s.InstanceID]
 	}
 	rec := p.records[s.InstanceID]
 	if spec == nil {
@@ -795,37 +811,50 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 // instances outside the plan's pool follow the ones that came up there.
 // It also indexes the jobs' slots (gangSlots) for gangUp.
 func (p *passState) incompleteGangs() map[string]map[providers.PoolKey]int {
-	type gang struct {
-		up    int
-		pools map[providers.PoolKey]int
+	// The index is kept between passes with its slices emptied (keepMaps):
+	// a thousand-workload fleet built it anew, with a pool map per job,
+	// every pass.
+	if p.gangSlots = p.maps.gangSlots; p.gangSlots == nil {
+		p.gangSlots = map[string][]string{}
 	}
-	p.gangSlots = map[string][]string{}
-	gangs := map[string]*gang{}
 	for id, spec := range p.specs {
 		if spec.Kind != string(policy.Training) && spec.Kind != string(policy.Batch) {
 			continue
 		}
 		p.gangSlots[spec.Workload] = append(p.gangSlots[spec.Workload], id)
-		g := gangs[spec.Workload]
-		if g == nil {
-			g = &gang{pools: map[providers.PoolKey]int{}}
-			gangs[spec.Workload] = g
-		}
-		s := p.slots[id]
-		if s == nil || (State(s.State) != Booting && State(s.State) != Running) {
-			continue
-		}
-		g.up++
-		g.pools[slotPool(s)]++
 	}
 	var out map[string]map[providers.PoolKey]int
-	for w, g := range gangs {
-		n := len(p.gangSlots[w])
-		if n > 1 && g.up > 0 && (g.up < n || len(g.pools) > 1) {
+	for w, ids := range p.gangSlots {
+		n := len(ids)
+		if n <= 1 {
+			continue // (an emptied slice of an earlier pass, or one instance)
+		}
+		// Its instances up, and whether in more than one pool.
+		up, split := 0, false
+		var first providers.PoolKey
+		for _, id := range ids {
+			s := p.slots[id]
+			if s == nil || (State(s.State) != Booting && State(s.State) != Running) {
+				continue
+			}
+			if k := slotPool(s); up == 0 {
+				first = k
+			} else if k != first {
+				split = true
+			}
+			up++
+		}
+		if up > 0 && (up < n || split) {
+			pools := map[providers.PoolKey]int{}
+			for _, id := range ids {
+				if s := p.slots[id]; s != nil && (State(s.State) == Booting || State(s.State) == Running) {
+					pools[slotPool(s)]++
+				}
+			}
 			if out == nil {
 				out = map[string]map[providers.PoolKey]int{}
 			}
-			out[w] = g.pools
+			out[w] = pools
 		}
 	}
 	return out

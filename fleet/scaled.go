@@ -41,6 +41,9 @@ type ScaledSource struct {
 	// broker's) samples again; the fleet simulator, whose clock stands
 	// still during a pass, sets it.
 	Prefetch bool
+	// preMu: one plan at a time samples into preGot.
+	preMu  sync.Mutex
+	preGot map[string]loadSample
 
 	mu     sync.Mutex
 	scaler map[string]*autoscale.Autoscaler
@@ -60,6 +63,8 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	var pre *loadSamples
 	if s.Prefetch && !inPass(ctx) {
 		// (Inside a pass the last plan usually stands: see below.)
+		s.preMu.Lock()
+		defer s.preMu.Unlock()
 		pre = s.prefetch(ctx)
 	}
 	plan, _, byName, now, ok, err := stageInput(ctx, s.Inner, u, s.Policy, s.Now, &s.index)
@@ -161,7 +166,13 @@ func (s *ScaledSource) prefetch(ctx context.Context) *loadSamples {
 	if s.Now != nil {
 		now = s.Now()
 	}
-	pre := &loadSamples{at: now, done: make(chan struct{}), got: make(map[string]loadSample, len(pol.Workloads))}
+	// The samples go into the last plan's map, emptied: Plan holds
+	// s.preMu until it is done with them.
+	if s.preGot == nil {
+		s.preGot = make(map[string]loadSample, len(pol.Workloads))
+	}
+	clear(s.preGot)
+	pre := &loadSamples{at: now, done: make(chan struct{}), got: s.preGot}
 	go func() {
 		defer close(pre.done)
 		for i := range pol.Workloads {

@@ -97,9 +97,11 @@ func desiredIn(buf []Spec, plan *optimizer.Plan) []Spec {
 		return nil
 	}
 	n := 0
-	for _, p := range plan.Placements {
-		for _, g := range p.Groups {
-			n += max(0, g.Instances)
+	for i := range plan.Placements {
+		// (By index: a placement and a group are large, and this runs for
+		// every placement at every plan.)
+		for j := range plan.Placements[i].Groups {
+			n += max(0, plan.Placements[i].Groups[j].Instances)
 		}
 	}
 	if n == 0 {
@@ -110,16 +112,18 @@ func desiredIn(buf []Spec, plan *optimizer.Plan) []Spec {
 		out = make([]Spec, 0, n) // sized once: a pass builds it and re-plans rebuild it
 	}
 	old := out[:cap(out)]
-	for _, p := range plan.Placements {
+	for pi := range plan.Placements {
+		p := &plan.Placements[pi]
 		var alt []pricing.Offer
-		gang := p.Kind != string(policy.Inference) && placementInstances(p) > 1
+		gang := p.Kind != string(policy.Inference) && placementInstances(*p) > 1
 		// A multi-instance job's instances must share a pool: one of them
 		// launched in the runner-up's pool would leave the job split.
 		if r := p.RunnerUp; r != nil && !gang && r.Capacity == p.Capacity && r.Cloud == p.Cloud && r.InstanceType != "" {
 			alt = []pricing.Offer{{Cloud: r.Cloud, Region: r.Region, Zone: r.Zone, InstanceType: r.InstanceType, GPU: r.GPU}}
 		}
 		idx := 0
-		for _, g := range p.Groups {
+		for gi := range p.Groups {
+			g := &p.Groups[gi]
 			for j := range g.Instances {
 				var a []pricing.Offer
 				for _, o := range alt {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -135,6 +134,9 @@ type TrainingSource struct {
 	// type for poolCat: every job's decision reads them every pass.
 	poolCat *pricing.Catalog
 	byShape map[shapeKey]*shapePools
+	// Scratch of decide (under mu): a job's pools and policy state.
+	poolBuf []livePool
+	state   spotpolicy.State
 	// The last plan in and out, and when: a re-plan inside a pass (InPass)
 	// at the same instant on the same inner plan re-decides only the jobs
 	// placed in a pool blocked since.
@@ -428,7 +430,9 @@ func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer
 			od, haveOD = o, true
 		}
 	}
-	return slices.Clone(sp.spot), od, haveOD
+	// (In the stage's scratch: decide keeps nothing of the pools.)
+	t.poolBuf = append(t.poolBuf[:0], sp.spot...)
+	return t.poolBuf, od, haveOD
 }
 
 // decide runs the job's policy for this tick and returns its placement; mine
@@ -489,8 +493,10 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	if alt != nil {
 		odTotal = alt.PricePerHour
 	}
-	s := &spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
-		Checkpoint: ckptWork(w, work), OnDemandPrice: odTotal, Pools: make([]spotpolicy.Pool, len(pools))}
+	// The state in the stage's scratch: the policies keep nothing of it.
+	s := &t.state
+	*s = spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
+		Checkpoint: ckptWork(w, work), OnDemandPrice: odTotal, Pools: resized(t.state.Pools, len(pools))}
 	s.Tick = int(now.Sub(start) / gap)
 
 	// Live signals into the trackers: a blocked pool has no capacity, a

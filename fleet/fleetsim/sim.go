@@ -187,6 +187,10 @@ type Sim struct {
 	passes    int
 	minted    int
 	tokens    map[string]string
+	// readying are the live instances running but whose agent has not
+	// registered yet (register): it walked every live instance each
+	// instant.
+	readying []*instInfo
 }
 
 // New prepares a simulation.
@@ -414,6 +418,7 @@ func (s *Sim) onRunning(inst providers.Instance, _ string) {
 	}
 	in.readyAt = s.clk.Now().Add(s.cfg.ReadyDelay)
 	s.timers.push(in.readyAt)
+	s.readying = append(s.readying, in)
 }
 
 func (s *Sim) onNotice(n fake.Notice) {
@@ -625,8 +630,16 @@ func (s *Sim) nextEvent(now, limit time.Time) time.Time {
 
 // register lets the agents of instances whose ready delay passed register.
 func (s *Sim) register(now time.Time) {
-	for _, in := range s.live {
-		if in.readyAt.IsZero() || in.readyAt.After(now) || s.agents.recs[in.id] != nil {
+	// (An agent registers once and leaves only with its instance: the
+	// order agents register in within an instant changes nothing, they
+	// are kept by id.)
+	keep := s.readying[:0]
+	for _, in := range s.readying {
+		if !in.gone.IsZero() || s.agents.recs[in.id] != nil {
+			continue // gone, or registered (an instance running twice)
+		}
+		if in.readyAt.After(now) {
+			keep = append(keep, in)
 			continue
 		}
 		st := store.StateRunning
@@ -637,6 +650,8 @@ func (s *Sim) register(now time.Time) {
 		}
 		s.agents.add(rec)
 	}
+	clear(s.readying[len(keep):])
+	s.readying = keep
 }
 
 // ready counts each workload's registered, un-noticed agents.

@@ -96,7 +96,7 @@ type ComputeConfig struct {
 	// ReuseList makes List write its answer over its previous answer's
 	// memory: a caller must be done with an answer when List is called
 	// again. The fleet simulator sets it (its reconciler, the only caller,
-	// copies what it needs from the listing, one pass at a time).
+	// reads a listing within its pass and lists again only at the next).
 	ReuseList bool
 }
 
