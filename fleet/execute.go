@@ -147,25 +147,10 @@ func (p *passState) doLaunchFirst(ctx context.Context, l *launchPlan, stopped ma
 	}
 	reason := launchReason(err)
 	a.Error = err.Error()
-	if p.r.Metrics != nil {
-		p.r.Metrics.launchFailures.WithLabelValues(string(cloud), reason).Inc()
-	}
-	p.event("fleet.launch_failed", "", s.Workload, fmt.Sprintf("slot %s: launch in %s failed (%s): %v; the slot stays on %s", s.ID, cloud, reason, err, old.ID),
-		map[string]any{"slot": s.ID, "token": intent.Token, "reason": reason, "cloud": cloud})
+	p.launchFailed(s, intent, cloud, reason, err, "; the slot stays on "+old.ID)
 	switch reason {
 	case "capacity", "quota":
-		var le *providers.LaunchError
-		pools := []providers.PoolKey{}
-		if errors.As(err, &le) && le.Pool.InstanceType != "" {
-			pools = append(pools, le.Pool)
-		}
-		if reason == "capacity" || len(pools) == 0 {
-			pools = pools[:0]
-			for _, c := range req.Candidates {
-				pools = append(pools, PoolOf(c, req.Capacity))
-			}
-		}
-		for _, k := range pools {
+		for _, k := range refusedPools(reason, err, req) {
 			p.r.Unavailable.Block(k, reason, p.now)
 		}
 	case "unauthorized", "bad_config", "throttled":
@@ -178,6 +163,31 @@ func (p *passState) doLaunchFirst(ctx context.Context, l *launchPlan, stopped ma
 	intent.State, intent.Error, intent.UpdatedAt = store.IntentFailed, err.Error(), p.now
 	p.dirtyI[intent.Token] = true
 	return p.flush(ctx)
+}
+
+// launchFailed counts a launch the cloud refused or that failed and
+// records it as a fleet.launch_failed event; more ends the message.
+func (p *passState) launchFailed(s *store.SlotRecord, intent *store.IntentRecord, cloud pricing.Cloud, reason string, err error, more string) {
+	if p.r.Metrics != nil {
+		p.r.Metrics.launchFailures.WithLabelValues(string(cloud), reason).Inc()
+	}
+	p.event("fleet.launch_failed", "", s.Workload, fmt.Sprintf("slot %s: launch in %s failed (%s): %v%s", s.ID, cloud, reason, err, more),
+		map[string]any{"slot": s.ID, "token": intent.Token, "reason": reason, "cloud": cloud})
+}
+
+// refusedPools are the pools a capacity or quota refusal blocks: the one
+// the error names, or every candidate when all were tried in one call
+// (EC2 CreateFleet style, reason capacity) or the error names none.
+func refusedPools(reason string, err error, req providers.LaunchRequest) []providers.PoolKey {
+	var le *providers.LaunchError
+	if reason != "capacity" && errors.As(err, &le) && le.Pool.InstanceType != "" {
+		return []providers.PoolKey{le.Pool}
+	}
+	pools := make([]providers.PoolKey, 0, len(req.Candidates))
+	for _, c := range req.Candidates {
+		pools = append(pools, PoolOf(c, req.Capacity))
+	}
+	return pools
 }
 
 // describe lists the pass's terminations and launches without carrying
@@ -493,27 +503,10 @@ func (p *passState) doLaunch(ctx context.Context, l *launchPlan, stopped map[pri
 		}
 		reason := launchReason(err)
 		a.Error = err.Error()
-		if p.r.Metrics != nil {
-			p.r.Metrics.launchFailures.WithLabelValues(string(cloud), reason).Inc()
-		}
-		p.event("fleet.launch_failed", "", s.Workload, fmt.Sprintf("slot %s: launch in %s failed (%s): %v", s.ID, cloud, reason, err),
-			map[string]any{"slot": s.ID, "token": intent.Token, "reason": reason, "cloud": cloud})
+		p.launchFailed(s, intent, cloud, reason, err, "")
 		switch reason {
 		case "capacity", "quota":
-			var le *providers.LaunchError
-			pools := []providers.PoolKey{}
-			if errors.As(err, &le) && le.Pool.InstanceType != "" {
-				pools = append(pools, le.Pool)
-			}
-			if reason == "capacity" || len(pools) == 0 {
-				// Every candidate was tried in one call (EC2 CreateFleet
-				// style) or the error names none: block them all.
-				pools = pools[:0]
-				for _, c := range req.Candidates {
-					pools = append(pools, PoolOf(c, req.Capacity))
-				}
-			}
-			for _, k := range pools {
+			for _, k := range refusedPools(reason, err, req) {
 				p.r.Unavailable.Block(k, reason, p.now)
 				if up := p.gangUp(s, k); reason == "capacity" && up > 0 {
 					// The pool refused a job's next instance beside the ones
