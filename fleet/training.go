@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -142,6 +143,10 @@ type TrainingSource struct {
 	// placed in a pool blocked since.
 	lastIn, lastOut *optimizer.Plan
 	lastAt          time.Time
+	// inner is the inner plan of the current Plan call and innerUse the
+	// GPUs it holds per quota, summed when first needed (netQuotas).
+	inner    *optimizer.Plan
+	innerUse []int
 	// polGen changes when the policy changes in more than its workloads
 	// (clouds, regions, quotas, budgets): the jobs' on-demand alternatives
 	// are found again. lastPol is the policy it was counted for.
@@ -279,6 +284,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	// Asked again in the pass after a refused launch (same instant, same
 	// inner plan): the jobs whose decision stands in a pool that is not
 	// blocked keep it; those placed in a blocked pool decide again.
+	t.inner, t.innerUse = plan, nil // for the on-demand alternatives' quotas (netQuotas)
 	again := inPass(ctx) && plan == t.lastIn && now.Equal(t.lastAt) && t.lastOut != nil && len(t.lastOut.Placements) == len(out.Placements)
 	if pol := t.Policy(); pol != t.lastPol {
 		if t.lastPol == nil || pol == nil || !sameSettings(t.lastPol, pol) {
@@ -652,15 +658,56 @@ type altCache struct {
 	pol *policy.Policy // the workload is w in it
 	w   policy.Workload
 	gen int // TrainingSource.polGen
-	alt *optimizer.Placement
-	ok  bool // computed
+	// quotas are the policy's quotas net of the other workloads' use
+	// when the alternative was found.
+	quotas []policy.Quota
+	alt    *optimizer.Placement
+	ok     bool // computed
+}
+
+// netQuotas are the policy's quotas less the GPUs the inner plan's other
+// placements (all but p, the job's) hold in each: a quota caps the GPUs
+// in use across all workloads, so an alternative found for one job alone
+// may use only what the rest of the plan leaves. The plan's use is summed
+// once per Plan call, and only when an alternative is looked for. nil when
+// the policy has none.
+func (t *TrainingSource) netQuotas(quotas []policy.Quota, p *optimizer.Placement) []policy.Quota {
+	if len(quotas) == 0 {
+		return nil
+	}
+	if t.innerUse == nil && t.inner != nil {
+		t.innerUse = make([]int, len(quotas))
+		for i := range t.inner.Placements {
+			addQuotaUse(t.innerUse, quotas, &t.inner.Placements[i], 1)
+		}
+	}
+	use := make([]int, len(quotas))
+	copy(use, t.innerUse)
+	addQuotaUse(use, quotas, p, -1)
+	out := slices.Clone(quotas)
+	for q := range out {
+		out[q].MaxGPUs = max(0, out[q].MaxGPUs-use[q])
+	}
+	return out
+}
+
+// addQuotaUse adds sign × the GPUs each quota counts in a placement.
+func addQuotaUse(use []int, quotas []policy.Quota, pl *optimizer.Placement, sign int) {
+	for _, g := range pl.Groups {
+		for q := range quotas {
+			if quotas[q].Matches(g.Cloud, g.Region, g.GPU) {
+				use[q] += sign * g.Instances * g.GPUsPerInstance
+			}
+		}
+	}
 }
 
 // onDemandAlt is the cheapest on-demand placement of the job, as the
 // solver places it: the workload alone with spot: never, under the
 // policy's clouds, regions, residency, quotas and budgets, with the
-// blocked pools ruled out (the incremental re-plan's way: other workloads'
-// use of a quota or budget is not counted). It is used only when it costs
+// blocked pools ruled out. Quotas count what the inner plan's other
+// placements hold (netQuotas); budgets are the job's alone (the
+// incremental re-plan's way). It is used only when it costs
 // less than the planned instance type on demand for the job's work (by 1%
 // or more), runs it no slower and on as many instances; nil otherwise.
 // Kept per job until the catalog, the workload or the policy's other
@@ -675,11 +722,14 @@ func (t *TrainingSource) onDemandAlt(j *liveJob, w policy.Workload, p optimizer.
 		return nil
 	}
 	c := &j.alt
-	if c.ok && c.cat == cat && c.gen == t.polGen && (c.pol == pol || reflect.DeepEqual(c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) {
+	quotas := t.netQuotas(pol.Quotas, &p)
+	if c.ok && c.cat == cat && c.gen == t.polGen && (c.pol == pol || reflect.DeepEqual(c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) &&
+		slices.Equal(c.quotas, quotas) {
 		c.pol = pol // the same workload in a new policy (another one left)
 	} else {
-		*c = altCache{cat: cat, pol: pol, w: w, gen: t.polGen, ok: true}
+		*c = altCache{cat: cat, pol: pol, w: w, gen: t.polGen, quotas: quotas, ok: true}
 		sub := *pol
+		sub.Quotas = quotas
 		od := w
 		od.Spot = policy.SpotNever
 		sub.Workloads = []policy.Workload{od}

@@ -997,3 +997,63 @@ func TestPriceMoveOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestOnDemandFallbackCountsOthersQuota: the on-demand alternative is
+// found for the job alone, but a quota caps the GPUs in use across all
+// workloads: where another workload of the plan fills a quota, the job's
+// alternative may not use it (it stays on the planned type on demand).
+func TestOnDemandFallbackCountsOthersQuota(t *testing.T) {
+	gcp := pricing.Offer{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: "n1-standard-8+v100", GPU: pricing.V100,
+		GPUCount: 1, GPUMemoryGiB: 16, VCPUs: 8, MemoryGiB: 30, OnDemandPrice: 2.48, ObservedAt: t0, Source: "test"}
+	cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), gcp}, t0, "test")
+	for _, tc := range []struct {
+		name, quota string
+		want        string
+	}{
+		{"quota with room", "{cloud: gcp, max_gpus: 2}", "gcp/us-central1-a/on-demand"},
+		{"quota filled by the other workload", "{cloud: gcp, max_gpus: 1}", "aws/us-east-1a/on-demand"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, err := policy.Parse("test.yaml", []byte(fmt.Sprintf(`
+clouds: [aws, gcp]
+workloads:
+  - name: train
+    kind: training
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 10, reference_gpu: V100}
+    deadline: 40h
+    checkpoint_interval: 30m
+    restart_overhead: 5m
+    spot: prefer
+    spot_policy: %s
+  - name: other
+    kind: batch
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 10, reference_gpu: V100}
+    spot: never
+quotas:
+  - %s
+`, spotpolicy.PolicyOnDemand, tc.quota)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner := trainPlacement(1)
+			inner.Placements = append(inner.Placements, optimizer.Placement{Workload: "other", Kind: "batch", Cloud: pricing.GCP, Region: "us-central1",
+				Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100, Capacity: pricing.OnDemand, GPUs: 1, Instances: 1, RelativeSpeed: 1,
+				Groups: []optimizer.Group{{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100,
+					GPUsPerInstance: 1, Instances: 1, Capacity: pricing.OnDemand, PricePerHour: 2.48}}})
+			src := &TrainingSource{Inner: staticPlan{inner}, Policy: func() *policy.Policy { return pol },
+				Catalog: func() *pricing.Catalog { return cat }, Fleet: &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train",
+					Kind: "training", State: string(Pending), CreatedAt: t0}}},
+				Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return t0 }}
+			plan, err := src.Plan(context.Background(), &Unavailable{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gr := plan.Placements[0].Groups[0]
+			if got := fmt.Sprintf("%s/%s/%s", gr.Cloud, gr.Zone, gr.Capacity); got != tc.want {
+				t.Fatalf("placed on %s, want %s (%s)", got, tc.want, src.Decisions()["train"].Reason)
+			}
+		})
+	}
+}
