@@ -94,21 +94,11 @@ func (p *passState) doLaunchFirst(ctx context.Context, l *launchPlan, stopped ma
 		a.Reason = "held back: " + why
 		return nil
 	}
-	// The next generation, past any the store recorded for the slot (an
-	// earlier refused launch-first the slot did not take).
-	last, err := p.r.Store.LastGeneration(ctx, s.ID)
+	intent, req, err := p.newIntent(ctx, s, spec, cands)
 	if err != nil {
-		return fmt.Errorf("launch of %s: %w", s.ID, err)
+		return err
 	}
-	gen := max(s.Generation, last) + 1
-	token := p.r.tokens.token(o.Name, s.ID, gen)
-	req := providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
-		Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}
-	body, _ := json.Marshal(req)
-	intent := &store.IntentRecord{Token: token, SlotID: s.ID, Generation: gen, Epoch: p.fence.Epoch, Cloud: string(cloud),
-		Capacity: string(spec.Capacity), Request: body, State: store.IntentOpen, CreatedAt: p.now, UpdatedAt: p.now}
-	p.intents[token] = intent
-	p.dirtyI[token] = true
+	gen := intent.Generation
 	// The intent is durable before the cloud hears of the launch.
 	if err := p.flush(ctx); err != nil {
 		return err
@@ -163,6 +153,30 @@ func (p *passState) doLaunchFirst(ctx context.Context, l *launchPlan, stopped ma
 	intent.State, intent.Error, intent.UpdatedAt = store.IntentFailed, err.Error(), p.now
 	p.dirtyI[intent.Token] = true
 	return p.flush(ctx)
+}
+
+// newIntent records the launch intent of a slot's next instance on cands
+// (durable at the next flush, before the cloud hears of it) and returns it
+// with the request. The next generation is past the slot's and past any
+// launch the store recorded for the slot id (a slot id used before, or a
+// refused launch-first move, doLaunchFirst, which leaves the slot at its
+// generation), so (slot, generation) and the token are never used twice.
+func (p *passState) newIntent(ctx context.Context, s *store.SlotRecord, spec *Spec, cands []pricing.Offer) (*store.IntentRecord, providers.LaunchRequest, error) {
+	o := &p.r.Options
+	last, err := p.r.Store.LastGeneration(ctx, s.ID)
+	if err != nil {
+		return nil, providers.LaunchRequest{}, fmt.Errorf("launch of %s: %w", s.ID, err)
+	}
+	gen := max(s.Generation, last) + 1
+	token := p.r.tokens.token(o.Name, s.ID, gen)
+	req := providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
+		Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}
+	body, _ := json.Marshal(req)
+	intent := &store.IntentRecord{Token: token, SlotID: s.ID, Generation: gen, Epoch: p.fence.Epoch, Cloud: string(spec.Offer.Cloud),
+		Capacity: string(spec.Capacity), Request: body, State: store.IntentOpen, CreatedAt: p.now, UpdatedAt: p.now}
+	p.intents[token] = intent
+	p.dirtyI[token] = true
+	return intent, req, nil
 }
 
 // launchFailed counts a launch the cloud refused or that failed and
@@ -444,26 +458,12 @@ func (p *passState) doLaunch(ctx context.Context, l *launchPlan, stopped map[pri
 				p.dryRun(a)
 				return nil
 			}
-			// The next generation: past the slot's and past any launch the
-			// store recorded for the slot id (a slot id used before, or a
-			// refused launch-first move, doLaunchFirst, which leaves the
-			// slot at its generation), so (slot, generation) and the token
-			// are never used twice.
-			last, err := p.r.Store.LastGeneration(ctx, s.ID)
-			if err != nil {
-				return fmt.Errorf("launch of %s: %w", s.ID, err)
+			var err error
+			if intent, req, err = p.newIntent(ctx, s, spec, cands); err != nil {
+				return err
 			}
-			gen := max(s.Generation, last) + 1
-			token := p.r.tokens.token(o.Name, s.ID, gen)
-			req = providers.LaunchRequest{ClientToken: token, Name: instanceName(s.ID, gen), Candidates: cands, Capacity: spec.Capacity,
-				Tags: map[string]string{TagFleet: o.Name, TagSlot: s.ID, TagToken: token, TagWorkload: s.Workload}}
-			body, _ := json.Marshal(req)
-			intent = &store.IntentRecord{Token: token, SlotID: s.ID, Generation: gen, Epoch: p.fence.Epoch, Cloud: string(cloud),
-				Capacity: string(spec.Capacity), Request: body, State: store.IntentOpen, CreatedAt: p.now, UpdatedAt: p.now}
-			p.intents[token] = intent
 			p.bySlot[s.ID] = intent
-			p.dirtyI[token] = true
-			s.Generation, s.InstanceID, s.LaunchedAt, s.RunningAt = gen, "", p.now, time.Time{}
+			s.Generation, s.InstanceID, s.LaunchedAt, s.RunningAt = intent.Generation, "", p.now, time.Time{}
 			if State(s.State) == Gone {
 				p.move(s, Pending, "back in the plan")
 			}
