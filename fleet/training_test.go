@@ -899,8 +899,7 @@ workloads:
 // live stage's on-demand was always the planned type in the planned
 // region.
 func TestOnDemandFallbackTakesCheapestAlternative(t *testing.T) {
-	gcp := pricing.Offer{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: "n1-standard-8+v100", GPU: pricing.V100,
-		GPUCount: 1, GPUMemoryGiB: 16, VCPUs: 8, MemoryGiB: 30, OnDemandPrice: 2.48, ObservedAt: t0, Source: "test"}
+	gcp := gcpV100
 	job := func(clouds string, decider string) *policy.Policy {
 		p, err := policy.Parse("test.yaml", []byte(fmt.Sprintf(`
 clouds: [%s]
@@ -937,14 +936,7 @@ workloads:
 			g.OnDemandPrice = tc.gcpOD
 			cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), g}, t0, "test")
 			pol := job(tc.clouds, tc.decider)
-			src := &TrainingSource{Inner: staticPlan{trainPlacement(1)}, Policy: func() *policy.Policy { return pol },
-				Catalog: func() *pricing.Catalog { return cat }, Fleet: &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train",
-					Kind: "training", State: string(Pending), CreatedAt: t0}}},
-				Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return t0 }}
-			plan, err := src.Plan(context.Background(), &Unavailable{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			src, plan := fallbackPlan(t, pol, cat, trainPlacement(1))
 			p := plan.Placements[0]
 			if len(p.Groups) != 1 || p.Groups[0].Instances != 1 {
 				t.Fatalf("want one group of one instance, got %+v", p.Groups)
@@ -1003,8 +995,7 @@ func TestPriceMoveOutcome(t *testing.T) {
 // workloads: where another workload of the plan fills a quota, the job's
 // alternative may not use it (it stays on the planned type on demand).
 func TestOnDemandFallbackCountsOthersQuota(t *testing.T) {
-	gcp := pricing.Offer{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: "n1-standard-8+v100", GPU: pricing.V100,
-		GPUCount: 1, GPUMemoryGiB: 16, VCPUs: 8, MemoryGiB: 30, OnDemandPrice: 2.48, ObservedAt: t0, Source: "test"}
+	gcp := gcpV100
 	cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), gcp}, t0, "test")
 	for _, tc := range []struct {
 		name, quota string
@@ -1042,18 +1033,31 @@ quotas:
 				Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100, Capacity: pricing.OnDemand, GPUs: 1, Instances: 1, RelativeSpeed: 1,
 				Groups: []optimizer.Group{{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100,
 					GPUsPerInstance: 1, Instances: 1, Capacity: pricing.OnDemand, PricePerHour: 2.48}}})
-			src := &TrainingSource{Inner: staticPlan{inner}, Policy: func() *policy.Policy { return pol },
-				Catalog: func() *pricing.Catalog { return cat }, Fleet: &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train",
-					Kind: "training", State: string(Pending), CreatedAt: t0}}},
-				Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return t0 }}
-			plan, err := src.Plan(context.Background(), &Unavailable{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			src, plan := fallbackPlan(t, pol, cat, inner)
 			gr := plan.Placements[0].Groups[0]
 			if got := fmt.Sprintf("%s/%s/%s", gr.Cloud, gr.Zone, gr.Capacity); got != tc.want {
 				t.Fatalf("placed on %s, want %s (%s)", got, tc.want, src.Decisions()["train"].Reason)
 			}
 		})
 	}
+}
+
+// gcpV100 is a GCP V100 offer on demand only, cheaper than p3.2xlarge on
+// demand ($3.06/h): the on-demand alternative of the fallback tests.
+var gcpV100 = pricing.Offer{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: "n1-standard-8+v100", GPU: pricing.V100,
+	GPUCount: 1, GPUMemoryGiB: 16, VCPUs: 8, MemoryGiB: 30, OnDemandPrice: 2.48, ObservedAt: t0, Source: "test"}
+
+// fallbackPlan runs the training stage once over inner for the pending
+// job "train" of pol and returns the stage and its plan.
+func fallbackPlan(t *testing.T, pol *policy.Policy, cat *pricing.Catalog, inner *optimizer.Plan) (*TrainingSource, *optimizer.Plan) {
+	t.Helper()
+	src := &TrainingSource{Inner: staticPlan{inner}, Policy: func() *policy.Policy { return pol },
+		Catalog: func() *pricing.Catalog { return cat }, Fleet: &fakeFleet{slots: []store.SlotRecord{{ID: "train/0", Workload: "train",
+			Kind: "training", State: string(Pending), CreatedAt: t0}}},
+		Tracker: &spotpolicy.LiveTracker{}, Now: func() time.Time { return t0 }}
+	plan, err := src.Plan(context.Background(), &Unavailable{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, plan
 }
