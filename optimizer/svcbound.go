@@ -254,25 +254,25 @@ func (s *solver) addPricedColumns(evals []*eval, mu []float64) bool {
 		if !opt.valid() {
 			continue
 		}
-		sig := layoutSig(&opt)
-		dup := false
-		for j := range e.cands {
-			if layoutSig(&e.cands[j]) == sig {
-				dup = true
-				break
-			}
-		}
-		if dup || s.oversized(e, &opt) {
-			continue
-		}
 		// The caller restores the order (resort).
-		opt.model, opt.why = model, ok
-		opt.unit = int32(len(e.svc))
-		e.svc = append(e.svc, opt)
-		e.cands = append(e.cands, opt)
-		added = true
+		if !s.oversized(e, &opt) && s.addNewLayout(e, opt, model) {
+			added = true
+		}
 	}
 	return added
+}
+
+// addNewLayout adds opt as a service layout of e unless e has it already
+// (the same groups and cap), and reports whether it did.
+func (s *solver) addNewLayout(e *eval, opt option, model pricing.GPUModel) bool {
+	sig := layoutSig(&opt)
+	for j := range e.cands {
+		if layoutSig(&e.cands[j]) == sig {
+			return false
+		}
+	}
+	s.addServiceOption(e, opt, model)
+	return true
 }
 
 // oversized reports whether an option alone exceeds a quota or budget.
@@ -310,17 +310,9 @@ func (s *solver) oversized(e *eval, o *option) bool {
 func (s *solver) fittingColumns(st *state) bool {
 	added := false
 	add := func(e *eval, opt option, model pricing.GPUModel) {
-		sig := layoutSig(&opt)
-		for j := range e.cands {
-			if layoutSig(&e.cands[j]) == sig {
-				return
-			}
+		if s.addNewLayout(e, opt, model) {
+			added = true
 		}
-		opt.model, opt.why = model, ok
-		opt.unit = int32(len(e.svc))
-		e.svc = append(e.svc, opt)
-		e.cands = append(e.cands, opt)
-		added = true
 	}
 	// own is what st leaves with w's own option taken out.
 	own := func(w int, rem []float64) []float64 {
