@@ -244,33 +244,13 @@ func (m *MemStore) snapshot() store.FleetState {
 		}
 		// A merge with the last snapshot (both in id order): the records
 		// that did not change since are copied from it, not looked up.
-		old, j := m.snap.Slots, 0
-		for _, id := range m.slotIDs {
-			for j < len(old) && old[j].ID < id {
-				j++
-			}
-			if j < len(old) && old[j].ID == id && !m.changedSlots[id] {
-				st.Slots = append(st.Slots, old[j])
-			} else {
-				st.Slots = append(st.Slots, m.slots[id])
-			}
-		}
+		st.Slots = mergeSnapshot(st.Slots, m.snap.Slots, m.slotIDs, m.changedSlots, m.slots, func(r *store.SlotRecord) string { return r.ID })
 		if m.Recycle && cap(buf.Instances) >= len(m.instIDs) {
 			st.Instances = buf.Instances[:0]
 		} else {
 			st.Instances = make([]store.FleetInstanceRecord, 0, len(m.instIDs))
 		}
-		oldI, j := m.snap.Instances, 0
-		for _, id := range m.instIDs {
-			for j < len(oldI) && oldI[j].ID < id {
-				j++
-			}
-			if j < len(oldI) && oldI[j].ID == id && !m.changedInsts[id] {
-				st.Instances = append(st.Instances, oldI[j])
-			} else {
-				st.Instances = append(st.Instances, m.insts[id])
-			}
-		}
+		st.Instances = mergeSnapshot(st.Instances, m.snap.Instances, m.instIDs, m.changedInsts, m.insts, func(r *store.FleetInstanceRecord) string { return r.ID })
 	}
 	clear(m.changedSlots)
 	clear(m.changedInsts)
@@ -392,4 +372,22 @@ func (m *MemStore) Apply(_ context.Context, f store.Fence, c store.FleetChanges)
 		}
 	}
 	return nil
+}
+
+// mergeSnapshot appends to dst the record of every id (in id order): from
+// old, the last snapshot (also in id order), where it did not change
+// since, else from cur.
+func mergeSnapshot[T any](dst, old []T, ids []string, changed map[string]bool, cur map[string]T, idOf func(*T) string) []T {
+	j := 0
+	for _, id := range ids {
+		for j < len(old) && idOf(&old[j]) < id {
+			j++
+		}
+		if j < len(old) && idOf(&old[j]) == id && !changed[id] {
+			dst = append(dst, old[j])
+		} else {
+			dst = append(dst, cur[id])
+		}
+	}
+	return dst
 }
