@@ -1061,3 +1061,62 @@ func fallbackPlan(t *testing.T, pol *policy.Policy, cat *pricing.Catalog, inner 
 	}
 	return src, plan
 }
+
+func TestOnDemandFallbackCountsOthersBudget(t *testing.T) {
+	// The GCP alternative costs about $25 for the job's 10 GPU-hours; the
+	// other workload's placement spends $30 a month.
+	gcp := gcpV100
+	cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), gcp}, t0, "test")
+	for _, tc := range []struct {
+		name, budget string
+		want         string
+	}{
+		{"budget with room", "{name: all, monthly_usd: 60}", "gcp/us-central1-a/on-demand"},
+		{"budget spent by the other workload", "{name: all, monthly_usd: 50}", "aws/us-east-1a/on-demand"},
+		{"team budget spent by the team", "{name: ml, team: ml, monthly_usd: 50}", "aws/us-east-1a/on-demand"},
+		{"another team's spend", "{name: ml, team: ml, monthly_usd: 50}", "gcp/us-central1-a/on-demand"},
+		{"the other workload's own budget", "{name: other, workload: other, monthly_usd: 50}", "gcp/us-central1-a/on-demand"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			otherTeam := "ml"
+			if tc.name == "another team's spend" {
+				otherTeam = "web"
+			}
+			pol, err := policy.Parse("test.yaml", []byte(fmt.Sprintf(`
+clouds: [aws, gcp]
+workloads:
+  - name: train
+    kind: training
+    team: ml
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 10, reference_gpu: V100}
+    deadline: 40h
+    checkpoint_interval: 30m
+    restart_overhead: 5m
+    spot: prefer
+    spot_policy: %s
+  - name: other
+    kind: batch
+    team: %s
+    gpu: {models: [V100], count: 1}
+    work: {gpu_hours: 10, reference_gpu: V100}
+    spot: never
+budgets:
+  - %s
+`, spotpolicy.PolicyOnDemand, otherTeam, tc.budget)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner := trainPlacement(1)
+			inner.Placements = append(inner.Placements, optimizer.Placement{Workload: "other", Kind: "batch", Cloud: pricing.AWS, Region: "us-east-1",
+				Zone: "us-east-1b", InstanceType: "p3.2xlarge", GPU: pricing.V100, Capacity: pricing.OnDemand, GPUs: 1, Instances: 1, RelativeSpeed: 1,
+				MonthlyCost: 30, Groups: []optimizer.Group{{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p3.2xlarge", GPU: pricing.V100,
+					GPUsPerInstance: 1, Instances: 1, Capacity: pricing.OnDemand, PricePerHour: 3.06}}})
+			src, plan := fallbackPlan(t, pol, cat, inner)
+			gr := plan.Placements[0].Groups[0]
+			if got := fmt.Sprintf("%s/%s/%s", gr.Cloud, gr.Zone, gr.Capacity); got != tc.want {
+				t.Fatalf("placed on %s, want %s (%s)", got, tc.want, src.Decisions()["train"].Reason)
+			}
+		})
+	}
+}
