@@ -1110,6 +1110,14 @@ func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spo
 	if target == c.Pool {
 		return c, reason
 	}
+	// A move spends a changeover and the unsaved work out of the job's
+	// slack; it must leave enough for one more changeover, or the first
+	// preemption in the new pool sends the job to on-demand for the rest
+	// of its work (tight-v100 on aws-10-26-2022 moved with 0.4 h of slack,
+	// lost the pool minutes later and paid 0.81 of on-demand, not 0.18).
+	if lost := s.Done - s.Saved; s.Slack()-s.Changeover-lost < s.Changeover {
+		return c, "staying: a move would leave too little slack for another preemption"
+	}
 	if t.movePays(s, target, pools[c.Pool].price, pools[target].price) {
 		moved := spotpolicy.RunSpot(target)
 		if spotpolicy.Guard(s, moved) == moved {

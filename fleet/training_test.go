@@ -1120,3 +1120,37 @@ budgets:
 		})
 	}
 }
+
+// TestPriceMoveNeedsSlack: a price move spends a changeover and the unsaved
+// work out of the job's slack; the stage takes it only while the slack left
+// covers another changeover, since a preemption in the new pool would
+// otherwise send the job to on-demand for the rest of its work.
+func TestPriceMoveNeedsSlack(t *testing.T) {
+	const changeover = 600.0 // s
+	for _, tc := range []struct {
+		name  string
+		slack float64 // s, before the move
+		move  bool
+	}{
+		{"hours of slack", 5 * 3600, true},
+		{"slack for the move and another changeover", 2*changeover + 120 + 60, true},
+		{"slack for the move only", 2*changeover + 120 - 60, false},
+		{"20 minutes of slack", 20 * 60, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// 10 h of work, 2 h done of which all but 2 minutes saved; the
+			// job runs on spot in pool 0 at $0.90/h, pool 1 sells at $0.45/h.
+			s := &spotpolicy.State{Tick: 120, Gap: 60, Work: 10 * 3600, Done: 2 * 3600, Saved: 2*3600 - 120,
+				Changeover: changeover, Overhead: 60, Current: spotpolicy.RunSpot(0),
+				Pools: []spotpolicy.Pool{{Available: true, Run: 120, Frac: 1}, {Available: true, Run: 120, Frac: 1}}}
+			// Slack = deadline − elapsed − remaining work − changeover.
+			s.Deadline = s.Elapsed() + s.RemainingWork() + changeover + tc.slack
+			src := &TrainingSource{Tracker: &spotpolicy.LiveTracker{}}
+			pools := []livePool{{key: "aws/use1-az1/p3.2xlarge", price: 0.90}, {key: "aws/use1-az2/p3.2xlarge", price: 0.45}}
+			got, reason := src.hysteresis(s, pools, spotpolicy.RunSpot(1), "cheaper", nil)
+			if moved := got == spotpolicy.RunSpot(1); moved != tc.move {
+				t.Errorf("moved = %v (%s), want %v", moved, reason, tc.move)
+			}
+		})
+	}
+}
