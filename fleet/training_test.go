@@ -990,19 +990,25 @@ func TestPriceMoveOutcome(t *testing.T) {
 	}
 }
 
-// TestOnDemandFallbackCountsOthersQuota: the on-demand alternative is
-// found for the job alone, but a quota caps the GPUs in use across all
-// workloads: where another workload of the plan fills a quota, the job's
-// alternative may not use it (it stays on the planned type on demand).
-func TestOnDemandFallbackCountsOthersQuota(t *testing.T) {
+// TestOnDemandFallbackCountsOthersUse: the on-demand alternative may use
+// only what the rest of the plan leaves of each quota (GPUs) and budget
+// (monthly cost). The GCP alternative costs about $25 for the job's 10
+// GPU-hours; the other workload's placement holds 1 GCP GPU and spends $30
+// a month.
+func TestOnDemandFallbackCountsOthersUse(t *testing.T) {
 	gcp := gcpV100
 	cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), gcp}, t0, "test")
 	for _, tc := range []struct {
-		name, quota string
-		want        string
+		name, otherTeam, limits string
+		want                    string
 	}{
-		{"quota with room", "{cloud: gcp, max_gpus: 2}", "gcp/us-central1-a/on-demand"},
-		{"quota filled by the other workload", "{cloud: gcp, max_gpus: 1}", "aws/us-east-1a/on-demand"},
+		{"quota with room", "ml", "quotas: [{cloud: gcp, max_gpus: 2}]", "gcp/us-central1-a/on-demand"},
+		{"quota filled by the other workload", "ml", "quotas: [{cloud: gcp, max_gpus: 1}]", "aws/us-east-1a/on-demand"},
+		{"budget with room", "ml", "budgets: [{name: all, monthly_usd: 60}]", "gcp/us-central1-a/on-demand"},
+		{"budget spent by the other workload", "ml", "budgets: [{name: all, monthly_usd: 50}]", "aws/us-east-1a/on-demand"},
+		{"team budget spent by the team", "ml", "budgets: [{name: ml, team: ml, monthly_usd: 50}]", "aws/us-east-1a/on-demand"},
+		{"another team's spend", "web", "budgets: [{name: ml, team: ml, monthly_usd: 50}]", "gcp/us-central1-a/on-demand"},
+		{"the other workload's own budget", "ml", "budgets: [{name: other, workload: other, monthly_usd: 50}]", "gcp/us-central1-a/on-demand"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pol, err := policy.Parse("test.yaml", []byte(fmt.Sprintf(`
@@ -1010,6 +1016,7 @@ clouds: [aws, gcp]
 workloads:
   - name: train
     kind: training
+    team: ml
     gpu: {models: [V100], count: 1}
     work: {gpu_hours: 10, reference_gpu: V100}
     deadline: 40h
@@ -1019,19 +1026,19 @@ workloads:
     spot_policy: %s
   - name: other
     kind: batch
+    team: %s
     gpu: {models: [V100], count: 1}
     work: {gpu_hours: 10, reference_gpu: V100}
     spot: never
-quotas:
-  - %s
-`, spotpolicy.PolicyOnDemand, tc.quota)))
+%s
+`, spotpolicy.PolicyOnDemand, tc.otherTeam, tc.limits)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			inner := trainPlacement(1)
 			inner.Placements = append(inner.Placements, optimizer.Placement{Workload: "other", Kind: "batch", Cloud: pricing.GCP, Region: "us-central1",
 				Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100, Capacity: pricing.OnDemand, GPUs: 1, Instances: 1, RelativeSpeed: 1,
-				Groups: []optimizer.Group{{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100,
+				MonthlyCost: 30, Groups: []optimizer.Group{{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100,
 					GPUsPerInstance: 1, Instances: 1, Capacity: pricing.OnDemand, PricePerHour: 2.48}}})
 			src, plan := fallbackPlan(t, pol, cat, inner)
 			gr := plan.Placements[0].Groups[0]
@@ -1060,65 +1067,6 @@ func fallbackPlan(t *testing.T, pol *policy.Policy, cat *pricing.Catalog, inner 
 		t.Fatal(err)
 	}
 	return src, plan
-}
-
-func TestOnDemandFallbackCountsOthersBudget(t *testing.T) {
-	// The GCP alternative costs about $25 for the job's 10 GPU-hours; the
-	// other workload's placement spends $30 a month.
-	gcp := gcpV100
-	cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), gcp}, t0, "test")
-	for _, tc := range []struct {
-		name, budget string
-		want         string
-	}{
-		{"budget with room", "{name: all, monthly_usd: 60}", "gcp/us-central1-a/on-demand"},
-		{"budget spent by the other workload", "{name: all, monthly_usd: 50}", "aws/us-east-1a/on-demand"},
-		{"team budget spent by the team", "{name: ml, team: ml, monthly_usd: 50}", "aws/us-east-1a/on-demand"},
-		{"another team's spend", "{name: ml, team: ml, monthly_usd: 50}", "gcp/us-central1-a/on-demand"},
-		{"the other workload's own budget", "{name: other, workload: other, monthly_usd: 50}", "gcp/us-central1-a/on-demand"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			otherTeam := "ml"
-			if tc.name == "another team's spend" {
-				otherTeam = "web"
-			}
-			pol, err := policy.Parse("test.yaml", []byte(fmt.Sprintf(`
-clouds: [aws, gcp]
-workloads:
-  - name: train
-    kind: training
-    team: ml
-    gpu: {models: [V100], count: 1}
-    work: {gpu_hours: 10, reference_gpu: V100}
-    deadline: 40h
-    checkpoint_interval: 30m
-    restart_overhead: 5m
-    spot: prefer
-    spot_policy: %s
-  - name: other
-    kind: batch
-    team: %s
-    gpu: {models: [V100], count: 1}
-    work: {gpu_hours: 10, reference_gpu: V100}
-    spot: never
-budgets:
-  - %s
-`, spotpolicy.PolicyOnDemand, otherTeam, tc.budget)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			inner := trainPlacement(1)
-			inner.Placements = append(inner.Placements, optimizer.Placement{Workload: "other", Kind: "batch", Cloud: pricing.AWS, Region: "us-east-1",
-				Zone: "us-east-1b", InstanceType: "p3.2xlarge", GPU: pricing.V100, Capacity: pricing.OnDemand, GPUs: 1, Instances: 1, RelativeSpeed: 1,
-				MonthlyCost: 30, Groups: []optimizer.Group{{Cloud: pricing.AWS, Region: "us-east-1", Zone: "us-east-1b", InstanceType: "p3.2xlarge", GPU: pricing.V100,
-					GPUsPerInstance: 1, Instances: 1, Capacity: pricing.OnDemand, PricePerHour: 3.06}}})
-			src, plan := fallbackPlan(t, pol, cat, inner)
-			gr := plan.Placements[0].Groups[0]
-			if got := fmt.Sprintf("%s/%s/%s", gr.Cloud, gr.Zone, gr.Capacity); got != tc.want {
-				t.Fatalf("placed on %s, want %s (%s)", got, tc.want, src.Decisions()["train"].Reason)
-			}
-		})
-	}
 }
 
 // TestPriceMoveNeedsSlack: a price move spends a changeover and the unsaved
