@@ -21,23 +21,27 @@ import (
 // holders h of the first row a lacks room in (those that free the
 // shortfall alone first, then the cheapest to leave the row), and each of
 // h's cheapest options t off that row that costs h less than a saves, it
-// searches the set of the two with the holders of the rows a and t lack
-// room in, cheapest to leave first (chainSet). Each set is searched with
-// multipliers fitted to its own subproblem (setMultipliers) and candidates
-// in the order of their priced cost (searchBy), which finds a set's optimum
+// searches the set chainSet grows from the two: breadth first, the holders
+// of every row a member's target options lack room in, until they hold the
+// shortfall, with their own cheapest options off that row as targets, and
+// for each member the workload that would save most by moving into a row
+// it holds (the one that takes the room it leaves). Each set is searched
+// with multipliers fitted to its own subproblem (setMultipliers),
+// candidates in the order of their priced cost and cuts against the
+// incumbent from the first node (searchBy), which finds a set's optimum
 // early so that the bound cuts the rest: on a 21-workload set of 148 /
 // seed 1 the fitted multipliers bound it within $2 of its optimum (the
-// fleet's gave nothing over the plain bound) and the search takes 49,000
+// fleet's gave nothing over the plain bound) and the search takes 20,000
 // nodes instead of 1.8 million.
 
 // pricedSetSize is the most workloads one priced neighbourhood frees.
 const pricedSetSize = 16
 
 // pricedWork is pricedLNS's budget of candidate scans per workload.
-const pricedWork = 100_000_000
+const pricedWork = 30_000_000
 
 // pricedNodes is the node limit of one priced neighbourhood's search.
-const pricedNodes = 20_000
+const pricedNodes = 5_000
 
 // pricedSteps is the subgradient steps of a set's own multipliers.
 const pricedSteps = 200
@@ -80,7 +84,7 @@ func (s *solver) pricedLNS(evals []*eval, choice []int, mu []float64, budget int
 		return true
 	}
 	for spent < budget {
-		users := st.rowUsers()
+		users, wants := st.rowUsers(), st.rowWants(false)
 		rc := s.reducedCosts(st, mu)
 		var seeds []int
 		for w := range evals {
@@ -110,7 +114,7 @@ func (s *solver) pricedLNS(evals []*eval, choice []int, mu []float64, budget int
 						if spent >= budget {
 							break seeds
 						}
-						if try(s.chainSet(st, w, a, h, t, users)) {
+						if try(s.chainSet(st, w, a, h, t, users, wants)) {
 							improved = true
 							break seeds
 						}
@@ -386,32 +390,96 @@ const (
 	pricedFirstSmall = 3
 )
 
-// chainSet is the set of seed w moving to a, holder h of a's first short
-// row moving to t, and the holders of the rows a and t lack room in, those
-// that leave them cheapest first, up to pricedSetSize.
-func (s *solver) chainSet(st *state, w, a, h, t int, users [][]int) []int {
+// chainSet is the set of seed w moving to a and holder h of a's first
+// short row moving to t, grown breadth first: for each member's target
+// options, the holders of every row they lack room in (counting what the
+// members hold there as free), those that leave the row cheapest first,
+// until they hold the shortfall, each with its pricedAlts cheapest options
+// off that row as targets; and for each member, the workload that would
+// save most by moving into a row it holds.
+func (s *solver) chainSet(st *state, w, a, h, t int, users, wants [][]int) []int {
 	set := []int{w, h}
+	targets := [][]int{{a}, {t}}
 	in := map[int]bool{w: true, h: true}
 	type cand struct {
 		v   int
+		amt float64
 		pen float64
 	}
 	var cs []cand
-	rows := append(st.shortRows(st.evals[w], a)[1:], st.shortRows(st.evals[h], t)...)
-	for _, r := range rows {
-		cs = cs[:0]
-		for _, v := range users[r] {
-			if !in[v] {
-				cs = append(cs, cand{v, st.leavePenalty(v, r)})
+	freed := func(r int32) float64 {
+		f := 0.0
+		for _, v := range set {
+			f += st.holds(v, r)
+		}
+		return f
+	}
+	for k := 0; k < len(set) && len(set) < pricedSetSize; k++ {
+		v := set[k]
+		e := st.evals[v]
+		for _, j := range targets[k] {
+			o := &e.cands[j]
+			for _, r := range st.shortRows(e, j) {
+				need := o.budgetUse
+				for _, u := range o.uses {
+					if u.row == r {
+						need = u.amt
+					}
+				}
+				need -= st.rem[r] + freed(r)
+				if need <= eps {
+					continue
+				}
+				cs = cs[:0]
+				for _, x := range users[r] {
+					if !in[x] {
+						if p := st.leavePenalty(x, r); !math.IsInf(p, 1) {
+							cs = append(cs, cand{x, st.holds(x, r), p})
+						}
+					}
+				}
+				sort.SliceStable(cs, func(i, j int) bool { return cs[i].pen < cs[j].pen })
+				for _, c := range cs {
+					if need <= eps || len(set) >= pricedSetSize {
+						break
+					}
+					in[c.v] = true
+					set = append(set, c.v)
+					targets = append(targets, st.leaveRowAll(c.v, r))
+					need -= c.amt
+				}
 			}
 		}
-		sort.SliceStable(cs, func(i, j int) bool { return cs[i].pen < cs[j].pen })
-		for _, c := range cs {
-			if len(set) >= pricedSetSize || math.IsInf(c.pen, 1) {
-				break
+		// Someone who would take the room v leaves.
+		if c := st.choice[v]; c >= 0 && len(set) < pricedSetSize {
+			best, bestSave := -1, 0.0
+			for _, u := range e.cands[c].uses {
+				for _, x := range wants[u.row] {
+					if in[x] {
+						continue
+					}
+					xe := st.evals[x]
+					xc := st.choice[x]
+					for j := 0; j < xc; j++ {
+						if slices.ContainsFunc(xe.cands[j].uses, func(y use) bool { return y.row == u.row }) {
+							if sv := xe.cands[xc].cost - xe.cands[j].cost; sv > bestSave {
+								best, bestSave = x, sv
+							}
+							break
+						}
+					}
+				}
 			}
-			in[c.v] = true
-			set = append(set, c.v)
+			if best >= 0 {
+				in[best] = true
+				set = append(set, best)
+				xc := st.choice[best]
+				var ts []int
+				for j := 0; j < xc && len(ts) < pricedAlts; j++ {
+					ts = append(ts, j)
+				}
+				targets = append(targets, ts)
+			}
 		}
 	}
 	return set

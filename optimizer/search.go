@@ -211,7 +211,10 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 		if priced != nil {
 			lower = max(lower, lagr)
 		}
-		if res.pick != nil && lower >= res.cost-eps*max(1, res.cost) {
+		// A priced search only wants plans cheaper than the incumbent
+		// and cuts against it from the start: its first leaves, priced
+		// cheapest, may lie deep in infeasible subtrees.
+		if (res.pick != nil || byPriced) && lower >= res.cost-eps*max(1, res.cost) {
 			return false
 		}
 		free[depth], free[bestI] = free[bestI], free[depth]
