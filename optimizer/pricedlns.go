@@ -100,6 +100,10 @@ func (s *solver) pricedRun(evals []*eval, choice []int, mu []float64, budget int
 		}
 		return true
 	}
+	rank := st.leavePenalty
+	if byFit {
+		rank = st.leaveFit
+	}
 	for spent < budget {
 		users, wants := st.rowUsers(), st.rowWants(false)
 		rc := s.reducedCosts(st, mu)
@@ -130,10 +134,6 @@ func (s *solver) pricedRun(evals []*eval, choice []int, mu []float64, budget int
 						}
 						if spent >= budget {
 							break seeds
-						}
-						rank := st.leavePenalty
-						if byFit {
-							rank = st.leaveFit
 						}
 						if try(s.chainSet(st, w, a, h, t, users, wants, rank)) {
 							improved = true
@@ -414,8 +414,8 @@ const (
 // chainSet is the set of seed w moving to a and holder h of a's first
 // short row moving to t, grown breadth first: for each member's target
 // options, the holders of every row they lack room in (counting what the
-// members hold there as free), those that leave the row cheapest first,
-// until they hold the shortfall, each with its pricedAlts cheapest options
+// members hold there as free), lowest rank (what leaving the row costs
+// them) first, until they hold the shortfall, each with its pricedAlts cheapest options
 // off that row as targets; and for each member, the workload that would
 // save most by moving into a row it holds.
 func (s *solver) chainSet(st *state, w, a, h, t int, users, wants [][]int, rank func(int, int32) float64) []int {
