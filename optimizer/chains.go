@@ -133,20 +133,30 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 		}
 	}
 	offStale := true
-	// saving[i] sums what off[:i+1] would save on their cheapest options.
-	var saving []float64
+	// saving[i] sums what off[:i+1] would save on their cheapest options;
+	// excess[i] what they would save on their priced-cheapest ones at mu.
+	var saving, excess []float64
 	weighted := len(evals) > chainWeightedFleet
+	var pc [][]float64
+	var pbest []int
+	if weighted && mu != nil && !s.savingSeeds {
+		pc, pbest = pricedCands(evals, mu)
+	}
 	for spent < budget && stale < patience {
 		// off changes only when a set improves.
 		if offStale {
 			off, offStale = off[:0], false
-			saving = saving[:0]
-			sum := 0.0
+			saving, excess = saving[:0], excess[:0]
+			sum, psum := 0.0, 0.0
 			for w, c := range st.choice {
-				if c > 0 {
+				if c > 0 || pc != nil && c != pbest[w] {
 					off = append(off, w)
 					sum += evals[w].cands[c].cost - evals[w].cands[0].cost
 					saving = append(saving, sum)
+					if pc != nil {
+						psum += pc[w][c] - pc[w][pbest[w]]
+						excess = append(excess, psum)
+					}
 				}
 			}
 		}
@@ -157,14 +167,28 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 		// large ones reach further.
 		size = chainMin + rng.IntN(chainSize-chainMin+1)
 		set = set[:0]
-		if weighted && rng.IntN(2) == 0 {
+		seedTo := -1
+		// Small fleets draw nothing here (their plans stay as they were).
+		drawn := weighted && rng.IntN(2) == 0
+		switch {
+		case drawn && pc != nil && rng.IntN(2) == 0 && excess[len(excess)-1] > 0:
+			// Drawn by priced excess, aimed at the priced-cheapest
+			// option: the multipliers say which workloads sit on an
+			// option dearer than the rows justify.
+			i, _ := slices.BinarySearch(excess, rng.Float64()*excess[len(excess)-1])
+			w := off[min(i, len(off)-1)]
+			add(w)
+			if len(set) == 1 && pbest[w] != st.choice[w] {
+				seedTo = pbest[w]
+			}
+		case drawn:
 			// Half the seeds on very large fleets are drawn by what
 			// they would save: with thousands of workloads off their
 			// cheapest option, uniform draws spend most of the budget
 			// on ones a few cents off.
 			i, _ := slices.BinarySearch(saving, rng.Float64()*saving[len(saving)-1])
 			add(off[min(i, len(off)-1)])
-		} else {
+		default:
 			add(off[rng.IntN(len(off))])
 		}
 		for k := 0; k < len(set) && len(set) < size; k++ {
@@ -174,9 +198,16 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 			// The option v would move to: a cheaper one for the seed; for
 			// a holder any other, the cheap ones likelier.
 			var a int
-			if k == 0 {
+			switch {
+			case k == 0 && seedTo >= 0:
+				a = seedTo
+			case k == 0 && cur == 0:
+				// On its cheapest option but not its priced-cheapest
+				// (only then is it among off).
+				a = pbest[v]
+			case k == 0:
 				a = rng.IntN(cur)
-			} else {
+			default:
 				a = rng.IntN(min(len(e.cands), 1+rng.IntN(12)))
 				if a == cur {
 					continue
@@ -273,6 +304,32 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 		stale, offStale = 0, true
 	}
 	return st.choice
+}
+
+// pricedCands prices every candidate at mu and finds each workload's
+// priced-cheapest one.
+func pricedCands(evals []*eval, mu []float64) ([][]float64, []int) {
+	pc := make([][]float64, len(evals))
+	best := make([]int, len(evals))
+	for w, e := range evals {
+		pc[w] = make([]float64, len(e.cands))
+		bmu := 0.0
+		for _, r := range e.budgetRows {
+			bmu += mu[r]
+		}
+		for j := range e.cands {
+			o := &e.cands[j]
+			v := o.cost + bmu*o.budgetUse
+			for _, u := range o.uses {
+				v += mu[u.row] * u.amt
+			}
+			pc[w][j] = v
+			if v < pc[w][best[w]] {
+				best[w] = j
+			}
+		}
+	}
+	return pc, best
 }
 
 // chainDraws is how many holders of a row chains draws to pick the one

@@ -138,6 +138,10 @@ type solver struct {
 	// boundCaps, when set, are the caps lowerBound prices the rows
 	// at (impliedCaps) instead of caps.
 	boundCaps []float64
+	// savingSeeds makes the chain search on very large fleets draw its
+	// seeds by saving alone, without the multipliers' priced excess
+	// (chainRun): the search as it was, for tests to compare against.
+	savingSeeds bool
 	// poolLimit is Input.PoolLimit.
 	poolLimit func(o *pricing.Offer, ct pricing.CapacityType) int
 }
