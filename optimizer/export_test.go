@@ -68,4 +68,3 @@ func CompareChainSeeds(in Input, budget int) (chainSeedRun, error) {
 
 // variants is how many chain generators CompareChainSeeds averages over.
 const variants = 3
-
