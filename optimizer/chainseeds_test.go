@@ -11,10 +11,11 @@ import (
 
 // TestChainsPricedSeeds: on a hard fleet of more than 1,000 workloads
 // (hardgen: quotas, budgets and spot pools at the feasibility edge), the
-// chain search whose seeds are drawn partly by priced excess at the
-// multipliers, aimed at the priced-cheapest option, reaches a cheaper plan
-// than the same search drawing by saving alone, from the same plan with
-// the same budget (mean over three generators). Deterministic: fixed-seed generators throughout.
+// chain search whose seeds are drawn by priced excess at the multipliers,
+// each aimed at its priced-cheapest option, reaches a cheaper plan than the
+// same search drawing half its seeds by saving and half uniformly (as
+// before), from the same plan with the same budget (mean over three
+// generators). Deterministic: fixed-seed generators throughout.
 func TestChainsPricedSeeds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,200-workload hard fleet")

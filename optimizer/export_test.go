@@ -8,8 +8,9 @@ type chainSeedRun struct {
 }
 
 // CompareChainSeeds runs the chain search of very large fleets from the
-// same plan with the same budget (candidate scans), with seeds drawn by
-// saving alone (the search before priced seeds) and as Solve draws them,
+// same plan with the same budget (candidate scans), with seeds drawn as
+// before priced seeds (savingSeeds: half by saving, half uniformly) and as
+// Solve draws them,
 // each with a few generators, and returns the mean costs. The plan is the
 // Lagrangian heuristic's at 440 subgradient steps, then lns, with a row
 // for every spot pool the fleet could overfill. It errors when a plan

@@ -139,8 +139,8 @@ type solver struct {
 	// at (impliedCaps) instead of caps.
 	boundCaps []float64
 	// savingSeeds makes the chain search on very large fleets draw its
-	// seeds by saving alone, without the multipliers' priced excess
-	// (chainRun): the search as it was, for tests to compare against.
+	// seeds as it did before priced seeds (half by saving, half
+	// uniformly; chainRun), for tests to compare against.
 	savingSeeds bool
 	// poolLimit is Input.PoolLimit.
 	poolLimit func(o *pricing.Offer, ct pricing.CapacityType) int
