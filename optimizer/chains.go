@@ -36,12 +36,14 @@ const chainGap = 0.01
 
 // chainWorkLarge is the chain search's budget per workload on fleets
 // larger than chainFleet, chainMaxWork its cap (about two minutes of CPU,
-// reached above 4,000 workloads). On the hard 10,000-workload fleet the
+// reached above 5,000 workloads). On the hard 10,000-workload fleet the
 // search still improved the plan every few dozen sets when the earlier
-// cap of 8·10¹⁰ (reached at 2,000) stopped it (docs/BENCHMARKS.md).
+// caps of 8·10¹⁰ (reached at 2,000) and 1.6·10¹¹ stopped it; the sub-search
+// bookkeeping in slices paid for the last raise (docs/BENCHMARKS.md:
+// 8,463,734 in 254 CPU-s at 1.6·10¹¹, 8,452,613 in 274 at 2·10¹¹).
 const (
 	chainWorkLarge = 40_000_000
-	chainMaxWork   = 160_000_000_000
+	chainMaxWork   = 200_000_000_000
 )
 
 // chainWeightedFleet is the fleet size above which the chain seeds are
