@@ -152,7 +152,7 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 			saving, excess = saving[:0], excess[:0]
 			sum, psum := 0.0, 0.0
 			for w, c := range st.choice {
-				if c > 0 || pc != nil && c != pbest[w] {
+				if c > 0 || pc != nil && c == 0 && pbest[w] != 0 {
 					off = append(off, w)
 					sum += evals[w].cands[c].cost - evals[w].cands[0].cost
 					saving = append(saving, sum)
