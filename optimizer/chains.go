@@ -36,16 +36,19 @@ const chainGap = 0.01
 
 // chainWorkLarge is the chain search's budget per workload on fleets
 // larger than chainFleet, chainMaxWork its cap (about two minutes of CPU,
-// reached above 4,000 workloads). On the hard 10,000-workload fleet the
+// reached above 5,000 workloads). On the hard 10,000-workload fleet the
 // search still improved the plan every few dozen sets when the earlier
-// cap of 8·10¹⁰ (reached at 2,000) stopped it (docs/BENCHMARKS.md).
+// caps of 8·10¹⁰ (reached at 2,000) and 1.6·10¹¹ stopped it; the sub-search
+// bookkeeping in slices paid for the last raise (docs/BENCHMARKS.md:
+// 8,463,734 in 254 CPU-s at 1.6·10¹¹, 8,452,613 in 274 at 2·10¹¹).
 const (
 	chainWorkLarge = 40_000_000
-	chainMaxWork   = 160_000_000_000
+	chainMaxWork   = 200_000_000_000
 )
 
-// chainWeightedFleet is the fleet size above which half the chain seeds
-// are drawn by their saving (chainRun); the live fleet's re-plans (up to
+// chainWeightedFleet is the fleet size above which the chain seeds are
+// drawn by their priced excess at the multipliers (by saving, half of
+// them, without multipliers; chainRun); the live fleet's re-plans (up to
 // 1,000 workloads) keep the uniform draws, so the same plans.
 const chainWeightedFleet = 1000
 
@@ -133,20 +136,30 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 		}
 	}
 	offStale := true
-	// saving[i] sums what off[:i+1] would save on their cheapest options.
-	var saving []float64
+	// saving[i] sums what off[:i+1] would save on their cheapest options;
+	// excess[i] what they would save on their priced-cheapest ones at mu.
+	var saving, excess []float64
 	weighted := len(evals) > chainWeightedFleet
+	var pc [][]float64
+	var pbest []int
+	if weighted && mu != nil && !s.savingSeeds {
+		pc, pbest = pricedCands(evals, mu)
+	}
 	for spent < budget && stale < patience {
 		// off changes only when a set improves.
 		if offStale {
 			off, offStale = off[:0], false
-			saving = saving[:0]
-			sum := 0.0
+			saving, excess = saving[:0], excess[:0]
+			sum, psum := 0.0, 0.0
 			for w, c := range st.choice {
-				if c > 0 {
+				if c > 0 || pc != nil && c == 0 && pbest[w] != 0 {
 					off = append(off, w)
 					sum += evals[w].cands[c].cost - evals[w].cands[0].cost
 					saving = append(saving, sum)
+					if pc != nil {
+						psum += pc[w][c] - pc[w][pbest[w]]
+						excess = append(excess, psum)
+					}
 				}
 			}
 		}
@@ -157,14 +170,31 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 		// large ones reach further.
 		size = chainMin + rng.IntN(chainSize-chainMin+1)
 		set = set[:0]
-		if weighted && rng.IntN(2) == 0 {
-			// Half the seeds on very large fleets are drawn by what
-			// they would save: with thousands of workloads off their
-			// cheapest option, uniform draws spend most of the budget
-			// on ones a few cents off.
+		seedTo := -1
+		switch {
+		case pc != nil && excess[len(excess)-1] > 0:
+			// Very large fleets draw every seed by priced excess and
+			// aim it at its priced-cheapest option: the multipliers say
+			// which workloads sit on an option dearer than the rows
+			// justify. On the hard 2,000 fleet, from one plan with one
+			// budget, four generators each: all seeds so 1,398,455 on
+			// average, three in four 1,398,985, half 1,400,628, a
+			// quarter (with a quarter by saving) 1,402,144, none (half
+			// by saving) 1,404,966 (docs/BENCHMARKS.md).
+			i, _ := slices.BinarySearch(excess, rng.Float64()*excess[len(excess)-1])
+			w := off[min(i, len(off)-1)]
+			add(w)
+			if len(set) == 1 && pbest[w] != st.choice[w] {
+				seedTo = pbest[w]
+			}
+		case weighted && rng.IntN(2) == 0:
+			// Without multipliers, half the seeds on very large fleets
+			// are drawn by what they would save: with thousands of
+			// workloads off their cheapest option, uniform draws spend
+			// most of the budget on ones a few cents off.
 			i, _ := slices.BinarySearch(saving, rng.Float64()*saving[len(saving)-1])
 			add(off[min(i, len(off)-1)])
-		} else {
+		default:
 			add(off[rng.IntN(len(off))])
 		}
 		for k := 0; k < len(set) && len(set) < size; k++ {
@@ -174,9 +204,16 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 			// The option v would move to: a cheaper one for the seed; for
 			// a holder any other, the cheap ones likelier.
 			var a int
-			if k == 0 {
+			switch {
+			case k == 0 && seedTo >= 0:
+				a = seedTo
+			case k == 0 && cur == 0:
+				// On its cheapest option but not its priced-cheapest
+				// (only then is it among off).
+				a = pbest[v]
+			case k == 0:
 				a = rng.IntN(cur)
-			} else {
+			default:
 				a = rng.IntN(min(len(e.cands), 1+rng.IntN(12)))
 				if a == cur {
 					continue
@@ -273,6 +310,32 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 		stale, offStale = 0, true
 	}
 	return st.choice
+}
+
+// pricedCands prices every candidate at mu and finds each workload's
+// priced-cheapest one.
+func pricedCands(evals []*eval, mu []float64) ([][]float64, []int) {
+	pc := make([][]float64, len(evals))
+	best := make([]int, len(evals))
+	for w, e := range evals {
+		pc[w] = make([]float64, len(e.cands))
+		bmu := 0.0
+		for _, r := range e.budgetRows {
+			bmu += mu[r]
+		}
+		for j := range e.cands {
+			o := &e.cands[j]
+			v := o.cost + bmu*o.budgetUse
+			for _, u := range o.uses {
+				v += mu[u.row] * u.amt
+			}
+			pc[w][j] = v
+			if v < pc[w][best[w]] {
+				best[w] = j
+			}
+		}
+	}
+	return pc, best
 }
 
 // chainDraws is how many holders of a row chains draws to pick the one

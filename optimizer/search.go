@@ -85,14 +85,16 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 	// workload's candidates.
 	nodeLimit := max(100, budget/max(1, work))
 	res := searchResult{cost: incumbent}
-	var priced map[int][]float64
+	// priced[i] are the priced costs of free[i]'s candidates (nil without
+	// mu), swapped along with free.
+	var priced [][]float64
 	// touched lists the rows with a positive multiplier that some freed
 	// workload's candidates use: a row no candidate uses only adds
 	// −μ·rem to the bound, valid but loose.
 	var touched []int32
 	if mu != nil {
-		priced = make(map[int][]float64, len(ws))
-		seen := make(map[int32]bool)
+		priced = make([][]float64, len(ws))
+		seen := make([]bool, len(mu))
 		mark := func(r int32) {
 			if mu[r] > 0 && !seen[r] {
 				seen[r] = true
@@ -109,20 +111,20 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 				}
 			}
 		}
-		for _, w := range ws {
+		for i, w := range ws {
 			e := evals[w]
 			bmu := 0.0
 			for _, r := range e.budgetRows {
 				bmu += mu[r]
 			}
-			priced[w] = make([]float64, len(e.cands))
+			priced[i] = make([]float64, len(e.cands))
 			for j := range e.cands {
 				o := &e.cands[j]
 				v := o.cost + bmu*o.budgetUse
 				for _, u := range o.uses {
 					v += mu[u.row] * u.amt
 				}
-				priced[w][j] = v
+				priced[i][j] = v
 			}
 		}
 	}
@@ -140,6 +142,12 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 		}
 	}
 	free := append([]int(nil), ws...)
+	swap := func(a, b int) {
+		free[a], free[b] = free[b], free[a]
+		if priced != nil {
+			priced[a], priced[b] = priced[b], priced[a]
+		}
+	}
 	limitHit := false
 	// inCore marks, for a feasibility search, the workloads of its dead
 	// ends: each branch workload on the path to one and the workload left
@@ -188,7 +196,7 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 						cheapest = e.cands[j].cost
 					}
 					if priced != nil {
-						cheapestPriced = min(cheapestPriced, priced[free[i]][j])
+						cheapestPriced = min(cheapestPriced, priced[i][j])
 					}
 					n++
 				}
@@ -217,7 +225,7 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 		if (res.pick != nil || byPriced) && lower >= res.cost-eps*max(1, res.cost) {
 			return false
 		}
-		free[depth], free[bestI] = free[bestI], free[depth]
+		swap(depth, bestI)
 		w := free[depth]
 		e := evals[w]
 		for k := range e.cands {
@@ -232,11 +240,11 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 			stop := rec(depth+1, cost+e.cands[j].cost)
 			st.set(w, -1)
 			if stop {
-				free[depth], free[bestI] = free[bestI], free[depth]
+				swap(depth, bestI)
 				return true
 			}
 		}
-		free[depth], free[bestI] = free[bestI], free[depth]
+		swap(depth, bestI)
 		return false
 	}
 	rec(0, 0)

@@ -138,6 +138,10 @@ type solver struct {
 	// boundCaps, when set, are the caps lowerBound prices the rows
 	// at (impliedCaps) instead of caps.
 	boundCaps []float64
+	// savingSeeds makes the chain search on very large fleets draw its
+	// seeds as it did before priced seeds (half by saving, half
+	// uniformly; chainRun), for tests to compare against.
+	savingSeeds bool
 	// poolLimit is Input.PoolLimit.
 	poolLimit func(o *pricing.Offer, ct pricing.CapacityType) int
 }
@@ -464,6 +468,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 				choice, ub = alt, c
 			}
 		}
+		polished := false
 		switch {
 		case s.probe || ub-lb <= eps*lb:
 		case len(evals) <= chainFleet && s.in.Replan:
@@ -488,10 +493,21 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 				}
 			}
 		case ub-lb > chainGap*lb:
-			choice = s.chains(evals, choice, mu, min(chainWorkLarge*len(evals), chainMaxWork), chainStaleLarge)
+			cmu := mu
+			if len(evals) > chainWeightedFleet {
+				// Very large hard fleets: the bound polish runs before
+				// the chain search, whose seeds and sub-search bound
+				// then use the polished multipliers.
+				var lb2 float64
+				if lb2, cmu = s.polishBound(evals, lb, mu); lb2 > lb {
+					lb = lb2
+				}
+				polished = true
+			}
+			choice = s.chains(evals, choice, cmu, min(chainWorkLarge*len(evals), chainMaxWork), chainStaleLarge)
 			ub = planCost(evals, choice)
 		}
-		if len(evals) > smallSearch && ub-lb > chainGap*lb && !s.probe {
+		if len(evals) > smallSearch && ub-lb > chainGap*lb && !s.probe && !polished {
 			// Large hard fleets: the bound had 40 steps a round, aimed
 			// at a guess or at early plans. More steps tighten it (about
 			// ten seconds at 10,000 workloads), and the bound is what the
@@ -503,11 +519,9 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// bound they overshoot (hard 10,000 fleet: 8,202,189 aimed
 			// at the plan, 8,207,693 above the bound, same CPU). Only
 			// the bound uses these caps and steps: the plan is the same.
-			s.boundCaps, s.ubGuess = s.impliedCaps(), true
-			if lb2, _ := s.lowerBound(evals, lb, mu, boundPolishIters); lb2 > lb {
+			if lb2, _ := s.polishBound(evals, lb, mu); lb2 > lb {
 				lb = lb2
 			}
-			s.boundCaps, s.ubGuess = nil, false
 		}
 		if len(evals) <= polishSize && ub-lb > eps*lb && !s.probe {
 			st := newState(s, evals, choice)
@@ -1807,6 +1821,16 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 		return best, bestMu
 	}
 	return min(best, ub), bestMu
+}
+
+// polishBound is the bound polish of large hard fleets (solveFleet):
+// boundPolishIters subgradient steps from mu over the implied quota caps,
+// aimed 2% above the best bound so far. It returns the bound and its
+// multipliers.
+func (s *solver) polishBound(evals []*eval, lb float64, mu []float64) (float64, []float64) {
+	s.boundCaps, s.ubGuess = s.impliedCaps(), true
+	defer func() { s.boundCaps, s.ubGuess = nil, false }()
+	return s.lowerBound(evals, lb, mu, boundPolishIters)
 }
 
 // boundPolishIters is how many subgradient steps a large fleet's bound
