@@ -131,12 +131,12 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 	var order map[int][]int
 	if byPriced && priced != nil {
 		order = make(map[int][]int, len(ws))
-		for _, w := range ws {
+		for i, w := range ws {
 			ord := make([]int, len(evals[w].cands))
 			for j := range ord {
 				ord[j] = j
 			}
-			p := priced[w]
+			p := priced[i] // (priced follows ws here: free is not yet swapped)
 			sort.SliceStable(ord, func(a, b int) bool { return p[ord[a]] < p[ord[b]] })
 			order[w] = ord
 		}
