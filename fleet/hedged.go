@@ -77,6 +77,7 @@ type HedgedSource struct {
 	heard map[string]heardPool          // the spot pools observed in this plan
 	seen  map[*policy.Workload]struct{} // the services in this plan
 	plans int                           // plans so far (hedge.plan)
+	ugen  int                           // the plan's Unavailable.Gen (blockMemo)
 	// preMu: one plan at a time reads the fleet beside the inner stages
 	// (Prefetch).
 	preMu sync.Mutex
@@ -93,6 +94,7 @@ type hedge struct {
 	zones  []pricing.Offer     // spot pools, in the policy's zone order
 	keys   []providers.PoolKey // zones' spot pools
 	names  []string            // and their tracker names
+	blk    []blockMemo         // and their blocks (poolCapacity)
 	start  time.Time
 	tick   int // last tick decided; -1 none
 	plan   int // the HedgedSource plan that last hedged it
@@ -124,6 +126,7 @@ type hedge struct {
 	odGPU    pricing.GPUModel
 	odCount  int
 	odOffers []pricing.Offer
+	odBlk    []blockMemo // odOffers' on-demand pools' blocks
 
 	// nominal are the zones' spot capacities in instances under the
 	// policy nomPol (optimizer.SpotPoolCapacity, a policy glob match per
@@ -267,6 +270,9 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	tick, _, _, _ := h.defaults()
 	h.tracker.Gap = tick
+	if u != nil {
+		h.ugen = u.Gen() // (nothing blocks or clears a pool while the pass plans)
+	}
 	out := *plan
 	out.Placements = h.bufs.copyOf(plan.Placements, h.reuse)
 	// The pool tracker is shared by the services: it hears of their pools
@@ -482,7 +488,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 	if len(hg.names) != len(hg.zones) {
 		// The zones' pool keys and tracker names, once per hedge (its
 		// zones are chosen once).
-		hg.keys, hg.names = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones))
+		hg.keys, hg.names, hg.blk = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones)), make([]blockMemo, len(hg.zones))
 		for k, o := range hg.zones {
 			hg.keys[k] = PoolOf(o, pricing.Spot)
 			hg.names[k] = poolName(hg.keys[k])
@@ -531,7 +537,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		c, limited, avail := hg.poolCapacity(keys[k], hg.nominal[k], spot[k], u, now)
+		c, limited, avail := hg.poolCapacity(keys[k], &hg.blk[k], h.ugen, hg.nominal[k], spot[k], u, now)
 		x, ok := h.heard[hg.names[k]]
 		if !ok || x.avail != avail {
 			x = h.observePool(hg.names[k], keys[k], mine, avail, now)
@@ -582,7 +588,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
 	zones, keys := j.zones, hg.keys
 	ref := p.Groups[0]
-	od := hg.onDemandOffer(pol, cat, w, p, u, now)
+	od := hg.onDemandOffer(pol, cat, w, p, u, h.ugen, now)
 	if len(hg.zones) == 0 && od == nil {
 		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
@@ -783,8 +789,8 @@ func cloneGroups(groups []optimizer.Group) []optimizer.Group {
 //     pool full with other workloads' instances is, to this service, a
 //     pool without capacity: trusting it would send replicas to be
 //     refused there again and again.
-func (hg *hedge) poolCapacity(k providers.PoolKey, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
-	reason, until, blocked := u.Reason(k, now)
+func (hg *hedge) poolCapacity(k providers.PoolKey, m *blockMemo, gen, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
+	reason, until, blocked := u.blockedMemo(k, m, gen, now)
 	lc, known := hg.caps[k]
 	switch {
 	case blocked && reason == "capacity" && mine > 0:
@@ -1051,7 +1057,7 @@ func zoneOrRegion(zone, region string) string {
 // its plan looked through every offer of its GPU model every plan), and
 // the answer is the hedge's memory: its caller reads it before the
 // hedge's next plan and never changes it.
-func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
+func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, gen int, now time.Time) *pricing.Offer {
 	if w.Spot == policy.SpotOnly {
 		return nil
 	}
@@ -1082,12 +1088,13 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 			hg.odOffers = []pricing.Offer{} // known to have none
 		}
 		hg.odCat, hg.odPol, hg.odGPU, hg.odCount = cat, pol, ref.GPU, ref.GPUsPerInstance
+		hg.odBlk = make([]blockMemo, len(hg.odOffers))
 	}
 	best := -1
 	// In key order: of equal prices the first is the least key.
 	for i := range hg.odOffers {
 		o := &hg.odOffers[i]
-		if u.Blocked(PoolOf(*o, pricing.OnDemand), now) {
+		if _, _, blocked := u.blockedMemo(PoolOf(*o, pricing.OnDemand), &hg.odBlk[i], gen, now); blocked {
 			continue
 		}
 		if best < 0 || o.OnDemandPrice < hg.odOffers[best].OnDemandPrice {
