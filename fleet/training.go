@@ -164,6 +164,10 @@ type TrainingSource struct {
 	// the plans (liveJob.plan).
 	work  []trainJob
 	plans int
+	// changed are the indices of the placements the last plan (out)
+	// set: a split chain's join takes these (changedOf).
+	changed []int
+	out     *optimizer.Plan
 }
 
 // trainJob is one job's decision in a plan: what prepare reads in job
@@ -335,6 +339,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		t.lastPol = pol
 	}
 	jobs := t.work[:0]
+	t.changed = t.changed[:0]
 	t.plans++
 	twice := false
 	for i := range out.Placements {
@@ -347,6 +352,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		if again {
 			if last := t.lastOut.Placements[i]; last.Workload == out.Placements[i].Workload && !placedInBlocked(last, u, now) {
 				out.Placements[i] = last
+				t.changed = append(t.changed, i)
 				continue
 			}
 		}
@@ -409,6 +415,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 			continue
 		}
 		out.Placements[jb.i] = jb.out
+		t.changed = append(t.changed, jb.i)
 	}
 	clear(jobs) // (the scratch keeps no pointers into this plan)
 	// A job that left the policy (or no longer runs on spot with a
@@ -419,7 +426,20 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		}
 	}
 	t.lastIn, t.lastOut, t.lastAt = plan, &out, now
+	t.out = &out
 	return &out, nil
+}
+
+// changedOf is the indices of the placements Plan set in plan, its last
+// answer; nil for any other plan (the inner plan it handed back as it was).
+// Read after Plan returned, before the next call.
+func (t *TrainingSource) changedOf(plan *optimizer.Plan) []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if plan == nil || plan != t.out {
+		return nil
+	}
+	return t.changed
 }
 
 // sameSettings says whether two policies differ at most in their
