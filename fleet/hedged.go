@@ -74,10 +74,16 @@ type HedgedSource struct {
 	beats map[string]time.Time
 	bySvc map[string][]*store.SlotRecord
 	jobs  []hedgeJob
-	heard map[string]heardPool          // the spot pools observed in this plan
-	seen  map[*policy.Workload]struct{} // the services in this plan
-	plans int                           // plans so far (hedge.plan)
-	ugen  int                           // the plan's Unavailable.Gen (blockMemo)
+	// The spot pools observed in this plan: heard[id] when heardAt[id]
+	// is this plan (plans), id the pool's number in poolIDs (hedge.ids).
+	// (A map of names cleared each plan was a string hash per zone per
+	// service on the calling goroutine.)
+	poolIDs map[string]int
+	heard   []heardPool
+	heardAt []int
+	seen    map[*policy.Workload]struct{} // the services in this plan
+	plans   int                           // plans so far (hedge.plan)
+	ugen    int                           // the plan's Unavailable.Gen (blockMemo)
 	// preMu: one plan at a time reads the fleet beside the inner stages
 	// (Prefetch).
 	preMu sync.Mutex
@@ -94,6 +100,7 @@ type hedge struct {
 	zones  []pricing.Offer     // spot pools, in the policy's zone order
 	keys   []providers.PoolKey // zones' spot pools
 	names  []string            // and their tracker names
+	ids    []int               // and their numbers (HedgedSource.poolIDs)
 	blk    []blockMemo         // and their blocks (poolCapacity)
 	start  time.Time
 	tick   int // last tick decided; -1 none
@@ -282,10 +289,6 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	jobs := h.jobs[:len(todo)]
 	h.plans++
-	if h.heard == nil {
-		h.heard = map[string]heardPool{}
-	}
-	clear(h.heard)
 	observe := func(j int) {
 		p := out.Placements[todo[j]]
 		w := byName[p.Workload] // read only: a pointer into the policy
@@ -489,9 +492,20 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// The zones' pool keys and tracker names, once per hedge (its
 		// zones are chosen once).
 		hg.keys, hg.names, hg.blk = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones)), make([]blockMemo, len(hg.zones))
+		hg.ids = make([]int, len(hg.zones))
+		if h.poolIDs == nil {
+			h.poolIDs = map[string]int{}
+		}
 		for k, o := range hg.zones {
 			hg.keys[k] = PoolOf(o, pricing.Spot)
 			hg.names[k] = poolName(hg.keys[k])
+			id, ok := h.poolIDs[hg.names[k]]
+			if !ok {
+				id = len(h.poolIDs)
+				h.poolIDs[hg.names[k]] = id
+				h.heard, h.heardAt = append(h.heard, heardPool{}), append(h.heardAt, 0)
+			}
+			hg.ids[k] = id
 		}
 	}
 	j.hg = hg
@@ -538,9 +552,10 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
 		c, limited, avail := hg.poolCapacity(keys[k], &hg.blk[k], h.ugen, hg.nominal[k], spot[k], u, now)
-		x, ok := h.heard[hg.names[k]]
-		if !ok || x.avail != avail {
-			x = h.observePool(hg.names[k], keys[k], mine, avail, now)
+		id := hg.ids[k]
+		x := h.heard[id]
+		if h.heardAt[id] != h.plans || x.avail != avail {
+			x = h.observePool(hg.names[k], id, keys[k], mine, avail, now)
 		}
 		zones[k].Pool = x.pool
 		zones[k].Capacity, zones[k].Limited = c, limited
@@ -555,13 +570,13 @@ type heardPool struct {
 }
 
 // observePool feeds the shared tracker a spot pool's live signal as a
-// service sees it (mine: its slots) and records what it heard in h.heard.
+// service sees it (mine: its slots) and records what it heard in h.heard[id].
 // A later service of the same plan that sees the same signal reuses it:
 // the tracker, told the same again at the same instant, would not change.
 // One that sees another (a pool that refused a replica beside its own is
 // available to it, blocked to the others) tells the tracker, as the
 // services did one after the other before the decisions ran in parallel.
-func (h *HedgedSource) observePool(name string, key providers.PoolKey, mine []*store.SlotRecord, avail bool, now time.Time) heardPool {
+func (h *HedgedSource) observePool(name string, id int, key providers.PoolKey, mine []*store.SlotRecord, avail bool, now time.Time) heardPool {
 	if !h.tracker.Known(name) {
 		// First heard of here (a new service, or a new leader whose
 		// stage state starts empty): a spot replica of the service
@@ -574,7 +589,7 @@ func (h *HedgedSource) observePool(name string, key providers.PoolKey, mine []*s
 	}
 	h.tracker.Observe(name, now, avail)
 	x := heardPool{avail: avail, pool: h.tracker.Pool(name, now)}
-	h.heard[name] = x
+	h.heard[id], h.heardAt[id] = x, h.plans
 	return x
 }
 
