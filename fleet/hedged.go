@@ -134,6 +134,10 @@ type hedge struct {
 	odCount  int
 	odOffers []pricing.Offer
 	odBlk    []blockMemo // odOffers' on-demand pools' blocks
+	// odGroupKey is the pool of the plan's last on-demand group looked
+	// up, odGroupBlk its block.
+	odGroupKey providers.PoolKey
+	odGroupBlk blockMemo
 
 	// nominal are the zones' spot capacities in instances under the
 	// policy nomPol (optimizer.SpotPoolCapacity, a policy glob match per
@@ -1083,7 +1087,11 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 		o := &hg.od // the hedge's: the offer is read before the next call
 		*o = pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
 			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
-		if !u.Blocked(PoolOf(*o, pricing.OnDemand), now) {
+		k := PoolOf(*o, pricing.OnDemand)
+		if k != hg.odGroupKey {
+			hg.odGroupKey, hg.odGroupBlk = k, blockMemo{}
+		}
+		if _, _, blocked := u.blockedMemo(k, &hg.odGroupBlk, gen, now); !blocked {
 			return o
 		}
 	}
@@ -1109,7 +1117,7 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 	// In key order: of equal prices the first is the least key.
 	for i := range hg.odOffers {
 		o := &hg.odOffers[i]
-		if _, _, blocked := u.blockedMemo(PoolOf(*o, pricing.OnDemand), &hg.odBlk[i], gen, now); blocked {
+		if u.offerBlocked(o, pricing.OnDemand, &hg.odBlk[i], gen, now) {
 			continue
 		}
 		if best < 0 || o.OnDemandPrice < hg.odOffers[best].OnDemandPrice {

@@ -638,7 +638,7 @@ func (t *TrainingSource) prepare(jb *trainJob, u *Unavailable, gen int, now time
 		if running && first.Capacity == string(pricing.Spot) && first.Zone == lp.offer.Zone && first.InstanceType == lp.offer.InstanceType {
 			t.Tracker.Observe(lp.key, now, true)
 			cur = spotpolicy.RunSpot(k)
-		} else if _, _, blocked := u.blockedMemo(PoolOf(*lp.offer, pricing.Spot), &blk[k], gen, now); blocked {
+		} else if u.offerBlocked(lp.offer, pricing.Spot, &blk[k], gen, now) {
 			t.Tracker.Observe(lp.key, now, false)
 		} else if t.Tracker.Known(lp.key) {
 			// The block ran out: the pool is worth a launch again, as the

@@ -178,6 +178,19 @@ func (u *Unavailable) blockedMemo(k providers.PoolKey, m *blockMemo, gen int, no
 	return reason, until, true
 }
 
+// offerBlocked is Blocked(PoolOf(*o, ct), now) through m (memo): the pool
+// key (and the copy of the offer it was made from) only when m is out of
+// date.
+func (u *Unavailable) offerBlocked(o *pricing.Offer, ct pricing.CapacityType, m *blockMemo, gen int, now time.Time) bool {
+	if u == nil {
+		return false
+	}
+	if m.gen != gen+1 || m.u != u {
+		u.memo(providers.PoolKey{Cloud: o.Cloud, Zone: zoneOf(*o), InstanceType: o.InstanceType, Capacity: ct}, m, gen)
+	}
+	return now.Before(m.until)
+}
+
 // Version changes whenever a pool is blocked or cleared; a plan source
 // re-plans when it moves.
 func (u *Unavailable) Version() int {

@@ -130,9 +130,13 @@ func TestBlockMemoFollowsTheCache(t *testing.T) {
 		{Cloud: pricing.AWS, Zone: "us-east-1b", InstanceType: "g4dn.xlarge", Capacity: pricing.Spot},
 		{Cloud: pricing.GCP, Zone: "us-central1-a", InstanceType: "g2-standard-4", Capacity: pricing.OnDemand},
 	}
+	offers := make([]pricing.Offer, len(pools))
+	for i, p := range pools {
+		offers[i] = pricing.Offer{Cloud: p.Cloud, Region: "a-region", Zone: p.Zone, InstanceType: p.InstanceType} // (the zone names the pool)
+	}
 	rng := rand.New(rand.NewPCG(7, 13))
 	u := &Unavailable{}
-	memos := make([]blockMemo, len(pools))
+	memos, offerMemos := make([]blockMemo, len(pools)), make([]blockMemo, len(pools))
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	reasons := []string{"capacity", "quota", "preempted"}
 	for step := range 5000 {
@@ -151,10 +155,16 @@ func TestBlockMemoFollowsTheCache(t *testing.T) {
 			if gr != wr || !gu.Equal(wu) || gok != wok {
 				t.Fatalf("step %d, pool %d: memo says (%q, %s, %v), the cache (%q, %s, %v)", step, i, gr, gu, gok, wr, wu, wok)
 			}
+			if got := u.offerBlocked(&offers[i], p.Capacity, &offerMemos[i], gen, now); got != wok {
+				t.Fatalf("step %d, pool %d: offerBlocked says %v, the cache %v", step, i, got, wok)
+			}
 		}
 	}
 	var m blockMemo
 	if _, _, ok := (*Unavailable)(nil).blockedMemo(pools[0], &m, 0, now); ok {
 		t.Fatal("a nil cache blocks nothing")
+	}
+	if (*Unavailable)(nil).offerBlocked(&offers[0], pricing.Spot, &m, 0, now) {
+		t.Fatal("a nil cache blocks no offer")
 	}
 }
