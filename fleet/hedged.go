@@ -81,9 +81,12 @@ type HedgedSource struct {
 	poolIDs map[string]int
 	heard   []heardPool
 	heardAt []int
-	seen    map[*policy.Workload]struct{} // the services in this plan
-	plans   int                           // plans so far (hedge.plan)
-	ugen    int                           // the plan's Unavailable.Gen (blockMemo)
+	// blk are the numbered pools' blocks (poolCapacity): each looked up
+	// once per plan, not once per service.
+	blk   []blockMemo
+	seen  map[*policy.Workload]struct{} // the services in this plan
+	plans int                           // plans so far (hedge.plan)
+	ugen  int                           // the plan's Unavailable.Gen (blockMemo)
 	// preMu: one plan at a time reads the fleet beside the inner stages
 	// (Prefetch).
 	preMu sync.Mutex
@@ -101,7 +104,6 @@ type hedge struct {
 	keys   []providers.PoolKey // zones' spot pools
 	names  []string            // and their tracker names
 	ids    []int               // and their numbers (HedgedSource.poolIDs)
-	blk    []blockMemo         // and their blocks (poolCapacity)
 	start  time.Time
 	tick   int // last tick decided; -1 none
 	plan   int // the HedgedSource plan that last hedged it
@@ -495,7 +497,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 	if len(hg.names) != len(hg.zones) {
 		// The zones' pool keys and tracker names, once per hedge (its
 		// zones are chosen once).
-		hg.keys, hg.names, hg.blk = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones)), make([]blockMemo, len(hg.zones))
+		hg.keys, hg.names = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones))
 		hg.ids = make([]int, len(hg.zones))
 		if h.poolIDs == nil {
 			h.poolIDs = map[string]int{}
@@ -507,7 +509,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			if !ok {
 				id = len(h.poolIDs)
 				h.poolIDs[hg.names[k]] = id
-				h.heard, h.heardAt = append(h.heard, heardPool{}), append(h.heardAt, 0)
+				h.heard, h.heardAt, h.blk = append(h.heard, heardPool{}), append(h.heardAt, 0), append(h.blk, blockMemo{})
 			}
 			hg.ids[k] = id
 		}
@@ -555,8 +557,8 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		c, limited, avail := hg.poolCapacity(keys[k], &hg.blk[k], h.ugen, hg.nominal[k], spot[k], u, now)
 		id := hg.ids[k]
+		c, limited, avail := hg.poolCapacity(keys[k], &h.blk[id], h.ugen, hg.nominal[k], spot[k], u, now)
 		x := h.heard[id]
 		if h.heardAt[id] != h.plans || x.avail != avail {
 			x = h.observePool(hg.names[k], id, keys[k], mine, avail, now)
