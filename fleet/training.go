@@ -147,10 +147,14 @@ type TrainingSource struct {
 	// placed in a pool blocked since.
 	lastIn, lastOut *optimizer.Plan
 	lastAt          time.Time
-	// inner is the inner plan of the current Plan call and innerUse the
-	// GPUs it holds per quota, summed when first needed (netQuotas).
-	inner    *optimizer.Plan
-	innerUse []int
+	// inner is the inner plan of the current Plan call, innerUse the
+	// GPUs it holds per quota (netQuotas) and innerSpend its monthly cost
+	// per budget (netBudgets), each summed when first needed; innerBy is
+	// the policy's workloads by name (a budget may cover a team).
+	inner      *optimizer.Plan
+	innerUse   []int
+	innerSpend []float64
+	innerBy    workloadIndex
 	// polGen changes when the policy changes in more than its workloads
 	// (clouds, regions, quotas, budgets): the jobs' on-demand alternatives
 	// are found again. lastPol is the policy it was counted for.
@@ -191,8 +195,9 @@ type trainJob struct {
 	odTotal, work float64
 	cat           *pricing.Catalog
 	pol           *policy.Policy
-	quotas        []policy.Quota // netQuotas, when an on-demand alternative is looked for
-	altCandidate  bool           // an on-demand alternative is looked for
+	quotas        []policy.Quota  // netQuotas, when an on-demand alternative is looked for
+	budgets       []policy.Budget // netBudgets, likewise
+	altCandidate  bool            // an on-demand alternative is looked for
 }
 
 // shapeKey is a cloud, region and instance type.
@@ -330,7 +335,9 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 	// Asked again in the pass after a refused launch (same instant, same
 	// inner plan): the jobs whose decision stands in a pool that is not
 	// blocked keep it; those placed in a blocked pool decide again.
-	t.inner, t.innerUse = plan, nil // for the on-demand alternatives' quotas (netQuotas)
+	// For the on-demand alternatives' quotas and budgets (netQuotas,
+	// netBudgets).
+	t.inner, t.innerUse, t.innerSpend, t.innerBy = plan, nil, nil, byName
 	again := inPass(ctx) && plan == t.lastIn && now.Equal(t.lastAt) && t.lastOut != nil && len(t.lastOut.Placements) == len(out.Placements)
 	if pol := t.Policy(); pol != t.lastPol {
 		if t.lastPol == nil || pol == nil || !sameSettings(t.lastPol, pol) {
@@ -615,9 +622,9 @@ func (t *TrainingSource) prepare(jb *trainJob, u *Unavailable, gen int, now time
 	// leaves) is taken here.
 	jb.cat, jb.pol = t.Catalog(), t.Policy()
 	jb.altCandidate = jb.cat != nil && jb.pol != nil && w.Spot != policy.SpotOnly
-	jb.quotas = nil
+	jb.quotas, jb.budgets = nil, nil
 	if jb.altCandidate {
-		jb.quotas = t.netQuotas(jb.pol.Quotas, &p)
+		jb.quotas, jb.budgets = t.netQuotas(jb.pol.Quotas, &p), t.netBudgets(jb.pol.Budgets, &p)
 	}
 	// The state in the job's scratch: the policies keep nothing of it.
 	s := &j.state
@@ -688,7 +695,7 @@ func (t *TrainingSource) finish(ctx context.Context, jb *trainJob, u *Unavailabl
 	odTotal := jb.odTotal
 	var alt *optimizer.Placement
 	if jb.altCandidate {
-		alt = onDemandAlt(j, w, p, jb.cat, jb.pol, jb.quotas, t.polGen, odTotal, work, u, now)
+		alt = onDemandAlt(j, w, p, jb.cat, jb.pol, jb.quotas, jb.budgets, t.polGen, odTotal, work, u, now)
 	}
 	if alt != nil {
 		odTotal = alt.PricePerHour
@@ -810,11 +817,12 @@ type altCache struct {
 	pol *policy.Policy // the workload is w in it
 	w   policy.Workload
 	gen int // TrainingSource.polGen
-	// quotas are the policy's quotas net of the other workloads' use
-	// when the alternative was found.
-	quotas []policy.Quota
-	alt    *optimizer.Placement
-	ok     bool // computed
+	// quotas and budgets are the policy's net of the other workloads'
+	// use when the alternative was found (netQuotas, netBudgets).
+	quotas  []policy.Quota
+	budgets []policy.Budget
+	alt     *optimizer.Placement
+	ok      bool // computed
 }
 
 // netQuotas are the policy's quotas less the GPUs the inner plan's other
@@ -843,6 +851,52 @@ func (t *TrainingSource) netQuotas(quotas []policy.Quota, p *optimizer.Placement
 	return out
 }
 
+// netBudgets are the policy's budgets less the monthly cost
+// (Placement.MonthlyCost, what the solver checks budgets against: runs per
+// month of a recurring job, a service's load profile) of the inner plan's
+// other placements each covers, as netQuotas does for GPUs: an alternative
+// found for the job alone may spend only what the rest of the plan leaves
+// of a budget. nil when the policy has none.
+func (t *TrainingSource) netBudgets(budgets []policy.Budget, p *optimizer.Placement) []policy.Budget {
+	if len(budgets) == 0 {
+		return nil
+	}
+	if t.innerSpend == nil && t.inner != nil {
+		t.innerSpend = make([]float64, len(budgets))
+		for i := range t.inner.Placements {
+			addBudgetSpend(t.innerSpend, budgets, &t.inner.Placements[i], t.innerBy, 1)
+		}
+	}
+	spend := make([]float64, len(budgets))
+	copy(spend, t.innerSpend)
+	addBudgetSpend(spend, budgets, p, t.innerBy, -1)
+	out := slices.Clone(budgets)
+	for b := range out {
+		// (Rounded to the cent, as MonthlyCost is: a sum of a thousand
+		// rounded figures less one of them must not differ in the last bit
+		// from one run to the next of the same plan, or the cached
+		// alternative would be found again.)
+		out[b].MonthlyUSD = max(0, math.Round((out[b].MonthlyUSD-spend[b])*100)/100)
+	}
+	return out
+}
+
+// addBudgetSpend adds sign × a placement's monthly cost to each budget
+// that covers its workload (by name or team; a budget naming neither
+// covers every workload).
+func addBudgetSpend(spend []float64, budgets []policy.Budget, pl *optimizer.Placement, byName workloadIndex, sign float64) {
+	w := byName[pl.Workload]
+	for b := range budgets {
+		if budgets[b].Workload != "" && budgets[b].Workload != pl.Workload {
+			continue
+		}
+		if budgets[b].Team != "" && (w == nil || w.Team != budgets[b].Team) {
+			continue
+		}
+		spend[b] += sign * pl.MonthlyCost
+	}
+}
+
 // addQuotaUse adds sign × the GPUs each quota counts in a placement.
 func addQuotaUse(use []int, quotas []policy.Quota, pl *optimizer.Placement, sign int) {
 	for _, g := range pl.Groups {
@@ -858,8 +912,8 @@ func addQuotaUse(use []int, quotas []policy.Quota, pl *optimizer.Placement, sign
 // solver places it: the workload alone with spot: never, under the
 // policy's clouds, regions, residency, quotas and budgets, with the
 // blocked pools ruled out. Quotas count what the inner plan's other
-// placements hold (netQuotas); budgets are the job's alone (the
-// incremental re-plan's way). It is used only when it costs
+// placements hold (netQuotas), budgets what they spend a month
+// (netBudgets). It is used only when it costs
 // less than the planned instance type on demand for the job's work (by 1%
 // or more), runs it no slower and on as many instances; nil otherwise.
 // Kept per job until the catalog, the workload or the policy's other
@@ -868,19 +922,19 @@ func addQuotaUse(use []int, quotas []policy.Quota, pl *optimizer.Placement, sign
 // type in the planned region: the three-cloud 2 x 8 H100 gang planned on
 // AWS p5 spot ran p5 on demand ($118/h an instance in ap-south-1) where
 // GCP a3-highgpu-8g is $43/h.
-func onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, cat *pricing.Catalog, pol *policy.Policy, quotas []policy.Quota, polGen int,
-	sameType, work float64, u *Unavailable, now time.Time) *optimizer.Placement {
+func onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, cat *pricing.Catalog, pol *policy.Policy, quotas []policy.Quota,
+	budgets []policy.Budget, polGen int, sameType, work float64, u *Unavailable, now time.Time) *optimizer.Placement {
 	if cat == nil || pol == nil || w.Spot == policy.SpotOnly {
 		return nil
 	}
 	c := &j.alt
 	if c.ok && c.cat == cat && c.gen == polGen && (c.pol == pol || reflect.DeepEqual(c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) &&
-		slices.Equal(c.quotas, quotas) {
+		slices.Equal(c.quotas, quotas) && slices.Equal(c.budgets, budgets) {
 		c.pol = pol // the same workload in a new policy (another one left)
 	} else {
-		*c = altCache{cat: cat, pol: pol, w: w, gen: polGen, quotas: quotas, ok: true}
+		*c = altCache{cat: cat, pol: pol, w: w, gen: polGen, quotas: quotas, budgets: budgets, ok: true}
 		sub := *pol
-		sub.Quotas = quotas
+		sub.Quotas, sub.Budgets = quotas, budgets
 		od := w
 		od.Spot = policy.SpotNever
 		sub.Workloads = []policy.Workload{od}
@@ -1207,6 +1261,14 @@ func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, known
 	}
 	if target == c.Pool {
 		return c, reason
+	}
+	// A move spends a changeover and the unsaved work out of the job's
+	// slack; it must leave enough for one more changeover, or the first
+	// preemption in the new pool sends the job to on-demand for the rest
+	// of its work (tight-v100 on aws-10-26-2022 moved with 0.4 h of slack,
+	// lost the pool minutes later and paid 0.81 of on-demand, not 0.18).
+	if lost := s.Done - s.Saved; s.Slack()-s.Changeover-lost < s.Changeover {
+		return c, "staying: a move would leave too little slack for another preemption"
 	}
 	if t.movePays(s, target, pools[c.Pool].price, pools[target].price) {
 		moved := spotpolicy.RunSpot(target)

@@ -990,19 +990,25 @@ func TestPriceMoveOutcome(t *testing.T) {
 	}
 }
 
-// TestOnDemandFallbackCountsOthersQuota: the on-demand alternative is
-// found for the job alone, but a quota caps the GPUs in use across all
-// workloads: where another workload of the plan fills a quota, the job's
-// alternative may not use it (it stays on the planned type on demand).
-func TestOnDemandFallbackCountsOthersQuota(t *testing.T) {
+// TestOnDemandFallbackCountsOthersUse: the on-demand alternative may use
+// only what the rest of the plan leaves of each quota (GPUs) and budget
+// (monthly cost). The GCP alternative costs about $25 for the job's 10
+// GPU-hours; the other workload's placement holds 1 GCP GPU and spends $30
+// a month.
+func TestOnDemandFallbackCountsOthersUse(t *testing.T) {
 	gcp := gcpV100
 	cat := pricing.NewCatalog([]pricing.Offer{p3("us-east-1a", 0.9), p3("us-east-1b", 0.95), gcp}, t0, "test")
 	for _, tc := range []struct {
-		name, quota string
-		want        string
+		name, otherTeam, limits string
+		want                    string
 	}{
-		{"quota with room", "{cloud: gcp, max_gpus: 2}", "gcp/us-central1-a/on-demand"},
-		{"quota filled by the other workload", "{cloud: gcp, max_gpus: 1}", "aws/us-east-1a/on-demand"},
+		{"quota with room", "ml", "quotas: [{cloud: gcp, max_gpus: 2}]", "gcp/us-central1-a/on-demand"},
+		{"quota filled by the other workload", "ml", "quotas: [{cloud: gcp, max_gpus: 1}]", "aws/us-east-1a/on-demand"},
+		{"budget with room", "ml", "budgets: [{name: all, monthly_usd: 60}]", "gcp/us-central1-a/on-demand"},
+		{"budget spent by the other workload", "ml", "budgets: [{name: all, monthly_usd: 50}]", "aws/us-east-1a/on-demand"},
+		{"team budget spent by the team", "ml", "budgets: [{name: ml, team: ml, monthly_usd: 50}]", "aws/us-east-1a/on-demand"},
+		{"another team's spend", "web", "budgets: [{name: ml, team: ml, monthly_usd: 50}]", "gcp/us-central1-a/on-demand"},
+		{"the other workload's own budget", "ml", "budgets: [{name: other, workload: other, monthly_usd: 50}]", "gcp/us-central1-a/on-demand"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pol, err := policy.Parse("test.yaml", []byte(fmt.Sprintf(`
@@ -1010,6 +1016,7 @@ clouds: [aws, gcp]
 workloads:
   - name: train
     kind: training
+    team: ml
     gpu: {models: [V100], count: 1}
     work: {gpu_hours: 10, reference_gpu: V100}
     deadline: 40h
@@ -1019,19 +1026,19 @@ workloads:
     spot_policy: %s
   - name: other
     kind: batch
+    team: %s
     gpu: {models: [V100], count: 1}
     work: {gpu_hours: 10, reference_gpu: V100}
     spot: never
-quotas:
-  - %s
-`, spotpolicy.PolicyOnDemand, tc.quota)))
+%s
+`, spotpolicy.PolicyOnDemand, tc.otherTeam, tc.limits)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			inner := trainPlacement(1)
 			inner.Placements = append(inner.Placements, optimizer.Placement{Workload: "other", Kind: "batch", Cloud: pricing.GCP, Region: "us-central1",
 				Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100, Capacity: pricing.OnDemand, GPUs: 1, Instances: 1, RelativeSpeed: 1,
-				Groups: []optimizer.Group{{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100,
+				MonthlyCost: 30, Groups: []optimizer.Group{{Cloud: pricing.GCP, Region: "us-central1", Zone: "us-central1-a", InstanceType: gcp.InstanceType, GPU: pricing.V100,
 					GPUsPerInstance: 1, Instances: 1, Capacity: pricing.OnDemand, PricePerHour: 2.48}}})
 			src, plan := fallbackPlan(t, pol, cat, inner)
 			gr := plan.Placements[0].Groups[0]
@@ -1060,4 +1067,38 @@ func fallbackPlan(t *testing.T, pol *policy.Policy, cat *pricing.Catalog, inner 
 		t.Fatal(err)
 	}
 	return src, plan
+}
+
+// TestPriceMoveNeedsSlack: a price move spends a changeover and the unsaved
+// work out of the job's slack; the stage takes it only while the slack left
+// covers another changeover, since a preemption in the new pool would
+// otherwise send the job to on-demand for the rest of its work.
+func TestPriceMoveNeedsSlack(t *testing.T) {
+	const changeover = 600.0 // s
+	for _, tc := range []struct {
+		name  string
+		slack float64 // s, before the move
+		move  bool
+	}{
+		{"hours of slack", 5 * 3600, true},
+		{"slack for the move and another changeover", 2*changeover + 120 + 60, true},
+		{"slack for the move only", 2*changeover + 120 - 60, false},
+		{"20 minutes of slack", 20 * 60, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// 10 h of work, 2 h done of which all but 2 minutes saved; the
+			// job runs on spot in pool 0 at $0.90/h, pool 1 sells at $0.45/h.
+			s := &spotpolicy.State{Tick: 120, Gap: 60, Work: 10 * 3600, Done: 2 * 3600, Saved: 2*3600 - 120,
+				Changeover: changeover, Overhead: 60, Current: spotpolicy.RunSpot(0),
+				Pools: []spotpolicy.Pool{{Available: true, Run: 120, Frac: 1}, {Available: true, Run: 120, Frac: 1}}}
+			// Slack = deadline − elapsed − remaining work − changeover.
+			s.Deadline = s.Elapsed() + s.RemainingWork() + changeover + tc.slack
+			src := &TrainingSource{Tracker: &spotpolicy.LiveTracker{}}
+			pools := []livePool{{key: "aws/use1-az1/p3.2xlarge", price: 0.90}, {key: "aws/use1-az2/p3.2xlarge", price: 0.45}}
+			got, reason := src.hysteresis(s, pools, []bool{false, false}, spotpolicy.RunSpot(1), "cheaper", nil) // (the tracker heard of neither)
+			if moved := got == spotpolicy.RunSpot(1); moved != tc.move {
+				t.Errorf("moved = %v (%s), want %v", moved, reason, tc.move)
+			}
+		})
+	}
 }

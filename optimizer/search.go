@@ -69,6 +69,15 @@ func restore(base *state, ws, orig []int) {
 // then cost + Σ_remaining min_j (c_wj + μ·a_wj) − μ·rem, valid for any
 // μ ≥ 0 and much tighter than the plain sum of cheapest options.
 func (s *solver) search(base *state, ws []int, incumbent float64, budget int, firstOnly bool, mu []float64) searchResult {
+	return s.searchBy(base, ws, incumbent, budget, firstOnly, mu, false)
+}
+
+// searchBy is search; with byPriced (and mu) each workload's candidates
+// are tried in the order of their cost priced at mu instead of their cost.
+// With multipliers fitted to the set (setMultipliers) that order reaches
+// the set's optimum early and the bound then cuts the rest of the tree
+// (pricedlns.go).
+func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, firstOnly bool, mu []float64, byPriced bool) searchResult {
 	evals := base.evals
 	st, orig, work := s.detach(base, ws)
 	defer restore(base, ws, orig)
@@ -115,6 +124,19 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 				}
 				priced[w][j] = v
 			}
+		}
+	}
+	var order map[int][]int
+	if byPriced && priced != nil {
+		order = make(map[int][]int, len(ws))
+		for _, w := range ws {
+			ord := make([]int, len(evals[w].cands))
+			for j := range ord {
+				ord[j] = j
+			}
+			p := priced[w]
+			sort.SliceStable(ord, func(a, b int) bool { return p[ord[a]] < p[ord[b]] })
+			order[w] = ord
 		}
 	}
 	free := append([]int(nil), ws...)
@@ -189,13 +211,20 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 		if priced != nil {
 			lower = max(lower, lagr)
 		}
-		if res.pick != nil && lower >= res.cost-eps*max(1, res.cost) {
+		// A priced search only wants plans cheaper than the incumbent
+		// and cuts against it from the start: its first leaves, priced
+		// cheapest, may lie deep in infeasible subtrees.
+		if (res.pick != nil || byPriced) && lower >= res.cost-eps*max(1, res.cost) {
 			return false
 		}
 		free[depth], free[bestI] = free[bestI], free[depth]
 		w := free[depth]
 		e := evals[w]
-		for j := range e.cands {
+		for k := range e.cands {
+			j := k
+			if ord := order[w]; ord != nil {
+				j = ord[k]
+			}
 			if !st.fits(e, &e.cands[j]) {
 				continue
 			}

@@ -520,6 +520,11 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// fleet's re-plans keep the plans they had.
 			choice = s.fitColumns(evals, choice, mu, budget/4)
 		}
+		if len(evals) <= chainFleet && !s.in.Replan && !s.probe && planCost(evals, choice)-lb > eps*lb {
+			// Targeted chains the sampled ones miss, each set searched
+			// with its own multipliers (pricedlns.go).
+			choice = s.pricedLNS(evals, choice, mu, pricedWork*len(evals))
+		}
 	}
 	s.muWarm = mu
 	s.solverName = SolverHeuristic
