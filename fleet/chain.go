@@ -52,6 +52,12 @@ type ChainConfig struct {
 	// beyond the next one. The fleet simulator sets it; the broker must
 	// not (Diff reads the last pass's plan after later re-plans).
 	ReusePlanMemory bool
+	// SplitStages plans the training stage beside the autoscaling and
+	// hedging stages, from the solver's plan (split.go): the same plan,
+	// the two sides on two goroutines. An error of the training stage is
+	// still the chain's, but the other stages have planned by then. The
+	// fleet simulator sets it.
+	SplitStages bool
 	// Hedge, with Fleet set, turns on live spot hedging of inference
 	// services (HedgedSource) on the autoscaled target; Agents tells
 	// ready replicas by their heartbeats.
@@ -99,6 +105,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	if spotOnly != nil {
 		spotOnly.Inner, src = src, spotOnly
 	}
+	var fork *forkSource
 	if c.Fleet != nil {
 		tr := &TrainingSource{Inner: src, Policy: pol, Catalog: c.Catalog, Fleet: c.Fleet, Progress: c.Progress,
 			SpeedRatio: c.SpeedRatio, Tracker: &spotpolicy.LiveTracker{Gap: c.Training.tick()}, Now: c.Now, Log: log,
@@ -106,7 +113,13 @@ func NewPlanChain(c ChainConfig) PlanSource {
 		if c.Decisions != nil {
 			c.Decisions.training = tr
 		}
-		src = tr
+		if c.SplitStages && (c.Load != nil || c.Hedge != nil) {
+			fork = &forkSource{inner: src, training: tr}
+			tr.Inner = &fork.fixed
+			src = fork
+		} else {
+			src = tr
+		}
 	}
 	if c.Load != nil {
 		src = &ScaledSource{Inner: src, Policy: pol, Load: c.Load, Now: c.Now, Log: log, StopScaling: c.StopScaling,
@@ -120,6 +133,9 @@ func NewPlanChain(c ChainConfig) PlanSource {
 			c.Decisions.hedged = h
 		}
 		src = h
+	}
+	if fork != nil {
+		src = &joinSource{inner: src, fork: fork, reuse: c.ReusePlanMemory}
 	}
 	return src
 }

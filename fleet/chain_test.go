@@ -51,6 +51,27 @@ func TestNewPlanChainStages(t *testing.T) {
 	if sc.Policy() != pol || h.Policy() != pol || tr.Policy() != pol {
 		t.Fatal("stages do not read the spot-only stage's policy")
 	}
+	// Split: the join over hedging, the fork under scaling, the training
+	// stage beside them on the fork's plan of the spot-only stage's.
+	c.SplitStages = true
+	j, ok := NewPlanChain(c).(*joinSource)
+	if !ok {
+		t.Fatal("split chain: no join on top")
+	}
+	h, ok = j.inner.(*HedgedSource)
+	if !ok {
+		t.Fatalf("under the join: %T", j.inner)
+	}
+	if sc, ok = h.Inner.(*ScaledSource); !ok {
+		t.Fatalf("split chain, under hedging: %T", h.Inner)
+	}
+	f, ok := sc.Inner.(*forkSource)
+	if !ok || f != j.fork {
+		t.Fatalf("split chain, under scaling: %T", sc.Inner)
+	}
+	if _, ok := f.inner.(*SpotOnlySource); !ok || f.training.Inner != &f.fixed {
+		t.Fatalf("split chain: fork over %T, training over %T", f.inner, f.training.Inner)
+	}
 }
 
 // A stage that reuses plan memory builds each plan over the plan before

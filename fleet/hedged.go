@@ -74,9 +74,19 @@ type HedgedSource struct {
 	beats map[string]time.Time
 	bySvc map[string][]*store.SlotRecord
 	jobs  []hedgeJob
-	heard map[string]heardPool          // the spot pools observed in this plan
+	// The spot pools observed in this plan: heard[id] when heardAt[id]
+	// is this plan (plans), id the pool's number in poolIDs (hedge.ids).
+	// (A map of names cleared each plan was a string hash per zone per
+	// service on the calling goroutine.)
+	poolIDs map[string]int
+	heard   []heardPool
+	heardAt []int
+	// blk are the numbered pools' blocks (poolCapacity): each looked up
+	// once per plan, not once per service.
+	blk   []blockMemo
 	seen  map[*policy.Workload]struct{} // the services in this plan
 	plans int                           // plans so far (hedge.plan)
+	ugen  int                           // the plan's Unavailable.Gen (blockMemo)
 	// preMu: one plan at a time reads the fleet beside the inner stages
 	// (Prefetch).
 	preMu sync.Mutex
@@ -93,6 +103,7 @@ type hedge struct {
 	zones  []pricing.Offer     // spot pools, in the policy's zone order
 	keys   []providers.PoolKey // zones' spot pools
 	names  []string            // and their tracker names
+	ids    []int               // and their numbers (HedgedSource.poolIDs)
 	start  time.Time
 	tick   int // last tick decided; -1 none
 	plan   int // the HedgedSource plan that last hedged it
@@ -124,6 +135,11 @@ type hedge struct {
 	odGPU    pricing.GPUModel
 	odCount  int
 	odOffers []pricing.Offer
+	odBlk    []blockMemo // odOffers' on-demand pools' blocks
+	// odGroupKey is the pool of the plan's last on-demand group looked
+	// up, odGroupBlk its block.
+	odGroupKey providers.PoolKey
+	odGroupBlk blockMemo
 
 	// nominal are the zones' spot capacities in instances under the
 	// policy nomPol (optimizer.SpotPoolCapacity, a policy glob match per
@@ -267,6 +283,9 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	tick, _, _, _ := h.defaults()
 	h.tracker.Gap = tick
+	if u != nil {
+		h.ugen = u.Gen() // (nothing blocks or clears a pool while the pass plans)
+	}
 	out := *plan
 	out.Placements = h.bufs.copyOf(plan.Placements, h.reuse)
 	// The pool tracker is shared by the services: it hears of their pools
@@ -276,10 +295,6 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	jobs := h.jobs[:len(todo)]
 	h.plans++
-	if h.heard == nil {
-		h.heard = map[string]heardPool{}
-	}
-	clear(h.heard)
 	observe := func(j int) {
 		p := out.Placements[todo[j]]
 		w := byName[p.Workload] // read only: a pointer into the policy
@@ -483,9 +498,20 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// The zones' pool keys and tracker names, once per hedge (its
 		// zones are chosen once).
 		hg.keys, hg.names = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones))
+		hg.ids = make([]int, len(hg.zones))
+		if h.poolIDs == nil {
+			h.poolIDs = map[string]int{}
+		}
 		for k, o := range hg.zones {
 			hg.keys[k] = PoolOf(o, pricing.Spot)
 			hg.names[k] = poolName(hg.keys[k])
+			id, ok := h.poolIDs[hg.names[k]]
+			if !ok {
+				id = len(h.poolIDs)
+				h.poolIDs[hg.names[k]] = id
+				h.heard, h.heardAt, h.blk = append(h.heard, heardPool{}), append(h.heardAt, 0), append(h.blk, blockMemo{})
+			}
+			hg.ids[k] = id
 		}
 	}
 	j.hg = hg
@@ -531,10 +557,11 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// whose spot instance was preempted, and clears it when a launch
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
-		c, limited, avail := hg.poolCapacity(keys[k], hg.nominal[k], spot[k], u, now)
-		x, ok := h.heard[hg.names[k]]
-		if !ok || x.avail != avail {
-			x = h.observePool(hg.names[k], keys[k], mine, avail, now)
+		id := hg.ids[k]
+		c, limited, avail := hg.poolCapacity(keys[k], &h.blk[id], h.ugen, hg.nominal[k], spot[k], u, now)
+		x := h.heard[id]
+		if h.heardAt[id] != h.plans || x.avail != avail {
+			x = h.observePool(hg.names[k], id, keys[k], mine, avail, now)
 		}
 		zones[k].Pool = x.pool
 		zones[k].Capacity, zones[k].Limited = c, limited
@@ -549,13 +576,13 @@ type heardPool struct {
 }
 
 // observePool feeds the shared tracker a spot pool's live signal as a
-// service sees it (mine: its slots) and records what it heard in h.heard.
+// service sees it (mine: its slots) and records what it heard in h.heard[id].
 // A later service of the same plan that sees the same signal reuses it:
 // the tracker, told the same again at the same instant, would not change.
 // One that sees another (a pool that refused a replica beside its own is
 // available to it, blocked to the others) tells the tracker, as the
 // services did one after the other before the decisions ran in parallel.
-func (h *HedgedSource) observePool(name string, key providers.PoolKey, mine []*store.SlotRecord, avail bool, now time.Time) heardPool {
+func (h *HedgedSource) observePool(name string, id int, key providers.PoolKey, mine []*store.SlotRecord, avail bool, now time.Time) heardPool {
 	if !h.tracker.Known(name) {
 		// First heard of here (a new service, or a new leader whose
 		// stage state starts empty): a spot replica of the service
@@ -568,7 +595,7 @@ func (h *HedgedSource) observePool(name string, key providers.PoolKey, mine []*s
 	}
 	h.tracker.Observe(name, now, avail)
 	x := heardPool{avail: avail, pool: h.tracker.Pool(name, now)}
-	h.heard[name] = x
+	h.heard[id], h.heardAt[id] = x, h.plans
 	return x
 }
 
@@ -582,7 +609,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
 	zones, keys := j.zones, hg.keys
 	ref := p.Groups[0]
-	od := hg.onDemandOffer(pol, cat, w, p, u, now)
+	od := hg.onDemandOffer(pol, cat, w, p, u, h.ugen, now)
 	if len(hg.zones) == 0 && od == nil {
 		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
@@ -783,8 +810,8 @@ func cloneGroups(groups []optimizer.Group) []optimizer.Group {
 //     pool full with other workloads' instances is, to this service, a
 //     pool without capacity: trusting it would send replicas to be
 //     refused there again and again.
-func (hg *hedge) poolCapacity(k providers.PoolKey, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
-	reason, until, blocked := u.Reason(k, now)
+func (hg *hedge) poolCapacity(k providers.PoolKey, m *blockMemo, gen, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
+	reason, until, blocked := u.blockedMemo(k, m, gen, now)
 	lc, known := hg.caps[k]
 	switch {
 	case blocked && reason == "capacity" && mine > 0:
@@ -1051,7 +1078,7 @@ func zoneOrRegion(zone, region string) string {
 // its plan looked through every offer of its GPU model every plan), and
 // the answer is the hedge's memory: its caller reads it before the
 // hedge's next plan and never changes it.
-func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, now time.Time) *pricing.Offer {
+func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, gen int, now time.Time) *pricing.Offer {
 	if w.Spot == policy.SpotOnly {
 		return nil
 	}
@@ -1062,7 +1089,11 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 		o := &hg.od // the hedge's: the offer is read before the next call
 		*o = pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
 			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
-		if !u.Blocked(PoolOf(*o, pricing.OnDemand), now) {
+		k := PoolOf(*o, pricing.OnDemand)
+		if k != hg.odGroupKey {
+			hg.odGroupKey, hg.odGroupBlk = k, blockMemo{}
+		}
+		if _, _, blocked := u.blockedMemo(k, &hg.odGroupBlk, gen, now); !blocked {
 			return o
 		}
 	}
@@ -1082,12 +1113,13 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 			hg.odOffers = []pricing.Offer{} // known to have none
 		}
 		hg.odCat, hg.odPol, hg.odGPU, hg.odCount = cat, pol, ref.GPU, ref.GPUsPerInstance
+		hg.odBlk = make([]blockMemo, len(hg.odOffers))
 	}
 	best := -1
 	// In key order: of equal prices the first is the least key.
 	for i := range hg.odOffers {
 		o := &hg.odOffers[i]
-		if u.Blocked(PoolOf(*o, pricing.OnDemand), now) {
+		if u.offerBlocked(o, pricing.OnDemand, &hg.odBlk[i], gen, now) {
 			continue
 		}
 		if best < 0 || o.OnDemandPrice < hg.odOffers[best].OnDemandPrice {

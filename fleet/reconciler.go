@@ -291,6 +291,14 @@ type passState struct {
 
 	planVersion int
 
+	// lastListed is isListed's last answer; byState decide's counts.
+	lastListed struct {
+		cloud  pricing.Cloud
+		listed bool
+		ok     bool
+	}
+	byState []stateCount
+
 	// replaceReq are the pending replacement requests by instance id;
 	// replacedReq the ones this pass acted on.
 	replaceReq  map[string]store.ReplaceRequest
@@ -585,6 +593,9 @@ func (p *passState) decide() {
 	for _, id := range p.order {
 		p.decideSlot(id)
 	}
+	for _, c := range p.byState {
+		p.rep.ByState[c.state] += c.n
+	}
 	p.forgetIntents()
 	p.settleReplaceRequests()
 }
@@ -707,7 +718,7 @@ func (p *passState) decideSlot(id string) {
 		p.applySpec(s, spec)
 		p.move(s, Pending, "new in the plan")
 	}
-	listed := p.listed[pricing.Cloud(s.Cloud)]
+	listed := p.isListed(pricing.Cloud(s.Cloud))
 	var inst *providers.Instance
 	if s.InstanceID != "" {
 		inst = p.cloud[s.InstanceID]
@@ -742,7 +753,34 @@ func (p *passState) decideSlot(id string) {
 	case Booting, Running:
 		p.watch(s, spec, inst, rec, listed)
 	}
-	p.rep.ByState[State(s.State)]++
+	p.countState(State(s.State))
+}
+
+// isListed is p.listed[c], the last cloud's answer kept: decideSlot asks
+// for every slot, and a fleet has a cloud or three.
+func (p *passState) isListed(c pricing.Cloud) bool {
+	if !p.lastListed.ok || p.lastListed.cloud != c {
+		p.lastListed.cloud, p.lastListed.listed, p.lastListed.ok = c, p.listed[c], true
+	}
+	return p.lastListed.listed
+}
+
+// countState counts a slot in its state; decide adds the counts to
+// rep.ByState (a map assignment per slot, before).
+func (p *passState) countState(st State) {
+	for i := range p.byState {
+		if p.byState[i].state == st {
+			p.byState[i].n++
+			return
+		}
+	}
+	p.byState = append(p.byState, stateCount{state: st, n: 1})
+}
+
+// stateCount is a number of slots in a state.
+type stateCount struct {
+	state State
+	n     int
 }
 
 // watch checks a booting or running slot's instance and replaces it when

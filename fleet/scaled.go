@@ -61,8 +61,10 @@ type ScaledSource struct {
 // Plan returns the inner plan with inference replicas resized.
 func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Plan, error) {
 	var pre *loadSamples
-	if s.Prefetch && !inPass(ctx) {
-		// (Inside a pass the last plan usually stands: see below.)
+	if s.Prefetch {
+		// (Also inside a pass: the last plan stands only when the inner
+		// plan is the same one, which a training stage below never
+		// hands back; then the sampling was for nothing, off the path.)
 		s.preMu.Lock()
 		defer s.preMu.Unlock()
 		pre = s.prefetch(ctx)

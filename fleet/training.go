@@ -127,6 +127,13 @@ type TrainingSource struct {
 	Now        func() time.Time
 	Log        *slog.Logger
 	Config     TrainingConfig
+	// Workers is how many jobs' decisions are taken at once (default
+	// GOMAXPROCS). The shared tracker hears of the jobs' pools in job
+	// order; the rest of a decision reads only the job's own state and
+	// what its pools looked like then, so the plan is the same whatever
+	// the number. Progress and SpeedRatio are called from these
+	// goroutines.
+	Workers int
 
 	mu     sync.Mutex
 	jobs   map[string]*liveJob
@@ -135,9 +142,6 @@ type TrainingSource struct {
 	// type for poolCat: every job's decision reads them every pass.
 	poolCat *pricing.Catalog
 	byShape map[shapeKey]*shapePools
-	// Scratch of decide (under mu): a job's pools and policy state.
-	poolBuf []livePool
-	state   spotpolicy.State
 	// The last plan in and out, and when: a re-plan inside a pass (InPass)
 	// at the same instant on the same inner plan re-decides only the jobs
 	// placed in a pool blocked since.
@@ -160,6 +164,40 @@ type TrainingSource struct {
 	reuse bool
 	bufs  placementBufs
 	index indexCache
+	// work is Plan's scratch: the plan's jobs (under mu); plans counts
+	// the plans (liveJob.plan).
+	work  []trainJob
+	plans int
+	// changed are the indices of the placements the last plan (out)
+	// set: a split chain's join takes these (changedOf).
+	changed []int
+	out     *optimizer.Plan
+}
+
+// trainJob is one job's decision in a plan: what prepare reads in job
+// order from the stage's shared state, and what finish decides from it.
+type trainJob struct {
+	i    int // the placement's index in the plan
+	w    *policy.Workload
+	p    optimizer.Placement
+	mine []*store.SlotRecord
+	err  error
+	out  optimizer.Placement
+
+	j             *liveJob
+	first         *store.SlotRecord
+	start         time.Time
+	running       bool
+	cur           spotpolicy.Action
+	pools         []livePool // the job's scratch (liveJob.pools)
+	known         []bool     // whether the tracker knew each pool after the job's signals
+	od            pricing.Offer
+	odTotal, work float64
+	cat           *pricing.Catalog
+	pol           *policy.Policy
+	quotas        []policy.Quota  // netQuotas, when an on-demand alternative is looked for
+	budgets       []policy.Budget // netBudgets, likewise
+	altCandidate  bool            // an on-demand alternative is looked for
 }
 
 // shapeKey is a cloud, region and instance type.
@@ -169,9 +207,10 @@ type shapeKey struct {
 }
 
 // shapePools are a shape's spot pools sorted by name and its on-demand
-// offers in catalog order.
+// offers in catalog order; blk are the spot pools' blocks (blockMemo).
 type shapePools struct {
 	spot []livePool
+	blk  []blockMemo
 	od   []pricing.Offer
 }
 
@@ -235,6 +274,14 @@ type liveJob struct {
 	moveWait         map[string]time.Duration
 	// alt is the job's on-demand alternative (onDemandAlt).
 	alt altCache
+	// plan is the TrainingSource plan that last decided the job.
+	plan int
+	// The job's scratch for a plan's decision (decisions of several jobs
+	// are taken at once): its pools, whether the tracker knew them, and
+	// its policy's state (the policies keep nothing of it).
+	pools []livePool
+	known []bool
+	state spotpolicy.State
 	// For status: the job's work (seconds on the planned shape), its
 	// deadline, and the spot pool of its decision ("" off spot).
 	work     float64
@@ -298,6 +345,10 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		}
 		t.lastPol = pol
 	}
+	jobs := t.work[:0]
+	t.changed = t.changed[:0]
+	t.plans++
+	twice := false
 	for i := range out.Placements {
 		// (The placement and the workload are copied only for the jobs:
 		// a plan holds a thousand placements.)
@@ -305,16 +356,17 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		if wp == nil || !liveTraining(wp) || len(out.Placements[i].Groups) == 0 {
 			continue
 		}
-		p, w := out.Placements[i], *wp
 		if again {
-			if last := t.lastOut.Placements[i]; last.Workload == p.Workload && !placedInBlocked(last, u, now) {
+			if last := t.lastOut.Placements[i]; last.Workload == out.Placements[i].Workload && !placedInBlocked(last, u, now) {
 				out.Placements[i] = last
+				t.changed = append(t.changed, i)
 				continue
 			}
 		}
 		if !loaded {
 			st, err := t.Fleet.Load(ctx)
 			if err != nil {
+				t.work = jobs
 				return nil, fmt.Errorf("training stage: reading the fleet: %w", err)
 			}
 			slots = make(map[string][]*store.SlotRecord, len(byName))
@@ -324,13 +376,55 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 			}
 			loaded = true
 		}
-		np, err := t.decide(ctx, w, p, slots[w.Name], u, now)
-		if err != nil {
-			t.log().Warn("training stage: keeping the solver's placement", "workload", w.Name, "err", err)
+		jobs = append(jobs, trainJob{i: i, w: wp, p: out.Placements[i], mine: slots[wp.Name]})
+		jb := &jobs[len(jobs)-1]
+		jb.j, jb.err = t.job(wp)
+		if jb.j != nil {
+			// Two placements of one job share its state: decided one
+			// after the other.
+			twice = twice || jb.j.plan == t.plans
+			jb.j.plan = t.plans
+		}
+	}
+	t.work = jobs
+	// The shared tracker, prices and shape caches are read and fed in job
+	// order (prepare: the tracker's state depends on who heard of a pool
+	// first, and a job's hysteresis on what was heard before it); the
+	// rest of each decision reads only the job's own state and what
+	// prepare copied into its trainJob (finish), so it is taken on another
+	// goroutine while the jobs after it are prepared.
+	gen := 0
+	if u != nil {
+		gen = u.Gen() // (nothing blocks or clears a pool while the pass plans)
+	}
+	prepare := func(k int) {
+		if jb := &jobs[k]; jb.err == nil {
+			t.prepare(jb, u, gen, now)
+		}
+	}
+	finish := func(k int) {
+		if jb := &jobs[k]; jb.err == nil {
+			jb.out, jb.err = t.finish(ctx, jb, u, now)
+		}
+	}
+	if twice {
+		for k := range jobs {
+			prepare(k)
+			finish(k)
+		}
+	} else {
+		pipelineFor(len(jobs), t.Workers, prepare, finish)
+	}
+	for k := range jobs {
+		jb := &jobs[k]
+		if jb.err != nil {
+			t.log().Warn("training stage: keeping the solver's placement", "workload", jb.w.Name, "err", jb.err)
 			continue
 		}
-		out.Placements[i] = np
+		out.Placements[jb.i] = jb.out
+		t.changed = append(t.changed, jb.i)
 	}
+	clear(jobs) // (the scratch keeps no pointers into this plan)
 	// A job that left the policy (or no longer runs on spot with a
 	// deadline) takes its state and its decision with it.
 	for name := range t.jobs {
@@ -339,7 +433,20 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		}
 	}
 	t.lastIn, t.lastOut, t.lastAt = plan, &out, now
+	t.out = &out
 	return &out, nil
+}
+
+// changedOf is the indices of the placements Plan set in plan, its last
+// answer; nil for any other plan (the inner plan it handed back as it was).
+// Read after Plan returned, before the next call.
+func (t *TrainingSource) changedOf(plan *optimizer.Plan) []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if plan == nil || plan != t.out {
+		return nil
+	}
+	return t.changed
 }
 
 // sameSettings says whether two policies differ at most in their
@@ -406,13 +513,14 @@ func jobWork(w policy.Workload, p optimizer.Placement) float64 {
 
 // pools lists the spot pools of the placement's instance type in its
 // cloud and region, by zone, and its on-demand offer: in the planned zone
-// if sold there, else the first. t.mu is held; the pools are the caller's
-// to change.
-func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer, bool) {
+// if sold there, else the first. The pools are copied into buf (the
+// caller's to change); blk are their blocks' memos, the stage's. t.mu is
+// held.
+func (t *TrainingSource) pools(p optimizer.Placement, buf []livePool) ([]livePool, []blockMemo, pricing.Offer, bool) {
 	g := p.Groups[0]
 	cat := t.Catalog()
 	if cat == nil {
-		return nil, pricing.Offer{}, false
+		return nil, nil, pricing.Offer{}, false
 	}
 	if cat != t.poolCat || t.byShape == nil {
 		t.poolCat, t.byShape = cat, map[shapeKey]*shapePools{}
@@ -433,6 +541,7 @@ func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer
 			}
 		}
 		sort.Slice(sp.spot, func(a, b int) bool { return sp.spot[a].key < sp.spot[b].key })
+		sp.blk = make([]blockMemo, len(sp.spot))
 		t.byShape[k] = sp
 	}
 	var od pricing.Offer
@@ -442,14 +551,12 @@ func (t *TrainingSource) pools(p optimizer.Placement) ([]livePool, pricing.Offer
 			od, haveOD = o, true
 		}
 	}
-	// (In the stage's scratch: decide keeps nothing of the pools.)
-	t.poolBuf = append(t.poolBuf[:0], sp.spot...)
-	return t.poolBuf, od, haveOD
+	return append(buf[:0], sp.spot...), sp.blk, od, haveOD
 }
 
-// decide runs the job's policy for this tick and returns its placement; mine
-// are the job's slots in the fleet's order.
-func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimizer.Placement, mine []*store.SlotRecord, u *Unavailable, now time.Time) (optimizer.Placement, error) {
+// job is w's live state, made anew when w is new or names another policy.
+// t.mu is held.
+func (t *TrainingSource) job(w *policy.Workload) (*liveJob, error) {
 	name := w.SpotDecider
 	if name == "" {
 		name = spotpolicy.DefaultTraining
@@ -458,11 +565,21 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 	if j == nil || j.name != name {
 		pol, err := spotpolicy.NewTraining(name)
 		if err != nil {
-			return p, err
+			return nil, err
 		}
 		j = &liveJob{policy: pol, name: name, tick: -1}
 		t.jobs[w.Name] = j
 	}
+	return j, nil
+}
+
+// prepare starts a job's decision for this tick with what it reads of the
+// stage's shared state, in job order: its liveJob, its pools (the shape
+// cache, the smoothed prices) and their live signals into the tracker and
+// back out as its policy's pool views (a job's signals change what the
+// jobs after it see). finish takes the decision from there. t.mu is held.
+func (t *TrainingSource) prepare(jb *trainJob, u *Unavailable, gen int, now time.Time) {
+	w, mine, j := jb.w, jb.mine, jb.j
 	// The job's slots: its start is its oldest slot's creation, its
 	// current capacity that of its first slot.
 	var first *store.SlotRecord
@@ -484,50 +601,59 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		start = j.start
 	}
 	j.start = start
+	p := jb.p
 	if first != nil && first.Capacity == string(pricing.Spot) && (State(first.State) == Running || State(first.State) == Booting) {
 		p = inRunningRegion(p, first)
 	}
-	pools, od, haveOD := t.pools(p)
+	pools, blk, od, haveOD := t.pools(p, j.pools)
+	j.pools = pools
 	if !haveOD {
-		return p, fmt.Errorf("no on-demand price for %s in %s/%s: the safety net needs one", p.Groups[0].InstanceType, p.Cloud, p.Region)
+		jb.err = fmt.Errorf("no on-demand price for %s in %s/%s: the safety net needs one", p.Groups[0].InstanceType, p.Cloud, p.Region)
+		return
 	}
 	if len(pools) == 0 {
-		return p, fmt.Errorf("no spot pool sells %s in %s/%s", p.Groups[0].InstanceType, p.Cloud, p.Region)
+		jb.err = fmt.Errorf("no spot pool sells %s in %s/%s", p.Groups[0].InstanceType, p.Cloud, p.Region)
+		return
 	}
 	gap := t.Config.tick()
-	work := jobWork(w, p)
-	// On demand, the job runs on the cheapest on-demand placement the
-	// solver finds for it, when that is cheaper than the planned instance
-	// type on demand and no slower (the safety net counts time on the
-	// planned shape).
-	odTotal := od.OnDemandPrice * float64(p.Instances)
-	alt := t.onDemandAlt(j, w, p, odTotal, work, u, now)
-	if alt != nil {
-		odTotal = alt.PricePerHour
+	work := jobWork(*w, p)
+	// The on-demand alternative is found in finish; what it reads of the
+	// stage (the catalog, the policy, the quotas the rest of the plan
+	// leaves) is taken here.
+	jb.cat, jb.pol = t.Catalog(), t.Policy()
+	jb.altCandidate = jb.cat != nil && jb.pol != nil && w.Spot != policy.SpotOnly
+	jb.quotas, jb.budgets = nil, nil
+	if jb.altCandidate {
+		jb.quotas, jb.budgets = t.netQuotas(jb.pol.Quotas, &p), t.netBudgets(jb.pol.Budgets, &p)
 	}
-	// The state in the stage's scratch: the policies keep nothing of it.
-	s := &t.state
+	// The state in the job's scratch: the policies keep nothing of it.
+	s := &j.state
 	*s = spotpolicy.State{Gap: gap.Seconds(), Work: work, Deadline: (w.Deadline - t.Config.reserve()).Seconds(), Changeover: (t.Config.Boot + w.RestartOverhead).Seconds(),
-		Checkpoint: ckptWork(w, work), OnDemandPrice: odTotal, Pools: resized(t.state.Pools, len(pools))}
+		Checkpoint: ckptWork(*w, work), Pools: resized(j.state.Pools, len(pools))}
 	s.Tick = int(now.Sub(start) / gap)
 
 	// Live signals into the trackers: a blocked pool has no capacity, a
 	// pool the job runs on spot in has.
 	running := first != nil && (State(first.State) == Running || State(first.State) == Booting)
 	cur := spotpolicy.Idle
+	known := resized(j.known, len(pools))
+	j.known = known
 	for k, lp := range pools {
 		// The job's own running instance proves capacity even where
 		// another launch was just refused.
+		known[k] = true
 		if running && first.Capacity == string(pricing.Spot) && first.Zone == lp.offer.Zone && first.InstanceType == lp.offer.InstanceType {
 			t.Tracker.Observe(lp.key, now, true)
 			cur = spotpolicy.RunSpot(k)
-		} else if u != nil && u.Blocked(PoolOf(*lp.offer, pricing.Spot), now) {
+		} else if u.offerBlocked(lp.offer, pricing.Spot, &blk[k], gen, now) {
 			t.Tracker.Observe(lp.key, now, false)
 		} else if t.Tracker.Known(lp.key) {
 			// The block ran out: the pool is worth a launch again, as the
 			// reconciler sees it. Without this a pool that lost capacity
 			// once would look lost for good.
 			t.Tracker.Observe(lp.key, now, true)
+		} else {
+			known[k] = false // (Pool below does not make it known)
 		}
 	}
 	if running && first.Capacity == string(pricing.OnDemand) {
@@ -549,6 +675,33 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		}
 	}
 	s.SpotPrice = pools[cheapest].offer.SpotPrice * float64(p.Instances)
+	jb.p, jb.first, jb.start, jb.running, jb.cur = p, first, start, running, cur
+	jb.pools, jb.known, jb.od, jb.work = pools, known, od, work
+	jb.odTotal = od.OnDemandPrice * float64(p.Instances)
+}
+
+// finish runs the job's policy for this tick on what prepare read and
+// returns its placement. It touches only the job's own state (and reads
+// the progress source, the speed ratios and the blocked pools), so Plan
+// runs it for several jobs at once.
+func (t *TrainingSource) finish(ctx context.Context, jb *trainJob, u *Unavailable, now time.Time) (optimizer.Placement, error) {
+	w, p, mine, j := *jb.w, jb.p, jb.mine, jb.j
+	first, start, running, cur := jb.first, jb.start, jb.running, jb.cur
+	pools, od, work := jb.pools, jb.od, jb.work
+	// On demand, the job runs on the cheapest on-demand placement the
+	// solver finds for it, when that is cheaper than the planned instance
+	// type on demand and no slower (the safety net counts time on the
+	// planned shape).
+	odTotal := jb.odTotal
+	var alt *optimizer.Placement
+	if jb.altCandidate {
+		alt = onDemandAlt(j, w, p, jb.cat, jb.pol, jb.quotas, jb.budgets, t.polGen, odTotal, work, u, now)
+	}
+	if alt != nil {
+		odTotal = alt.PricePerHour
+	}
+	s := &j.state
+	s.OnDemandPrice = odTotal
 
 	// Progress: reported by the job, else estimated from its running time.
 	var rep JobProgress
@@ -610,7 +763,7 @@ func (t *TrainingSource) decide(ctx context.Context, w policy.Workload, p optimi
 		inst = first.InstanceID
 	}
 	j.priceMoveOutcome(cur, inst, pools, now)
-	a, j.reason = t.hysteresis(s, pools, a, j.reason, func(k int) bool { return now.Before(j.moveHeld[pools[k].key]) })
+	a, j.reason = t.hysteresis(s, pools, jb.known, a, j.reason, func(k int) bool { return now.Before(j.moveHeld[pools[k].key]) })
 	a, j.reason = keepUnsaved(s, cur, a, j.reason)
 	a, j.reason = j.leaveBackoff(cur, inst, a, now, j.reason)
 	if cur == spotpolicy.RunOnDemand && State(first.State) != Running && a != spotpolicy.RunOnDemand {
@@ -769,18 +922,17 @@ func addQuotaUse(use []int, quotas []policy.Quota, pl *optimizer.Placement, sign
 // type in the planned region: the three-cloud 2 x 8 H100 gang planned on
 // AWS p5 spot ran p5 on demand ($118/h an instance in ap-south-1) where
 // GCP a3-highgpu-8g is $43/h.
-func (t *TrainingSource) onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, sameType, work float64, u *Unavailable, now time.Time) *optimizer.Placement {
-	cat, pol := t.Catalog(), t.Policy()
+func onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, cat *pricing.Catalog, pol *policy.Policy, quotas []policy.Quota,
+	budgets []policy.Budget, polGen int, sameType, work float64, u *Unavailable, now time.Time) *optimizer.Placement {
 	if cat == nil || pol == nil || w.Spot == policy.SpotOnly {
 		return nil
 	}
 	c := &j.alt
-	quotas, budgets := t.netQuotas(pol.Quotas, &p), t.netBudgets(pol.Budgets, &p)
-	if c.ok && c.cat == cat && c.gen == t.polGen && (c.pol == pol || reflect.DeepEqual(c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) &&
+	if c.ok && c.cat == cat && c.gen == polGen && (c.pol == pol || reflect.DeepEqual(c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) &&
 		slices.Equal(c.quotas, quotas) && slices.Equal(c.budgets, budgets) {
 		c.pol = pol // the same workload in a new policy (another one left)
 	} else {
-		*c = altCache{cat: cat, pol: pol, w: w, gen: t.polGen, quotas: quotas, budgets: budgets, ok: true}
+		*c = altCache{cat: cat, pol: pol, w: w, gen: polGen, quotas: quotas, budgets: budgets, ok: true}
 		sub := *pol
 		sub.Quotas, sub.Budgets = quotas, budgets
 		od := w
@@ -1074,7 +1226,7 @@ func (t *TrainingSource) account(j *liveJob, first *store.SlotRecord, running bo
 // beat the changeover plus the work lost since the last checkpoint by the
 // margin. Moves the policy or the safety net make for capacity (the current
 // pool lost it, or on-demand is needed) are not held back.
-func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spotpolicy.Action, reason string, held func(k int) bool) (spotpolicy.Action, string) {
+func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, known []bool, a spotpolicy.Action, reason string, held func(k int) bool) (spotpolicy.Action, string) {
 	c := s.Current
 	if c.Capacity != spotpolicy.Spot || a.Capacity != spotpolicy.Spot || !s.Pools[c.Pool].Available {
 		return a, reason
@@ -1093,7 +1245,7 @@ func (t *TrainingSource) hysteresis(s *spotpolicy.State, pools []livePool, a spo
 		if !s.Pools[k].Available || (held != nil && held(k)) {
 			return false
 		}
-		if !t.Tracker.Known(pools[k].key) {
+		if !known[k] {
 			return true
 		}
 		return float64(s.Pools[k].Run)*s.Gap >= hold && s.Pools[k].Frac >= s.Pools[c.Pool].Frac

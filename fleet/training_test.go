@@ -1095,7 +1095,7 @@ func TestPriceMoveNeedsSlack(t *testing.T) {
 			s.Deadline = s.Elapsed() + s.RemainingWork() + changeover + tc.slack
 			src := &TrainingSource{Tracker: &spotpolicy.LiveTracker{}}
 			pools := []livePool{{key: "aws/use1-az1/p3.2xlarge", price: 0.90}, {key: "aws/use1-az2/p3.2xlarge", price: 0.45}}
-			got, reason := src.hysteresis(s, pools, spotpolicy.RunSpot(1), "cheaper", nil)
+			got, reason := src.hysteresis(s, pools, []bool{false, false}, spotpolicy.RunSpot(1), "cheaper", nil) // (the tracker heard of neither)
 			if moved := got == spotpolicy.RunSpot(1); moved != tc.move {
 				t.Errorf("moved = %v (%s), want %v", moved, reason, tc.move)
 			}

@@ -24,6 +24,10 @@ type Unavailable struct {
 	mu      sync.Mutex
 	entries map[providers.PoolKey]*block
 	version int
+	// gen changes with every change to entries, including a Clear that
+	// does not move version (the pool was not blocked at now): blockMemo
+	// answers are good while it stands.
+	gen int
 	// limits are pools seen to hold fewer instances than a job asked for.
 	limits map[providers.PoolKey]poolLimit
 }
@@ -77,6 +81,7 @@ func (u *Unavailable) Block(k providers.PoolKey, reason string, now time.Time) t
 	b.until = now.Add(b.backoff)
 	b.reason, b.launched = reason, false
 	u.version++
+	u.gen++
 	return b.until
 }
 
@@ -96,6 +101,7 @@ func (u *Unavailable) Clear(k providers.PoolKey, now time.Time) {
 		u.version++
 	}
 	b.until, b.launched = now, true
+	u.gen++
 }
 
 // Blocked reports whether pool k is blocked at now.
@@ -118,6 +124,71 @@ func (u *Unavailable) Reason(k providers.PoolKey, now time.Time) (reason string,
 		return "", time.Time{}, false
 	}
 	return b.reason, b.until, true
+}
+
+// Gen changes whenever a pool's block entry changes (Version does not move
+// for a Clear of a pool that was not blocked). A stage that looks the same
+// pools up many times in one plan reads Gen once and answers through
+// blockMemo.
+func (u *Unavailable) Gen() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.gen
+}
+
+// blockMemo is one pool's block entry as last looked up, for the
+// generation it was looked up at: the hedging and training stages ask
+// about the same few pools for every service and job of a plan, and each
+// lookup was a lock and a PoolKey hash.
+type blockMemo struct {
+	u      *Unavailable
+	gen    int // Gen()+1 when looked up; 0: never
+	until  time.Time
+	reason string
+}
+
+// memo returns pool k's entry (until, reason; zero when it has none)
+// through m, looking it up only when gen (u.Gen(), read once by the
+// caller for the whole plan) moved since m was filled. Blocked at now is
+// now.Before(until), as in Blocked and Reason.
+func (u *Unavailable) memo(k providers.PoolKey, m *blockMemo, gen int) (until time.Time, reason string) {
+	if m.gen != gen+1 || m.u != u {
+		u.mu.Lock()
+		if b := u.entries[k]; b != nil {
+			m.until, m.reason = b.until, b.reason
+		} else {
+			m.until, m.reason = time.Time{}, ""
+		}
+		u.mu.Unlock()
+		m.u, m.gen = u, gen+1
+	}
+	return m.until, m.reason
+}
+
+// blockedMemo is Reason through m (memo): why pool k is blocked at now and
+// until when; ok is false when it is not blocked (or u is nil).
+func (u *Unavailable) blockedMemo(k providers.PoolKey, m *blockMemo, gen int, now time.Time) (reason string, until time.Time, ok bool) {
+	if u == nil {
+		return "", time.Time{}, false
+	}
+	until, reason = u.memo(k, m, gen)
+	if !now.Before(until) {
+		return "", time.Time{}, false
+	}
+	return reason, until, true
+}
+
+// offerBlocked is Blocked(PoolOf(*o, ct), now) through m (memo): the pool
+// key (and the copy of the offer it was made from) only when m is out of
+// date.
+func (u *Unavailable) offerBlocked(o *pricing.Offer, ct pricing.CapacityType, m *blockMemo, gen int, now time.Time) bool {
+	if u == nil {
+		return false
+	}
+	if m.gen != gen+1 || m.u != u {
+		u.memo(providers.PoolKey{Cloud: o.Cloud, Zone: zoneOf(*o), InstanceType: o.InstanceType, Capacity: ct}, m, gen)
+	}
+	return now.Before(m.until)
 }
 
 // Version changes whenever a pool is blocked or cleared; a plan source

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -116,5 +117,54 @@ func TestUnavailableLimit(t *testing.T) {
 	u.Limit(k, 2, t0.Add(2*time.Hour))
 	if got := u.LimitOf(k, t0.Add(2*time.Hour)); got != 2 {
 		t.Errorf("after the old limit expired: %d, want the new 2", got)
+	}
+}
+
+// TestBlockMemoFollowsTheCache: answers through a blockMemo, refreshed by
+// Gen, equal Reason's after any sequence of blocks and clears (a clear of
+// a pool not blocked at now moves no Version, but moves Gen), at times
+// before, at and after each block's end.
+func TestBlockMemoFollowsTheCache(t *testing.T) {
+	pools := []providers.PoolKey{
+		{Cloud: pricing.AWS, Zone: "us-east-1a", InstanceType: "g4dn.xlarge", Capacity: pricing.Spot},
+		{Cloud: pricing.AWS, Zone: "us-east-1b", InstanceType: "g4dn.xlarge", Capacity: pricing.Spot},
+		{Cloud: pricing.GCP, Zone: "us-central1-a", InstanceType: "g2-standard-4", Capacity: pricing.OnDemand},
+	}
+	offers := make([]pricing.Offer, len(pools))
+	for i, p := range pools {
+		offers[i] = pricing.Offer{Cloud: p.Cloud, Region: "a-region", Zone: p.Zone, InstanceType: p.InstanceType} // (the zone names the pool)
+	}
+	rng := rand.New(rand.NewPCG(7, 13))
+	u := &Unavailable{}
+	memos, offerMemos := make([]blockMemo, len(pools)), make([]blockMemo, len(pools))
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	reasons := []string{"capacity", "quota", "preempted"}
+	for step := range 5000 {
+		k := rng.IntN(len(pools))
+		switch rng.IntN(4) {
+		case 0:
+			u.Block(pools[k], reasons[rng.IntN(len(reasons))], now)
+		case 1:
+			u.Clear(pools[k], now)
+		}
+		now = now.Add(time.Duration(rng.IntN(240)) * time.Second)
+		gen := u.Gen()
+		for i, p := range pools {
+			wr, wu, wok := u.Reason(p, now)
+			gr, gu, gok := u.blockedMemo(p, &memos[i], gen, now)
+			if gr != wr || !gu.Equal(wu) || gok != wok {
+				t.Fatalf("step %d, pool %d: memo says (%q, %s, %v), the cache (%q, %s, %v)", step, i, gr, gu, gok, wr, wu, wok)
+			}
+			if got := u.offerBlocked(&offers[i], p.Capacity, &offerMemos[i], gen, now); got != wok {
+				t.Fatalf("step %d, pool %d: offerBlocked says %v, the cache %v", step, i, got, wok)
+			}
+		}
+	}
+	var m blockMemo
+	if _, _, ok := (*Unavailable)(nil).blockedMemo(pools[0], &m, 0, now); ok {
+		t.Fatal("a nil cache blocks nothing")
+	}
+	if (*Unavailable)(nil).offerBlocked(&offers[0], pricing.Spot, &m, 0, now) {
+		t.Fatal("a nil cache blocks no offer")
 	}
 }

@@ -56,6 +56,10 @@ type Config struct {
 	Options fleet.Options
 	// Log receives the reconciler's log (default: discarded).
 	Log *slog.Logger
+
+	// sequential plans the chain's stages one after the other, as the
+	// broker does (no fleet.ChainConfig.SplitStages): tests compare.
+	sequential bool
 }
 
 func (c *Config) defaults() error {
@@ -252,6 +256,9 @@ func New(cfg Config) (*Sim, error) {
 		// The clock stands still during a pass: the load can be sampled
 		// while the solver and the training stage plan.
 		PrefetchLoad: true,
+		// The training stage plans beside the autoscaling and hedging
+		// stages (fleet/split.go).
+		SplitStages: !cfg.sequential,
 		// A full solve per pool block does not scale to a thousand
 		// workloads over a month (see fleet.SolverSource.Incremental).
 		IncrementalReplan: true,
