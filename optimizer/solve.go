@@ -602,8 +602,10 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 				// failed search's core starts the hitting set search
 				// (fewestOut); should that run out of budget, one
 				// workload holding what several need is the common case:
-				// try leaving out each one alone.
-				s.fewestOut(st, comp, r.core, searchWork)
+				// try leaving out each one alone. Its budget is four
+				// searches' (one fell short on a 46-workload fleet after
+				// learning the cores: TestFewestLeftOutCores).
+				s.fewestOut(st, comp, r.core, 4*searchWork)
 				s.leaveOneOut(st, comp)
 				if pick, ok := s.maxPlaced(st, comp, searchWork); ok {
 					for _, w := range comp {
