@@ -344,22 +344,11 @@ const chainDraws = 6
 
 // leavePenalty is what moving w off row r costs at least: its cheapest
 // other option that does not use r (any other option for a budget row,
-// which every option uses) against the option it is on; +Inf when none.
+// which every option uses) against the option it is on; +Inf when none
+// (leaveRow's cost).
 func (st *state) leavePenalty(w int, r int32) float64 {
-	e := st.evals[w]
-	cur := st.choice[w]
-	budget := slices.Contains(e.budgetRows, r)
-	for j := range e.cands {
-		if j == cur {
-			continue
-		}
-		if !budget && slices.ContainsFunc(e.cands[j].uses, func(u use) bool { return u.row == r }) {
-			continue
-		}
-		// Candidates are sorted by cost: the first one is the cheapest.
-		return e.cands[j].cost - e.cands[cur].cost
-	}
-	return math.Inf(1)
+	p, _ := st.leaveRow(w, r)
+	return p
 }
 
 // userRows appends to dst the rows whose rowUsers list holds w when it is

@@ -230,6 +230,7 @@ func (st *state) leaveRow(w int, r int32) (float64, int) {
 		if !budget && slices.ContainsFunc(e.cands[j].uses, func(u use) bool { return u.row == r }) {
 			continue
 		}
+		// Candidates are sorted by cost: the first one is the cheapest.
 		return e.cands[j].cost - e.cands[cur].cost, j
 	}
 	return math.Inf(1), -1

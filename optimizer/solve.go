@@ -809,14 +809,7 @@ func (s *solver) pricedOrder(evals []*eval, mu []float64) ([][]float64, []int) {
 		pc := make([]float64, len(e.cands))
 		b1, b2 := math.Inf(1), math.Inf(1)
 		for j := range e.cands {
-			o := &e.cands[j]
-			v := o.cost
-			for _, r := range e.budgetRows {
-				v += mu[r] * o.budgetUse
-			}
-			for _, u := range o.uses {
-				v += mu[u.row] * u.amt
-			}
+			v := pricedValue(e, j, mu)
 			pc[j] = v
 			if v < b1 {
 				b1, b2 = v, b1
