@@ -116,7 +116,10 @@ func TestFewestLeftOut(t *testing.T) {
 // is the least (optimizer/cbc, seed 2023 at GPUBROKER_DIFF_MAXN=60). On a
 // 46-workload fleet (seed 3059) fewestOut ran out of its budget (one
 // searchWork) after learning the cores and left four out; CBC's least,
-// three, needs about twice that.
+// three, needs about twice that. On a 55-workload fleet (seed 3358) with
+// three full per-cloud quotas the cores spanned whole quota groups and 14
+// were left out where CBC leaves 4: packing the small workloads first
+// (smallestFirst) finds it.
 func TestFewestLeftOutCores(t *testing.T) {
 	cat := embedded(t)
 	for _, tc := range []struct {
@@ -125,6 +128,7 @@ func TestFewestLeftOutCores(t *testing.T) {
 	}{
 		{"fewest-left-out-cores.yaml", []string{"w31", "w42"}},
 		{"fewest-left-out-budget.yaml", []string{"w10", "w12", "w23"}},
+		{"fewest-left-out-packing.yaml", []string{"w01", "w28", "w32", "w38"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			p := loadDiffPolicy(t, tc.file)
