@@ -259,24 +259,7 @@ func (s *solver) setMultipliers(base *state, set []int, mu []float64, incumbent 
 	st, orig, _ := s.detach(base, set)
 	defer restore(base, set, orig)
 	evals := st.evals
-	var rows []int32
-	seen := make(map[int32]bool)
-	mark := func(r int32) {
-		if !seen[r] {
-			seen[r] = true
-			rows = append(rows, r)
-		}
-	}
-	for _, w := range set {
-		for _, r := range evals[w].budgetRows {
-			mark(r)
-		}
-		for j := range evals[w].cands {
-			for _, u := range evals[w].cands[j].uses {
-				mark(u.row)
-			}
-		}
-	}
+	rows := setRows(evals, set, len(mu), func(int32) bool { return true })
 	cur := make([]float64, len(mu))
 	for _, r := range rows {
 		cur[r] = mu[r]

@@ -72,6 +72,31 @@ func (s *solver) search(base *state, ws []int, incumbent float64, budget int, fi
 	return s.searchBy(base, ws, incumbent, budget, firstOnly, mu, false)
 }
 
+// setRows lists the rows the workloads of set use (each workload's budget
+// rows, then its candidates' rows, first use first) that keep accepts;
+// nrows is the number of rows.
+func setRows(evals []*eval, set []int, nrows int, keep func(r int32) bool) []int32 {
+	var rows []int32
+	seen := make([]bool, nrows)
+	mark := func(r int32) {
+		if !seen[r] && keep(r) {
+			seen[r] = true
+			rows = append(rows, r)
+		}
+	}
+	for _, w := range set {
+		for _, r := range evals[w].budgetRows {
+			mark(r)
+		}
+		for j := range evals[w].cands {
+			for _, u := range evals[w].cands[j].uses {
+				mark(u.row)
+			}
+		}
+	}
+	return rows
+}
+
 // searchBy is search; with byPriced (and mu) each workload's candidates
 // are tried in the order of their cost priced at mu instead of their cost.
 // With multipliers fitted to the set (setMultipliers) that order reaches
@@ -94,23 +119,7 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 	var touched []int32
 	if mu != nil {
 		priced = make([][]float64, len(ws))
-		seen := make([]bool, len(mu))
-		mark := func(r int32) {
-			if mu[r] > 0 && !seen[r] {
-				seen[r] = true
-				touched = append(touched, r)
-			}
-		}
-		for _, w := range ws {
-			for _, r := range evals[w].budgetRows {
-				mark(r)
-			}
-			for j := range evals[w].cands {
-				for _, u := range evals[w].cands[j].uses {
-					mark(u.row)
-				}
-			}
-		}
+		touched = setRows(evals, ws, len(mu), func(r int32) bool { return mu[r] > 0 })
 		for i, w := range ws {
 			e := evals[w]
 			bmu := 0.0
