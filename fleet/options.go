@@ -199,6 +199,8 @@ type PlanSource interface {
 // Store is the fleet's persistence; *store.Fleet implements it.
 type Store interface {
 	Load(ctx context.Context) (store.FleetState, error)
+	// Apply must not keep c's slices: the pass reuses them for its next
+	// write.
 	Apply(ctx context.Context, f store.Fence, c store.FleetChanges) error
 	Paused(ctx context.Context) (store.FleetPause, error)
 	// LastGeneration is the highest generation of any launch intent ever

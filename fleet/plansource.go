@@ -205,15 +205,17 @@ func onlyRemoved(prev, next *policy.Policy) bool {
 	}
 	a, b := *prev, *next
 	a.Workloads, b.Workloads = nil, nil
-	if !reflect.DeepEqual(a, b) {
+	if !reflect.DeepEqual(&a, &b) {
 		return false
 	}
 	i := 0
-	for _, w := range next.Workloads {
+	for k := range next.Workloads {
+		w := &next.Workloads[k]
 		for i < len(prev.Workloads) && prev.Workloads[i].Name != w.Name {
 			i++
 		}
-		if i == len(prev.Workloads) || !reflect.DeepEqual(prev.Workloads[i], w) {
+		// Pointers: DeepEqual on the structs boxed two copies of each.
+		if i == len(prev.Workloads) || !reflect.DeepEqual(&prev.Workloads[i], w) {
 			return false
 		}
 		i++

@@ -454,7 +454,7 @@ func (t *TrainingSource) changedOf(plan *optimizer.Plan) []int {
 func sameSettings(a, b *policy.Policy) bool {
 	x, y := *a, *b
 	x.Workloads, y.Workloads = nil, nil
-	return reflect.DeepEqual(x, y)
+	return reflect.DeepEqual(&x, &y)
 }
 
 // placedInBlocked says whether a placement has a group in a pool blocked at
@@ -695,7 +695,7 @@ func (t *TrainingSource) finish(ctx context.Context, jb *trainJob, u *Unavailabl
 	odTotal := jb.odTotal
 	var alt *optimizer.Placement
 	if jb.altCandidate {
-		alt = onDemandAlt(j, w, p, jb.cat, jb.pol, jb.quotas, jb.budgets, t.polGen, odTotal, work, u, now)
+		alt = onDemandAlt(j, jb.w, p, jb.cat, jb.pol, jb.quotas, jb.budgets, t.polGen, odTotal, work, u, now)
 	}
 	if alt != nil {
 		odTotal = alt.PricePerHour
@@ -922,20 +922,20 @@ func addQuotaUse(use []int, quotas []policy.Quota, pl *optimizer.Placement, sign
 // type in the planned region: the three-cloud 2 x 8 H100 gang planned on
 // AWS p5 spot ran p5 on demand ($118/h an instance in ap-south-1) where
 // GCP a3-highgpu-8g is $43/h.
-func onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, cat *pricing.Catalog, pol *policy.Policy, quotas []policy.Quota,
+func onDemandAlt(j *liveJob, w *policy.Workload, p optimizer.Placement, cat *pricing.Catalog, pol *policy.Policy, quotas []policy.Quota,
 	budgets []policy.Budget, polGen int, sameType, work float64, u *Unavailable, now time.Time) *optimizer.Placement {
 	if cat == nil || pol == nil || w.Spot == policy.SpotOnly {
 		return nil
 	}
 	c := &j.alt
-	if c.ok && c.cat == cat && c.gen == polGen && (c.pol == pol || reflect.DeepEqual(c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) &&
+	if c.ok && c.cat == cat && c.gen == polGen && (c.pol == pol || reflect.DeepEqual(&c.w, w)) && (c.alt == nil || !placedInBlocked(*c.alt, u, now)) &&
 		slices.Equal(c.quotas, quotas) && slices.Equal(c.budgets, budgets) {
 		c.pol = pol // the same workload in a new policy (another one left)
 	} else {
-		*c = altCache{cat: cat, pol: pol, w: w, gen: polGen, quotas: quotas, budgets: budgets, ok: true}
+		*c = altCache{cat: cat, pol: pol, w: *w, gen: polGen, quotas: quotas, budgets: budgets, ok: true}
 		sub := *pol
 		sub.Quotas, sub.Budgets = quotas, budgets
-		od := w
+		od := *w
 		od.Spot = policy.SpotNever
 		sub.Workloads = []policy.Workload{od}
 		in := optimizer.Input{Catalog: cat, Policy: &sub, Now: now, Replan: true}
@@ -962,7 +962,7 @@ func onDemandAlt(j *liveJob, w policy.Workload, p optimizer.Placement, cat *pric
 	// since): the same number of instances (the stage counts a job's
 	// progress and cost by its planned instances: gangUpAt, account), no
 	// slower, and cheaper for the work.
-	altWork := jobWork(w, *a)
+	altWork := jobWork(*w, *a)
 	if a.Instances != p.Instances || altWork > work*(1+1e-9) || a.PricePerHour*altWork >= 0.99*sameType*work {
 		return nil
 	}

@@ -1204,6 +1204,11 @@ type state struct {
 	evals  []*eval
 	choice []int
 	rem    []float64
+	// seen and stamp are trySwap's scratch: workload v was looked at in
+	// the current call when seen[v] == stamp (a map per call was a tenth
+	// of the live fleet's allocations).
+	seen  []uint32
+	stamp uint32
 }
 
 // fits and apply are the solver's hot loops: they read o.uses directly,
@@ -1409,13 +1414,22 @@ func (st *state) trySwap(w, j int, users [][]int) bool {
 	var rows []int32
 	st.s.quotaUses(&e.cands[j], func(r int32, _ float64) { rows = append(rows, r) })
 	rows = append(rows, e.budgetRows...)
-	seen := map[int]bool{w: true}
+	if len(st.seen) < len(st.evals) {
+		st.seen, st.stamp = make([]uint32, len(st.evals)), 0
+	}
+	st.stamp++
+	if st.stamp == 0 { // wrapped: stale marks could match again
+		clear(st.seen)
+		st.stamp = 1
+	}
+	seen, stamp := st.seen, st.stamp
+	seen[w] = stamp
 	for _, r := range rows {
 		for _, v := range users[r] {
-			if seen[v] {
+			if seen[v] == stamp {
 				continue
 			}
-			seen[v] = true
+			seen[v] = stamp
 			ev := st.evals[v]
 			vc := st.choice[v]
 			wc := st.choice[w]

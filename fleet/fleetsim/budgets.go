@@ -55,6 +55,8 @@ type budgets struct {
 	// per budget at that time.
 	at    time.Time
 	spent []int64
+	// buf is update's scratch for a live instance's ledger entries.
+	buf []ledger.Entry
 	// reached is when each budget reached its limit, by month; crossed
 	// when it crossed each of ledger.DefaultLevels.
 	reached []map[time.Time]time.Time
@@ -116,7 +118,8 @@ func (b *budgets) update(now time.Time) {
 		byW[w] += v
 	}
 	for _, in := range b.s.live {
-		for _, e := range b.s.entries(in, now) {
+		b.buf = b.s.appendEntries(b.buf[:0], in, now)
+		for _, e := range b.buf {
 			if !e.Day.Before(month) {
 				byW[e.Workload] += micro(e.Cost)
 			}

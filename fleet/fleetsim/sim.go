@@ -173,6 +173,10 @@ type Sim struct {
 	// plIndex is placements' index of plIndexOf (the last plan).
 	plIndex   map[string]*optimizer.Placement
 	plIndexOf *optimizer.Plan
+	// sampleBuf (sample's ledger entries of one instance) and readyBuf
+	// (ready's counts) are scratch of the simulation's goroutine.
+	sampleBuf []ledger.Entry
+	readyBuf  map[string]int
 	traces    map[string]*traceIndex
 	timers    timeHeap
 	insts     map[string]*instInfo
@@ -497,7 +501,12 @@ func sumCost(entries []ledger.Entry) (cost, od float64) {
 // entries are an instance's ledger entries (cost and on-demand cost by
 // day) up to until, by the ledger's billing rules.
 func (s *Sim) entries(in *instInfo, until time.Time) []ledger.Entry {
-	return ledger.Entries(ledger.Usage{Instance: in.id, Workload: in.workload, Cloud: string(in.pool.Cloud),
+	return s.appendEntries(nil, in, until)
+}
+
+// appendEntries appends entries(in, until) to dst.
+func (s *Sim) appendEntries(dst []ledger.Entry, in *instInfo, until time.Time) []ledger.Entry {
+	return ledger.AppendEntries(dst, ledger.Usage{Instance: in.id, Workload: in.workload, Cloud: string(in.pool.Cloud),
 		Zone: in.pool.Zone, InstanceType: in.pool.InstanceType, Capacity: string(in.pool.Capacity),
 		Start: in.launched, End: in.gone, Price: in.price, OnDemand: in.od}, until)
 }
@@ -662,8 +671,13 @@ func (s *Sim) register(now time.Time) {
 }
 
 // ready counts each workload's registered, un-noticed agents.
+// The map is the simulation's scratch, valid until the next call.
 func (s *Sim) ready() map[string]int {
-	return s.agents.runningCounts()
+	if s.readyBuf == nil {
+		s.readyBuf = map[string]int{}
+	}
+	s.agents.runningCountsInto(s.readyBuf)
+	return s.readyBuf
 }
 
 // placements indexes the last plan's placements by workload; the index is
@@ -855,7 +869,8 @@ func (s *Sim) sample(t time.Time) {
 	spend := s.spent
 	replicas := 0
 	for _, in := range s.live {
-		c, _ := sumCost(s.entries(in, t))
+		s.sampleBuf = s.appendEntries(s.sampleBuf[:0], in, t)
+		c, _ := sumCost(s.sampleBuf)
 		spend += micro(c)
 		if s.agents.recs[in.id] != nil && !in.noticed {
 			replicas++

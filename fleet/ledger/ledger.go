@@ -65,12 +65,19 @@ func BilledSeconds(cloud string, start, end time.Time) float64 {
 // instance). The billing granularity applies to the whole life; each day
 // gets its share of it, so the days add up to the bill.
 func Entries(u Usage, until time.Time) []Entry {
+	return AppendEntries(nil, u, until)
+}
+
+// AppendEntries appends Entries(u, until) to dst: callers that only sum
+// the entries (a simulation's hourly spend over every live instance) reuse
+// one buffer.
+func AppendEntries(dst []Entry, u Usage, until time.Time) []Entry {
 	end := u.End
 	if end.IsZero() || end.After(until) {
 		end = until
 	}
 	if u.Price <= 0 || !end.After(u.Start) {
-		return nil
+		return dst
 	}
 	od := u.OnDemand
 	if od < u.Price {
@@ -79,7 +86,7 @@ func Entries(u Usage, until time.Time) []Entry {
 	}
 	raw := end.Sub(u.Start).Seconds()
 	scale := BilledSeconds(u.Cloud, u.Start, end) / raw
-	var out []Entry
+	out := dst
 	for day := u.Start.UTC().Truncate(24 * time.Hour); day.Before(end); day = day.Add(24 * time.Hour) {
 		s, e := maxTime(u.Start, day), minTime(end, day.Add(24*time.Hour))
 		if !e.After(s) {
