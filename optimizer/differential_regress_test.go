@@ -295,3 +295,35 @@ func TestBoundRoundedDown(t *testing.T) {
 		}
 	}
 }
+
+// TestModelColumns: before the final repair calls a group with a service
+// infeasible, the service gets the layouts the exact model holds
+// (modelColumns), so a fleet CBC places over that model is never called
+// infeasible. Seed 4189 of the differential test at MAXN=60: the plan
+// blocked the spot-only service w02 with an exhaustive-search "proof"
+// while CBC placed it (service-model-layouts.yaml).
+func TestModelColumns(t *testing.T) {
+	cat := embedded(t)
+	p := loadDiffPolicy(t, "service-model-layouts.yaml")
+	p.SetDefaults()
+	plan, err := Solve(Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
+	if err != nil && !errors.Is(err, ErrInfeasible) {
+		t.Fatal(err)
+	}
+	var blocked []string
+	for _, b := range plan.Blocked {
+		blocked = append(blocked, b.Workload)
+	}
+	// Each of these has no option of its own (deadline or spot policy).
+	if want := []string{"w08", "w09", "w10", "w13"}; !slices.Equal(blocked, want) {
+		t.Errorf("blocked %v, want %v (CBC places the rest)", blocked, want)
+	}
+	const optimum = 3788.0306 // CBC's, over BuildModel's model
+	slack := 0.005 * float64(len(plan.Placements))
+	if got := plan.Totals.ExpectedCost; got > optimum*1.001+slack {
+		t.Errorf("plan costs %.4f, CBC's optimum is %.4f (%.3f%% above)", got, optimum, 100*(got-optimum)/optimum)
+	}
+	if plan.Bound.LowerBound > optimum*(1+1e-6) {
+		t.Errorf("bound %.4f above the optimum %.4f", plan.Bound.LowerBound, optimum)
+	}
+}

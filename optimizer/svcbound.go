@@ -290,6 +290,90 @@ func (s *solver) oversized(e *eval, o *option) bool {
 	return false
 }
 
+// modelColumns adds to each service of the group ws the layouts BuildModel
+// gives it: those enumerated with a row for every spot pool the fleet
+// could fill (Solve's own enumeration runs on the pool rows it has added
+// so far, and lays replicas out around those). It is for the final
+// repair's failed search, before it calls the group infeasible: on
+// differential seed 4189 (at GPUBROKER_DIFF_MAXN=60) a spot-only service
+// needing three zones was called infeasible with a "proof" while CBC
+// placed it over the model, one replica in gcp me-west1-a and four in
+// us-central1, once another service left the us-* quota
+// (TestModelColumns). When it added a layout it returns the function that
+// takes them out again, restoring the group's candidate lists and choices
+// (nil otherwise).
+func (s *solver) modelColumns(st *state, ws []int) (undo func()) {
+	if s.in.Catalog == nil || s.in.Policy == nil {
+		return nil
+	}
+	var svcs []int
+	for _, w := range ws {
+		if len(st.evals[w].svcBound) > 0 {
+			svcs = append(svcs, w)
+		}
+	}
+	if len(svcs) == 0 {
+		return nil
+	}
+	type saved struct {
+		cands, svc []option
+	}
+	before := make([]saved, len(svcs))
+	for i, w := range svcs {
+		e := st.evals[w]
+		before[i] = saved{slices.Clone(e.cands), slices.Clone(e.svc)}
+	}
+	choices := make([]int, len(ws))
+	for i, w := range ws {
+		choices[i] = st.choice[w]
+	}
+	h := newSolver(s.in)
+	h.ctx, h.in = s.ctx, s.in
+	h.addPoolRows(h.potentialPools())
+	added := false
+	for _, w := range svcs {
+		e := st.evals[w]
+		he := h.eval(e.w)
+		if he.blocked != nil {
+			continue
+		}
+		for j := range he.cands {
+			o := he.cands[j]
+			if !o.valid() || o.groups == nil {
+				continue
+			}
+			// The layout's rows are this solver's (its pool rows may be
+			// fewer): recomputed from its groups, as BuildModel does the
+			// other way round.
+			o.uses = nil
+			for _, g := range o.groups {
+				for _, r := range s.rowsOf(g.offer, g.cap) {
+					o.uses = addUse(o.uses, r, float64(g.n*s.offers[g.offer].GPUCount))
+				}
+			}
+			if s.oversized(e, &o) {
+				continue
+			}
+			if s.addNewLayout(e, o, o.model) {
+				added = true
+			}
+		}
+	}
+	if !added {
+		return nil
+	}
+	return func() {
+		for i, w := range svcs {
+			e := st.evals[w]
+			e.cands, e.svc = before[i].cands, before[i].svc
+		}
+		for i, w := range ws {
+			st.choice[w] = choices[i]
+		}
+		s.lb = nil
+	}
+}
+
 // fittingColumns adds service layouts that the repair search may need
 // when st leaves workloads out. To each service that shares a row with a
 // left-out workload (placed or not; at most fitColumnServices of them): the
