@@ -539,6 +539,10 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// with its own multipliers (pricedlns.go).
 			choice = s.pricedLNS(evals, choice, mu, pricedWork*len(evals))
 		}
+		if len(evals) <= chainFleet && !s.in.Replan && !s.probe && planCost(evals, choice)-lb > eps*lb {
+			// Partial-row layouts that need a holder to leave the row.
+			choice = s.holderLayouts(evals, choice, mu, budget/4)
+		}
 	}
 	s.muWarm = mu
 	s.solverName = SolverHeuristic

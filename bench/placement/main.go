@@ -30,6 +30,7 @@ import (
 func main() {
 	sizes := flag.String("n", "200,2000", "fleet sizes, comma separated")
 	seeds := flag.Int("seeds", 1, "seeds per size")
+	first := flag.Int("first-seed", 1, "first seed of each size (seeds first-seed .. seeds)")
 	tight := flag.Float64("tightness", 0.6, "quota and budget tightness (hardgen)")
 	limit := flag.Duration("cbc-time", 5*time.Minute, "CBC time limit")
 	threads := flag.Int("threads", 1, "CBC threads")
@@ -48,7 +49,7 @@ func main() {
 		defer f.Close()
 		prof = f
 	}
-	if err := run(*sizes, *seeds, *tight, *limit, *threads, *noCBC, cbcOptions{warm: *warm, ratioGap: *ratioGap, dir: *cbcDir}); err != nil {
+	if err := run(*sizes, *first, *seeds, *tight, *limit, *threads, *noCBC, cbcOptions{warm: *warm, ratioGap: *ratioGap, dir: *cbcDir}); err != nil {
 		fmt.Fprintln(os.Stderr, "placement:", err)
 		os.Exit(1)
 	}
@@ -82,7 +83,7 @@ func (r *recorder) SolveModel(ctx context.Context, m *optimizer.Model, start []i
 	return res, err
 }
 
-func run(sizes string, seeds int, tight float64, limit time.Duration, threads int, noCBC bool, co cbcOptions) error {
+func run(sizes string, first, seeds int, tight float64, limit time.Duration, threads int, noCBC bool, co cbcOptions) error {
 	cat, err := pricing.EmbeddedCatalog()
 	if err != nil {
 		return err
@@ -106,7 +107,7 @@ func run(sizes string, seeds int, tight float64, limit time.Duration, threads in
 		if err != nil {
 			return fmt.Errorf("-n %q: %w", f, err)
 		}
-		for seed := 1; seed <= seeds; seed++ {
+		for seed := first; seed <= seeds; seed++ {
 			g0 := cputime.Process()
 			p, err := hardgen.Generate(cat, n, uint64(seed), hardgen.Options{Tightness: tight})
 			if err != nil {
