@@ -55,11 +55,11 @@ func TestSubSearchRowLists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	better, err := optimizer.CompareSubSearches(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)}, 300)
+	better, err := optimizer.CompareSubSearches(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("300 sets, %d improving", better)
+	t.Logf("100 sets, %d improving", better)
 	if better == 0 {
 		t.Errorf("no set improved: the sets do not exercise the search")
 	}
