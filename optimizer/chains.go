@@ -35,15 +35,18 @@ const chainFleet = 150
 const chainGap = 0.01
 
 // chainWorkLarge is the chain search's budget per workload on fleets
-// larger than chainFleet, chainMaxWork its cap (about two minutes of CPU,
-// reached above 5,000 workloads). On the hard 10,000-workload fleet the
+// larger than chainFleet, chainMaxWork its cap (about two to four minutes of CPU,
+// reached above 8,000 workloads). On the hard 10,000-workload fleet the
 // search still improved the plan every few dozen sets when the earlier
 // caps of 8·10¹⁰ (reached at 2,000) and 1.6·10¹¹ stopped it; the sub-search
-// bookkeeping in slices paid for the last raise (docs/BENCHMARKS.md:
-// 8,463,734 in 254 CPU-s at 1.6·10¹¹, 8,452,613 in 274 at 2·10¹¹).
+// bookkeeping in slices paid for the raise to 2·10¹¹, and sub-searches
+// that scan only the candidates fitting at their root for the raise to
+// 3.2·10¹¹ (docs/BENCHMARKS.md: 8,463,734 in 254 CPU-s at 1.6·10¹¹,
+// 8,452,613 in 274 at 2·10¹¹; branch large10k3: 8,436,315 at 3.2·10¹¹
+// in 405 CPU-s where main took 497 on the same box).
 const (
 	chainWorkLarge = 40_000_000
-	chainMaxWork   = 200_000_000_000
+	chainMaxWork   = 320_000_000_000
 )
 
 // chainWeightedFleet is the fleet size above which the chain seeds are
@@ -117,6 +120,10 @@ const chainRounds = 4
 // leaves the row cheapest among a few drawn.
 func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, patience int, variant uint64) []int {
 	st := newState(s, evals, append([]int(nil), choice...))
+	// The candidates stay fixed while the search runs: each workload's
+	// rows are listed once for the sub-searches.
+	s.wrows = workloadRows(evals)
+	defer func() { s.wrows = nil }()
 	rng := rand.New(rand.NewPCG(uint64(len(evals))+variant<<40, uint64(len(s.caps))<<32|0xc4a1))
 	guided := variant > 0
 	inSet := make([]bool, len(evals))
@@ -154,12 +161,19 @@ func (s *solver) chainRun(evals []*eval, choice []int, mu []float64, budget, pat
 			for w, c := range st.choice {
 				if c > 0 || pc != nil && c == 0 && pbest[w] != 0 {
 					off = append(off, w)
-					sum += evals[w].cands[c].cost - evals[w].cands[0].cost
-					saving = append(saving, sum)
 					if pc != nil {
 						psum += pc[w][c] - pc[w][pbest[w]]
 						excess = append(excess, psum)
 					}
+				}
+			}
+			// The savings are only drawn from without priced excess (at
+			// 10,000 workloads summing them after every improving set
+			// was a tenth of the search: each reads two candidates).
+			if pc == nil || psum <= 0 {
+				for _, w := range off {
+					sum += evals[w].cands[st.choice[w]].cost - evals[w].cands[0].cost
+					saving = append(saving, sum)
 				}
 			}
 		}

@@ -37,3 +37,30 @@ func TestChainsPricedSeeds(t *testing.T) {
 		t.Errorf("priced seeds %.2f, not below saving seeds %.2f", r.Priced, r.Saving)
 	}
 }
+
+// TestSubSearchRowLists: the chain search lists each workload's rows once
+// (its candidates are fixed while it runs) and its sub-searches take the
+// rows a set touches from those lists instead of scanning every
+// candidate of the set: the same rows in the same order, so the same
+// nodes, costs and picks, on a hard 1,200-workload fleet.
+func TestSubSearchRowLists(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,200-workload hard fleet")
+	}
+	cat, err := pricing.EmbeddedCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := hardgen.Generate(cat, 1200, 1, hardgen.Options{Tightness: 0.6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	better, err := optimizer.CompareSubSearches(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("100 sets, %d improving", better)
+	if better == 0 {
+		t.Errorf("no set improved: the sets do not exercise the search")
+	}
+}

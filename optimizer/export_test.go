@@ -1,6 +1,9 @@
 package optimizer
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // chainSeedRun is what compareChainSeeds measured.
 type chainSeedRun struct {
@@ -69,3 +72,80 @@ func CompareChainSeeds(in Input, budget int) (chainSeedRun, error) {
 
 // variants is how many chain generators CompareChainSeeds averages over.
 const variants = 3
+
+// CompareSubSearches re-solves sets sets of a plan of a large fleet the
+// way the chain search does (chain-sized sets: a workload off its
+// cheapest option and holders of the rows it uses, the plan's own state,
+// the multipliers), once with each workload's rows listed up front
+// (s.wrows, as chainRun sets them) and once without, and errors at the
+// first set whose result differs (pick, cost or nodes). The plan is the
+// Lagrangian heuristic's at 40 subgradient steps with a row for every spot
+// pool the fleet could overfill. It returns how many sets found a
+// cheaper assignment. For the external test, which can import hardgen.
+func CompareSubSearches(in Input, sets int) (int, error) {
+	in.Catalog = in.Catalog.ForPlanning()
+	s := newSolver(in)
+	s.in = in
+	s.addPoolRows(s.potentialPools())
+	var evals []*eval
+	for i := range in.Policy.Workloads {
+		e := s.eval(&in.Policy.Workloads[i])
+		s.dropOversized(e)
+		if e.blocked == nil {
+			evals = append(evals, e)
+		}
+	}
+	ub := 0.0
+	for _, e := range evals {
+		ub += e.cands[0].cost
+	}
+	s.ubGuess = true
+	_, mu := s.lowerBound(evals, ub*1.02, nil, 40)
+	s.ubGuess = false
+	start := s.lagrangeAssign(evals, mu)
+	if start == nil {
+		return 0, fmt.Errorf("no complete Lagrangian plan to start from")
+	}
+	st := newState(s, evals, start)
+	users := st.rowUsers()
+	better := 0
+	for k := 0; k < sets; k++ {
+		// A deterministic walk over the fleet: workload w, then holders
+		// of the rows its option uses until the set has chainSize.
+		w := (k * 7919) % len(evals)
+		set := []int{w}
+		for _, u := range evals[w].cands[st.choice[w]].uses {
+			for _, h := range users[u.row] {
+				if len(set) < chainSize && !slices.Contains(set, h) {
+					set = append(set, h)
+				}
+			}
+		}
+		old := 0.0
+		for _, v := range set {
+			old += evals[v].cands[st.choice[v]].cost
+		}
+		s.wrows = workloadRows(evals)
+		a, b := setRows(evals, set, len(mu), func(r int32) bool { return mu[r] > 0 }), s.unionRows(set, mu)
+		s.wrows = nil
+		if !slices.Equal(a, b) {
+			return better, fmt.Errorf("set %d: rows %v, listed per workload %v", k, a, b)
+		}
+		var rs [2]searchResult
+		for i, cached := range []bool{false, true} {
+			if cached {
+				s.wrows = workloadRows(evals)
+			}
+			rs[i] = s.search(st, set, old, chainNodes*20*len(set), false, mu)
+			s.wrows = nil
+		}
+		if rs[0].nodes != rs[1].nodes || rs[0].cost != rs[1].cost || !slices.Equal(rs[0].pick, rs[1].pick) {
+			return better, fmt.Errorf("set %d (%v): without row lists %d nodes, cost %.6f, pick %v; with them %d, %.6f, %v",
+				k, set, rs[0].nodes, rs[0].cost, rs[0].pick, rs[1].nodes, rs[1].cost, rs[1].pick)
+		}
+		if rs[0].pick != nil && rs[0].cost < old-eps*max(1, old) {
+			better++
+		}
+	}
+	return better, nil
+}

@@ -97,6 +97,52 @@ func setRows(evals []*eval, set []int, nrows int, keep func(r int32) bool) []int
 	return rows
 }
 
+// workloadRows lists, per workload, the rows setRows would list for it
+// alone (keeping every row).
+func workloadRows(evals []*eval) [][]int32 {
+	rows := make([][]int32, len(evals))
+	for w, e := range evals {
+		var rs []int32
+		mark := func(r int32) {
+			if !slices.Contains(rs, r) {
+				rs = append(rs, r)
+			}
+		}
+		for _, r := range e.budgetRows {
+			mark(r)
+		}
+		for j := range e.cands {
+			for _, u := range e.cands[j].uses {
+				mark(u.row)
+			}
+		}
+		rows[w] = rs
+	}
+	return rows
+}
+
+// unionRows is setRows over ws with mu > 0 from the rows s.wrows lists
+// per workload: the same rows in the same order (the first use of a row
+// over ws comes first either way).
+func (s *solver) unionRows(ws []int, mu []float64) []int32 {
+	if len(s.seen) < len(mu) {
+		s.seen = make([]bool, len(mu))
+	}
+	var rows []int32
+	for _, w := range ws {
+		for _, r := range s.wrows[w] {
+			if !s.seen[r] && mu[r] > 0 {
+				s.seen[r] = true
+				rows = append(rows, r)
+			}
+		}
+	}
+	for _, r := range rows {
+		s.seen[r] = false
+	}
+	return rows
+}
+
 // searchBy is search; with byPriced (and mu) each workload's candidates
 // are tried in the order of their cost priced at mu instead of their cost.
 // With multipliers fitted to the set (setMultipliers) that order reaches
@@ -110,6 +156,22 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 	// workload's candidates.
 	nodeLimit := max(100, budget/max(1, work))
 	res := searchResult{cost: incumbent}
+	// fit[i] lists the candidates of ws[i] that fit at the root, cheapest
+	// first: capacity only shrinks down a path, so no other candidate
+	// fits anywhere in the tree, and the nodes scan these alone (same
+	// nodes, same order; on full rows most candidates drop out).
+	fit := make([][]int32, len(ws))
+	all := make([]int32, 0, work)
+	for i, w := range ws {
+		e := evals[w]
+		k := len(all)
+		for j := range e.cands {
+			if st.fits(e, &e.cands[j]) {
+				all = append(all, int32(j))
+			}
+		}
+		fit[i] = all[k:len(all):len(all)]
+	}
 	// priced[i] are the priced costs of free[i]'s candidates (nil without
 	// mu), swapped along with free.
 	var priced [][]float64
@@ -119,15 +181,20 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 	var touched []int32
 	if mu != nil {
 		priced = make([][]float64, len(ws))
-		touched = setRows(evals, ws, len(mu), func(r int32) bool { return mu[r] > 0 })
+		if s.wrows != nil {
+			touched = s.unionRows(ws, mu)
+		} else {
+			touched = setRows(evals, ws, len(mu), func(r int32) bool { return mu[r] > 0 })
+		}
 		for i, w := range ws {
 			e := evals[w]
 			bmu := 0.0
 			for _, r := range e.budgetRows {
 				bmu += mu[r]
 			}
+			// Only the candidates that fit at the root are ever priced.
 			priced[i] = make([]float64, len(e.cands))
-			for j := range e.cands {
+			for _, j := range fit[i] {
 				o := &e.cands[j]
 				v := o.cost + bmu*o.budgetUse
 				for _, u := range o.uses {
@@ -137,14 +204,11 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 			}
 		}
 	}
-	var order map[int][]int
+	var order map[int][]int32
 	if byPriced && priced != nil {
-		order = make(map[int][]int, len(ws))
+		order = make(map[int][]int32, len(ws))
 		for i, w := range ws {
-			ord := make([]int, len(evals[w].cands))
-			for j := range ord {
-				ord[j] = j
-			}
+			ord := slices.Clone(fit[i])
 			p := priced[i] // (priced follows ws here: free is not yet swapped)
 			sort.SliceStable(ord, func(a, b int) bool { return p[ord[a]] < p[ord[b]] })
 			order[w] = ord
@@ -153,6 +217,7 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 	free := append([]int(nil), ws...)
 	swap := func(a, b int) {
 		free[a], free[b] = free[b], free[a]
+		fit[a], fit[b] = fit[b], fit[a]
 		if priced != nil {
 			priced[a], priced[b] = priced[b], priced[a]
 		}
@@ -199,7 +264,7 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 		for i := depth; i < len(free); i++ {
 			e := evals[free[i]]
 			n, cheapest, cheapestPriced := 0, 0.0, math.Inf(1)
-			for j := range e.cands {
+			for _, j := range fit[i] {
 				if st.fits(e, &e.cands[j]) {
 					if n == 0 {
 						cheapest = e.cands[j].cost
@@ -237,11 +302,12 @@ func (s *solver) searchBy(base *state, ws []int, incumbent float64, budget int, 
 		swap(depth, bestI)
 		w := free[depth]
 		e := evals[w]
-		for k := range e.cands {
-			j := k
-			if ord := order[w]; ord != nil {
-				j = ord[k]
-			}
+		cands := fit[depth]
+		if ord := order[w]; ord != nil {
+			cands = ord
+		}
+		for _, j32 := range cands {
+			j := int(j32)
 			if !st.fits(e, &e.cands[j]) {
 				continue
 			}

@@ -142,6 +142,12 @@ type solver struct {
 	// seeds as it did before priced seeds (half by saving, half
 	// uniformly; chainRun), for tests to compare against.
 	savingSeeds bool
+	// wrows, while a chain search runs (its candidates fixed), lists
+	// each workload's rows (budget rows, then its candidates' rows, first
+	// use first) for its sub-searches (unionRows); seen is unionRows'
+	// scratch.
+	wrows [][]int32
+	seen  []bool
 	// poolLimit is Input.PoolLimit.
 	poolLimit func(o *pricing.Offer, ct pricing.CapacityType) int
 }
