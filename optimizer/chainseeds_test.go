@@ -1,11 +1,14 @@
 package optimizer_test
 
 import (
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/optimizer/hardgen"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -20,14 +23,7 @@ func TestChainsPricedSeeds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,200-workload hard fleet")
 	}
-	cat, err := pricing.EmbeddedCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := hardgen.Generate(cat, 1200, 1, hardgen.Options{Tightness: 0.6})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, p := hardFleet1200(t)
 	r, err := optimizer.CompareChainSeeds(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)}, 2_000_000_000)
 	if err != nil {
 		t.Fatal(err)
@@ -47,14 +43,7 @@ func TestSubSearchRowLists(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,200-workload hard fleet")
 	}
-	cat, err := pricing.EmbeddedCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := hardgen.Generate(cat, 1200, 1, hardgen.Options{Tightness: 0.6})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, p := hardFleet1200(t)
 	better, err := optimizer.CompareSubSearches(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)}, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -64,3 +53,28 @@ func TestSubSearchRowLists(t *testing.T) {
 		t.Errorf("no set improved: the sets do not exercise the search")
 	}
 }
+
+// hardFleet1200 is hardgen's 1,200-workload fleet (seed 1, tightness 0.6)
+// on the embedded catalog, generated once for the tests that share it.
+var hardFleet1200 = func() func(t *testing.T) (*pricing.Catalog, *policy.Policy) {
+	var (
+		once sync.Once
+		cat  *pricing.Catalog
+		pol  *policy.Policy
+		err  error
+	)
+	return func(t *testing.T) (*pricing.Catalog, *policy.Policy) {
+		t.Helper()
+		once.Do(func() {
+			if cat, err = pricing.EmbeddedCatalog(); err == nil {
+				pol, err = hardgen.Generate(cat, 1200, 1, hardgen.Options{Tightness: 0.6})
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := *pol
+		cp.Workloads = slices.Clone(pol.Workloads)
+		return cat, &cp
+	}
+}()

@@ -226,12 +226,7 @@ func BuildModel(in Input) (*Model, error) {
 					continue
 				}
 				seen[layoutSig(&o)] = true
-				o.uses = nil
-				for _, g := range o.groups {
-					for _, r := range s.rowsOf(g.offer, g.cap) {
-						o.uses = addUse(o.uses, r, float64(g.n*s.offers[g.offer].GPUCount))
-					}
-				}
+				s.layoutUses(&o)
 				if s.oversized(e, &o) {
 					continue
 				}

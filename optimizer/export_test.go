@@ -18,7 +18,9 @@ type chainSeedRun struct {
 // Lagrangian heuristic's at 440 subgradient steps, then lns, with a row
 // for every spot pool the fleet could overfill. It errors when a plan
 // breaks a row. For the external test, which can import hardgen.
-func CompareChainSeeds(in Input, budget int) (chainSeedRun, error) {
+// fullRowSolver is a solver on in with a row for every spot pool the
+// fleet could overfill, and the evals of the workloads with an option.
+func fullRowSolver(in Input) (*solver, []*eval) {
 	in.Catalog = in.Catalog.ForPlanning()
 	s := newSolver(in)
 	s.in = in
@@ -31,6 +33,11 @@ func CompareChainSeeds(in Input, budget int) (chainSeedRun, error) {
 			evals = append(evals, e)
 		}
 	}
+	return s, evals
+}
+
+func CompareChainSeeds(in Input, budget int) (chainSeedRun, error) {
+	s, evals := fullRowSolver(in)
 	if len(evals) <= chainWeightedFleet {
 		return chainSeedRun{}, fmt.Errorf("%d placeable workloads, want more than %d", len(evals), chainWeightedFleet)
 	}
@@ -83,18 +90,7 @@ const variants = 3
 // pool the fleet could overfill. It returns how many sets found a
 // cheaper assignment. For the external test, which can import hardgen.
 func CompareSubSearches(in Input, sets int) (int, error) {
-	in.Catalog = in.Catalog.ForPlanning()
-	s := newSolver(in)
-	s.in = in
-	s.addPoolRows(s.potentialPools())
-	var evals []*eval
-	for i := range in.Policy.Workloads {
-		e := s.eval(&in.Policy.Workloads[i])
-		s.dropOversized(e)
-		if e.blocked == nil {
-			evals = append(evals, e)
-		}
-	}
+	s, evals := fullRowSolver(in)
 	ub := 0.0
 	for _, e := range evals {
 		ub += e.cands[0].cost

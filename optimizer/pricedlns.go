@@ -487,14 +487,9 @@ func (s *solver) chainSet(st *state, w, a, h, t int, users, wants [][]int, rank 
 						if in[x] {
 							continue
 						}
-						xe := st.evals[x]
-						xc := st.choice[x]
-						for j := 0; j < xc; j++ {
-							i := slices.IndexFunc(xe.cands[j].uses, func(y use) bool { return y.row == u.row })
-							if i >= 0 {
-								ws = append(ws, want{x, j, xe.cands[j].uses[i].amt, xe.cands[xc].cost - xe.cands[j].cost})
-								break
-							}
+						xe, xc := st.evals[x], st.choice[x]
+						if j, amt := optionOnRow(xe, xc, u.row); j >= 0 {
+							ws = append(ws, want{x, j, amt, xe.cands[xc].cost - xe.cands[j].cost})
 						}
 					}
 					sort.SliceStable(ws, func(i, j int) bool { return ws[i].sv > ws[j].sv })
@@ -523,14 +518,10 @@ func (s *solver) chainSet(st *state, w, a, h, t int, users, wants [][]int, rank 
 					if in[x] {
 						continue
 					}
-					xe := st.evals[x]
-					xc := st.choice[x]
-					for j := 0; j < xc; j++ {
-						if slices.ContainsFunc(xe.cands[j].uses, func(y use) bool { return y.row == u.row }) {
-							if sv := xe.cands[xc].cost - xe.cands[j].cost; sv > bestSave {
-								best, bestSave = x, sv
-							}
-							break
+					xe, xc := st.evals[x], st.choice[x]
+					if j, _ := optionOnRow(xe, xc, u.row); j >= 0 {
+						if sv := xe.cands[xc].cost - xe.cands[j].cost; sv > bestSave {
+							best, bestSave = x, sv
 						}
 					}
 				}
@@ -578,3 +569,14 @@ func (st *state) leaveFit(w int, r int32) float64 {
 // leaveUnfit is leaveFit's surcharge, per unit of the current cost, on an
 // option that does not fit.
 const leaveUnfit = 1.0
+
+// optionOnRow is the first of e's options before below that takes from
+// row, and what it takes there; -1 when none does.
+func optionOnRow(e *eval, below int, row int32) (int, float64) {
+	for j := 0; j < below; j++ {
+		if i := slices.IndexFunc(e.cands[j].uses, func(y use) bool { return y.row == row }); i >= 0 {
+			return j, e.cands[j].uses[i].amt
+		}
+	}
+	return -1, 0
+}

@@ -290,6 +290,33 @@ func (s *solver) oversized(e *eval, o *option) bool {
 	return false
 }
 
+// remWithout sets rem to what st leaves with w's own option taken out.
+func (st *state) remWithout(w int, rem []float64) []float64 {
+	copy(rem, st.rem)
+	if c := st.choice[w]; c >= 0 {
+		e := st.evals[w]
+		for _, u := range e.cands[c].uses {
+			rem[u.row] += u.amt
+		}
+		for _, r := range e.budgetRows {
+			rem[r] += e.cands[c].budgetUse
+		}
+	}
+	return rem
+}
+
+// layoutUses sets a service layout's row uses from its groups, under this
+// solver's rows (a layout enumerated by another solver of the same input
+// may carry pool rows this one has not added, or lack some it has).
+func (s *solver) layoutUses(o *option) {
+	o.uses = nil
+	for _, g := range o.groups {
+		for _, r := range s.rowsOf(g.offer, g.cap) {
+			o.uses = addUse(o.uses, r, float64(g.n*s.offers[g.offer].GPUCount))
+		}
+	}
+}
+
 // modelColumns adds to each service of the group ws the layouts BuildModel
 // gives it: those enumerated with a row for every spot pool the fleet
 // could fill (Solve's own enumeration runs on the pool rows it has added
@@ -343,14 +370,8 @@ func (s *solver) modelColumns(st *state, ws []int) (undo func()) {
 				continue
 			}
 			// The layout's rows are this solver's (its pool rows may be
-			// fewer): recomputed from its groups, as BuildModel does the
-			// other way round.
-			o.uses = nil
-			for _, g := range o.groups {
-				for _, r := range s.rowsOf(g.offer, g.cap) {
-					o.uses = addUse(o.uses, r, float64(g.n*s.offers[g.offer].GPUCount))
-				}
-			}
+			// fewer), as BuildModel does the other way round.
+			s.layoutUses(&o)
 			if s.oversized(e, &o) {
 				continue
 			}
@@ -398,20 +419,6 @@ func (s *solver) fittingColumns(st *state) bool {
 			added = true
 		}
 	}
-	// own is what st leaves with w's own option taken out.
-	own := func(w int, rem []float64) []float64 {
-		copy(rem, st.rem)
-		if c := st.choice[w]; c >= 0 {
-			e := st.evals[w]
-			for _, u := range e.cands[c].uses {
-				rem[u.row] += u.amt
-			}
-			for _, r := range e.budgetRows {
-				rem[r] += e.cands[c].budgetUse
-			}
-		}
-		return rem
-	}
 	var left []int
 	for w, c := range st.choice {
 		if c < 0 {
@@ -450,7 +457,7 @@ func (s *solver) fittingColumns(st *state) bool {
 				continue
 			}
 			done++
-			own(w, rem)
+			st.remWithout(w, rem)
 			if opt, model, found := s.fittingLayout(e, rem); found {
 				add(e, opt, model)
 			}
@@ -502,7 +509,7 @@ func (s *solver) fittingColumns(st *state) bool {
 				if !holds {
 					continue
 				}
-				own(w, rem)
+				st.remWithout(w, rem)
 				for _, u := range ob.uses {
 					rem[u.row] -= u.amt
 				}
@@ -655,14 +662,7 @@ func (s *solver) fitColumns(evals []*eval, choice []int, mu []float64, budget in
 		if len(e.svcBound) == 0 {
 			continue
 		}
-		c := st.choice[w]
-		copy(rem, st.rem)
-		for _, u := range e.cands[c].uses {
-			rem[u.row] += u.amt
-		}
-		for _, r := range e.budgetRows {
-			rem[r] += e.cands[c].budgetUse
-		}
+		st.remWithout(w, rem)
 		// Within what the plan leaves and within the caps. (Cutting
 		// each row of the cheapest layout to every level below its use
 		// as well found 0.4% on a 26-workload fleet, but on others it
@@ -827,14 +827,7 @@ func (s *solver) holderLayouts(evals []*eval, choice []int, mu []float64, budget
 			continue
 		}
 		for _, fu := range full.uses {
-			c := st.choice[w]
-			copy(rem, st.rem)
-			for _, u := range e.cands[c].uses {
-				rem[u.row] += u.amt
-			}
-			for _, r := range e.budgetRows {
-				rem[r] += e.cands[c].budgetUse
-			}
+			st.remWithout(w, rem)
 			r := fu.row
 			if rem[r] >= fu.amt-eps {
 				continue
