@@ -36,21 +36,32 @@ func fullRowSolver(in Input) (*solver, []*eval) {
 	return s, evals
 }
 
-func CompareChainSeeds(in Input, budget int) (chainSeedRun, error) {
-	s, evals := fullRowSolver(in)
-	if len(evals) <= chainWeightedFleet {
-		return chainSeedRun{}, fmt.Errorf("%d placeable workloads, want more than %d", len(evals), chainWeightedFleet)
-	}
+// lagrangeStart is the bound after steps subgradient steps aimed 2% above
+// the sum of the cheapest options, its multipliers, and the Lagrangian
+// heuristic's plan at them.
+func lagrangeStart(s *solver, evals []*eval, steps int) (float64, []float64, []int, error) {
 	ub := 0.0
 	for _, e := range evals {
 		ub += e.cands[0].cost
 	}
 	s.ubGuess = true
-	lb, mu := s.lowerBound(evals, ub*1.02, nil, 440)
+	lb, mu := s.lowerBound(evals, ub*1.02, nil, steps)
 	s.ubGuess = false
 	start := s.lagrangeAssign(evals, mu)
 	if start == nil {
-		return chainSeedRun{}, fmt.Errorf("no complete Lagrangian plan to start from")
+		return 0, nil, nil, fmt.Errorf("no complete Lagrangian plan to start from")
+	}
+	return lb, mu, start, nil
+}
+
+func CompareChainSeeds(in Input, budget int) (chainSeedRun, error) {
+	s, evals := fullRowSolver(in)
+	if len(evals) <= chainWeightedFleet {
+		return chainSeedRun{}, fmt.Errorf("%d placeable workloads, want more than %d", len(evals), chainWeightedFleet)
+	}
+	lb, mu, start, err := lagrangeStart(s, evals, 440)
+	if err != nil {
+		return chainSeedRun{}, err
 	}
 	start = s.lns(evals, start, mu, lnsMaxWork)
 	res := chainSeedRun{Bound: lb, Start: planCost(evals, start)}
@@ -91,16 +102,9 @@ const variants = 3
 // cheaper assignment. For the external test, which can import hardgen.
 func CompareSubSearches(in Input, sets int) (int, error) {
 	s, evals := fullRowSolver(in)
-	ub := 0.0
-	for _, e := range evals {
-		ub += e.cands[0].cost
-	}
-	s.ubGuess = true
-	_, mu := s.lowerBound(evals, ub*1.02, nil, 40)
-	s.ubGuess = false
-	start := s.lagrangeAssign(evals, mu)
-	if start == nil {
-		return 0, fmt.Errorf("no complete Lagrangian plan to start from")
+	_, mu, start, err := lagrangeStart(s, evals, 40)
+	if err != nil {
+		return 0, err
 	}
 	st := newState(s, evals, start)
 	users := st.rowUsers()

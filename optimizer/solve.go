@@ -148,6 +148,10 @@ type solver struct {
 	// scratch.
 	wrows [][]int32
 	seen  []bool
+	// full is a solver of the same input with a row for every spot pool
+	// the fleet could fill, as BuildModel's (modelColumns), made on first
+	// use.
+	full *solver
 	// poolLimit is Input.PoolLimit.
 	poolLimit func(o *pricing.Offer, ct pricing.CapacityType) int
 }

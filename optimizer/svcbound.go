@@ -354,9 +354,13 @@ func (s *solver) modelColumns(st *state, ws []int) (undo func()) {
 	for i, w := range ws {
 		choices[i] = st.choice[w]
 	}
-	h := newSolver(s.in)
-	h.ctx, h.in = s.ctx, s.in
-	h.addPoolRows(h.potentialPools())
+	if s.full == nil {
+		// Made once per plan: it depends on the input alone.
+		s.full = newSolver(s.in)
+		s.full.ctx, s.full.in = s.ctx, s.in
+		s.full.addPoolRows(s.full.potentialPools())
+	}
+	h := s.full
 	added := false
 	for _, w := range svcs {
 		e := st.evals[w]
@@ -843,12 +847,7 @@ func (s *solver) holderLayouts(evals []*eval, choice []int, mu []float64, budget
 				if h == w || hc < 0 {
 					continue
 				}
-				amt := 0.0
-				for _, u := range evals[h].cands[hc].uses {
-					if u.row == r {
-						amt = u.amt
-					}
-				}
+				amt := st.holds(h, r)
 				if amt <= eps {
 					continue
 				}
