@@ -794,7 +794,7 @@ func (s *solver) leaveOneOut(st *state, ws []int) {
 // hitting sets of those shapes; this reaches any (the differential test:
 // a 32-GPU job and a 4-replica service, the eleventh dearest, left out
 // where the plan left out four services).
-func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
+func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven bool) {
 	left := 0
 	for _, w := range ws {
 		if st.choice[w] < 0 {
@@ -802,7 +802,8 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 		}
 	}
 	if left < 2 || len(core) == 0 {
-		return
+		// One left out of a group with a core is the least.
+		return left == 0 || left == 1 && len(core) > 0
 	}
 	// Ties between hitting sets go to the dearest workloads, as in
 	// leaveOneOut: they hold the most.
@@ -858,9 +859,15 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 		return slices.ContainsFunc(skipped, func(x []int) bool { return slices.Equal(x, set) })
 	}
 	rest := make([]int, 0, len(ws))
+	// least: every hitting set so far was a smallest one and no search
+	// was cut short, so a hitting set placed is the fewest left out.
+	least := func() bool { return len(skipped) == 0 && hsNodes <= hittingNodes }
 	for spent < budget {
 		out, ok := minHittingSet(cores, left-1, cost, skip, &hsNodes)
 		if !ok {
+			// None smaller than st's left out: st's is the least, unless
+			// a search or the hitting sets' own was cut short.
+			proven = least()
 			break
 		}
 		rest = rest[:0]
@@ -878,7 +885,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 		}
 		spent += s.repairSets(st, nil, rest)
 		if !slices.ContainsFunc(rest, func(w int) bool { return st.choice[w] < 0 }) {
-			return
+			return least()
 		}
 		clearAll()
 		r := feasible(rest, budget/8)
@@ -886,7 +893,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 			for i, w := range rest {
 				st.set(w, r.pick[i])
 			}
-			return
+			return least()
 		}
 		if !r.complete || len(r.core) == 0 {
 			skipped = append(skipped, slices.Sorted(slices.Values(out)))
@@ -896,6 +903,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) {
 	}
 	// Nothing better found: put back st's plan.
 	reset()
+	return proven
 }
 
 // hittingNodes bounds minHittingSet's branch and bound, over all the calls
@@ -1017,4 +1025,107 @@ func minHittingSet(cores [][]int, maxSize int, cost func(int) float64, skip func
 		return nil, false
 	}
 	return best, best != nil
+}
+
+// tradeInWork bounds tradeIn's candidate scans over one group.
+const tradeInWork = 2 * searchWork
+
+// tradeInOptions is how many of a left-out workload's cheapest options
+// tradeIn tries.
+const tradeInOptions = 4
+
+// tradeIn places a workload of ws that st leaves out by trading it in
+// for the holders of what it lacks: for each left-out workload b and
+// each of its few cheapest options, it takes out of the plan the holders
+// of the rows that option lacks room in, the largest share of a row
+// first, until the option fits, places b there, and re-places the
+// holders and the other left-out workloads by local repair
+// (repairSets). It keeps a plan that leaves fewer of ws out than st did,
+// and repeats from it. The hitting-set and leave-one-out searches work
+// from who is left out; this works from who holds what the left-out
+// workload needs: the large holders that must move, each to a dearer
+// option of its own, for a 16-GPU job to fit a full cloud quota
+// (differential seed 4806 at MAXN=60: two H100 jobs leave gcp, the
+// 64-GPU job of the same team's budget takes their room; the group's
+// exhaustive search ran out of nodes first).
+func (s *solver) tradeIn(st *state, ws []int, mu []float64) {
+	leftOut := func() []int {
+		var out []int
+		for _, w := range ws {
+			if st.choice[w] < 0 {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	inWs := make(map[int]bool, len(ws))
+	for _, w := range ws {
+		inWs[w] = true
+	}
+	orig := make([]int, len(ws))
+	reset := func() {
+		for _, w := range ws {
+			st.set(w, -1)
+		}
+		for i, w := range ws {
+			st.set(w, orig[i])
+		}
+	}
+	spent := 0
+	for improved := true; improved && spent < tradeInWork; {
+		improved = false
+		outs := leftOut()
+		if len(outs) == 0 {
+			return
+		}
+		for i, w := range ws {
+			orig[i] = st.choice[w]
+		}
+	next:
+		for _, b := range outs {
+			e := st.evals[b]
+			for a := 0; a < min(tradeInOptions, len(e.cands)); a++ {
+				if spent >= tradeInWork {
+					break next
+				}
+				short := st.shortRows(e, a)
+				if len(short) == 0 {
+					continue
+				}
+				users := st.rowUsers()
+				var hs []int
+				share := map[int]float64{}
+				for _, r := range short {
+					for _, h := range users[r] {
+						if !inWs[h] || s.caps[r] <= 0 {
+							continue
+						}
+						if _, ok := share[h]; !ok {
+							hs = append(hs, h)
+						}
+						share[h] = max(share[h], st.holds(h, r)/s.caps[r])
+					}
+				}
+				sort.SliceStable(hs, func(i, j int) bool { return share[hs[i]] > share[hs[j]] })
+				fits := false
+				for _, h := range hs {
+					st.set(h, -1)
+					if fits = st.fits(e, &e.cands[a]); fits {
+						break
+					}
+				}
+				if !fits {
+					reset()
+					continue
+				}
+				st.set(b, a)
+				spent += max(1, s.repairSets(st, mu, ws))
+				if len(leftOut()) < len(outs) {
+					improved = true
+					break next
+				}
+				reset()
+			}
+		}
+	}
 }
