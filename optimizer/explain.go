@@ -52,6 +52,9 @@ func (s *solver) whyNot(w *policy.Workload, alt, chosen *option) string {
 			return fmt.Sprintf("%s: %s but expected finish %.1fh leaves less than the %.0f%% spot margin before deadline %.0fh",
 				desc, cheaper, alt.est.Total, 100*SpotDeadlineMargin, deadline)
 		}
+		if why := restartWhy(w, alt, deadline); why != "" {
+			return fmt.Sprintf("%s: %s but %s", desc, cheaper, why)
+		}
 		return fmt.Sprintf("%s: %s but expected finish %.1fh > deadline %.0fh", desc, cheaper, alt.est.Total, deadline)
 	case rMemory:
 		return fmt.Sprintf("%s: %s but needs %d×%s with %s GiB < min %s GiB", desc, cheaper, alt.gpus, f.GPU, gib(f.GPUMemoryGiB), gib(w.GPU.MinMemoryGiB))
@@ -460,6 +463,9 @@ func (s *solver) shortWhy(w *policy.Workload, o *option) string {
 		if o.est.Total <= d {
 			return fmt.Sprintf("expected finish %.1fh on spot leaves less than the %.0f%% margin before deadline %.0fh", o.est.Total, 100*SpotDeadlineMargin, d)
 		}
+		if why := restartWhy(w, o, d); why != "" {
+			return why
+		}
 		return fmt.Sprintf("expected finish %.1fh > deadline %.0fh", o.est.Total, d)
 	case rNoFinish:
 		return "preempted faster than it checkpoints"
@@ -602,4 +608,41 @@ func (s *solver) sizing(e *eval, o *option) string {
 		text += "; instances in one zone, no GPU network (gpu.interconnect: required would exclude it)"
 	}
 	return text
+}
+
+// hugeRun is how many times its deadline an option's expected run time
+// may be before the explanations stop quoting the figure (restartWhy).
+const hugeRun = 10
+
+// restartWhy says why spot option o of job w misses deadline d when its
+// expected run time is past hugeRun times the deadline because the job
+// does not checkpoint within the run: each interruption restarts it from
+// the start, and the expected time grows exponentially with the run's
+// length times the interruption rate (estimateRun). Quoting that figure
+// ("needs 101741841145.6h > deadline 71h", differential seed 4806) says
+// neither what drives it nor what would fix it. It returns "" for any
+// other option.
+func restartWhy(w *policy.Workload, o *option, d float64) string {
+	ckpt := hours(w.CheckpointInterval)
+	if o.cap != pricing.Spot || o.rate <= 0 || d <= 0 || !(o.est.Total > hugeRun*d) || ckpt > 0 && ckpt < o.est.Compute {
+		return ""
+	}
+	times := "more than 1000×"
+	if r := o.est.Total / d; r < 1000 {
+		times = fmt.Sprintf("%.0f×", r)
+	}
+	saves := "without checkpoints"
+	if ckpt > 0 {
+		saves = fmt.Sprintf("checkpointing every %.1fh, no sooner than it ends,", ckpt)
+	}
+	restarts := fmt.Sprintf("%s each spot interruption (%.2f an hour) restarts it: expected run time %s the deadline", saves, o.rate, times)
+	if o.est.Compute > d {
+		// Even uninterrupted it is late: checkpoints alone cannot help.
+		return fmt.Sprintf("needs %.1fh of compute > deadline %.0fh even without interruptions, and %s", o.est.Compute, d, restarts)
+	}
+	fix := "checkpoint_interval well under the run"
+	if w.Spot == policy.SpotOnly {
+		fix += ", or on-demand capacity (spot: prefer or never),"
+	}
+	return fmt.Sprintf("needs %.1fh of compute, but %s %.0fh; %s would fix it", o.est.Compute, restarts, d, fix)
 }

@@ -651,7 +651,11 @@ func (s *solver) jobBlocked(w *policy.Workload, c *class, fastest *option, deadl
 	case c.f.capacity == 0:
 		b.Constraint, b.Reason = "spot_policy", fmt.Sprintf("spot policy %q but no matching offer is sold that way", w.Spot)
 	case fastest.valid():
-		b.Constraint, b.Reason = "deadline", fmt.Sprintf("fastest option %s needs %.1fh > deadline %.0fh", s.describe(fastest), fastest.est.Total, deadline)
+		needs := restartWhy(w, fastest, deadline)
+		if needs == "" {
+			needs = fmt.Sprintf("needs %.1fh > deadline %.0fh", fastest.est.Total, deadline)
+		}
+		b.Constraint, b.Reason = "deadline", fmt.Sprintf("fastest option %s %s", s.describe(fastest), needs)
 	default:
 		b.Constraint, b.Reason = "no_finish", "spot preemptions arrive faster than progress is saved; use on-demand or checkpoint more often"
 	}
