@@ -378,3 +378,30 @@ func TestTradeIn(t *testing.T) {
 		t.Errorf("plan costs %.4f, CBC's optimum is %.4f (%.3f%% above)", got, optimum, 100*(got-optimum)/optimum)
 	}
 }
+
+// TestFullLayouts: a service whose every layout Solve enumerates alone
+// exceeds a quota has an option of its own when a layout of the exact
+// model (enumerated with a row for every spot pool) fits: differential
+// seed 5221 at MAXN=60 blocked w03 "no option meets the workload's own
+// constraints" while CBC placed all four workloads
+// (service-full-layouts.yaml).
+func TestFullLayouts(t *testing.T) {
+	cat := embedded(t)
+	p := loadDiffPolicy(t, "service-full-layouts.yaml")
+	p.SetDefaults()
+	plan, err := Solve(Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
+	if err != nil {
+		var names []string
+		if plan != nil {
+			for _, b := range plan.Blocked {
+				names = append(names, b.Workload+": "+b.Reason+" ("+b.Proof+")")
+			}
+		}
+		t.Fatalf("%v %v; CBC places every workload", err, names)
+	}
+	const optimum = 5291.437 // CBC's, over BuildModel's model
+	slack := 0.005 * float64(len(plan.Placements))
+	if got := plan.Totals.ExpectedCost; got > optimum*1.001+slack {
+		t.Errorf("plan costs %.4f, CBC's optimum is %.4f (%.3f%% above)", got, optimum, 100*(got-optimum)/optimum)
+	}
+}

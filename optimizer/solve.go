@@ -221,6 +221,17 @@ func (s *solver) run() ([]*eval, []int, []Blocked, float64) {
 		for i := range s.pol.Workloads {
 			evals[i] = s.eval(&s.pol.Workloads[i])
 			s.dropOversized(evals[i])
+			if e := evals[i]; len(e.svcBound) > 0 && len(e.cands) == 0 && e.blocked != nil && s.in.Catalog != nil && s.in.Policy != nil && s.fullLayouts(e) {
+				// Every layout Solve enumerated alone exceeds a quota
+				// or budget, but one the exact model holds does not
+				// (its enumeration runs with every spot pool row):
+				// the service has an option of its own (differential
+				// seed 5221: three 2-GPU replicas over two zones of
+				// gcp europe-west4 and one of us-central1 under a
+				// 5-GPU europe-* quota; TestFullLayouts).
+				sortOptions(e.cands)
+				e.blocked = nil
+			}
 			if b := evals[i].blocked; b != nil {
 				b.Proof = proofOwn
 				blocked = append(blocked, *b)

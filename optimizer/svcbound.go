@@ -317,6 +317,40 @@ func (s *solver) layoutUses(o *option) {
 	}
 }
 
+// fullLayouts adds to service e the layouts of the full solver (s.full,
+// with a row for every spot pool the fleet could fill, as BuildModel
+// builds its model) that fit this solver's caps alone, each with its rows
+// recomputed under this solver's; it reports whether it added any.
+func (s *solver) fullLayouts(e *eval) bool {
+	if s.full == nil {
+		// Made once per plan: it depends on the input alone.
+		s.full = newSolver(s.in)
+		s.full.ctx, s.full.in = s.ctx, s.in
+		s.full.addPoolRows(s.full.potentialPools())
+	}
+	he := s.full.eval(e.w)
+	if he.blocked != nil {
+		return false
+	}
+	added := false
+	for j := range he.cands {
+		o := he.cands[j]
+		if !o.valid() || o.groups == nil {
+			continue
+		}
+		// The layout's rows are this solver's (its pool rows may be
+		// fewer), as BuildModel does the other way round.
+		s.layoutUses(&o)
+		if s.oversized(e, &o) {
+			continue
+		}
+		if s.addNewLayout(e, o, o.model) {
+			added = true
+		}
+	}
+	return added
+}
+
 // modelColumns adds to each service of the group ws the layouts BuildModel
 // gives it: those enumerated with a row for every spot pool the fleet
 // could fill (Solve's own enumeration runs on the pool rows it has added
@@ -354,34 +388,10 @@ func (s *solver) modelColumns(st *state, ws []int) (undo func()) {
 	for i, w := range ws {
 		choices[i] = st.choice[w]
 	}
-	if s.full == nil {
-		// Made once per plan: it depends on the input alone.
-		s.full = newSolver(s.in)
-		s.full.ctx, s.full.in = s.ctx, s.in
-		s.full.addPoolRows(s.full.potentialPools())
-	}
-	h := s.full
 	added := false
 	for _, w := range svcs {
-		e := st.evals[w]
-		he := h.eval(e.w)
-		if he.blocked != nil {
-			continue
-		}
-		for j := range he.cands {
-			o := he.cands[j]
-			if !o.valid() || o.groups == nil {
-				continue
-			}
-			// The layout's rows are this solver's (its pool rows may be
-			// fewer), as BuildModel does the other way round.
-			s.layoutUses(&o)
-			if s.oversized(e, &o) {
-				continue
-			}
-			if s.addNewLayout(e, o, o.model) {
-				added = true
-			}
+		if s.fullLayouts(st.evals[w]) {
+			added = true
 		}
 	}
 	if !added {
