@@ -564,6 +564,10 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// Partial-row layouts that need a holder to leave the row.
 			choice = s.holderLayouts(evals, choice, mu, budget/4)
 		}
+		if len(evals) <= chainFleet && !s.in.Replan && !s.probe && planCost(evals, choice)-lb > eps*lb {
+			// Exact sub-MIPs by LP branch and bound (submip.go).
+			choice = s.subMIPLNS(evals, choice, subMIPWork*len(evals))
+		}
 	}
 	s.muWarm = mu
 	s.solverName = SolverHeuristic

@@ -1,0 +1,593 @@
+package optimizer
+
+import (
+	"math"
+	"slices"
+	"sort"
+)
+
+// Exact sub-MIPs by LP-based branch and bound (lp.go).
+//
+// The depth-first searches of lns, chains and pricedLNS bound a node by
+// the Lagrangian relaxation at fixed multipliers, which does not tighten
+// as the search fixes workloads; on the hardest hardgen fleets the moves
+// that close the last 0.1-0.3% change 17-21 workloads at once, and the
+// priced search over the 25 workloads CBC moves on 99 / seed 4 found
+// nothing in 2·10⁶ nodes. A linear programme re-solved at every node
+// (dual simplex from the parent's basis) tightens with every branch, and
+// its fractional solution says what to branch on: MIP solvers' way.
+//
+// subMIPLNS frees neighbourhoods of the plan (RINS: the workloads whose
+// option differs from the LP relaxation of the whole fleet; and the
+// workloads on the tightest rows) and solves each exactly over its
+// workloads' candidates, the rest of the plan fixed: min Σ cost·x subject
+// to one option per workload and, per row the options touch, what they
+// take within what the fixed plan leaves. A move is kept only when the
+// plan's own feasibility check accepts it and it is cheaper.
+
+// subMIPOpts is the most candidates one workload brings to a sub-MIP (its
+// cheapest that fit alone; its current option always).
+const subMIPOpts = 64
+
+// subMIPNodes is the node limit of one sub-MIP's branch and bound.
+const subMIPNodes = 200
+
+// subMIPPairRows: the unions of the row sets of each pair of the
+// subMIPPairRows tightest rows are searched too, at most subMIPPairSize
+// workloads each.
+const (
+	subMIPPairRows = 24
+	subMIPPairSize = 100
+)
+
+// subMIPCuts is the number of cut rows a sub-MIP has room for,
+// subMIPCutRounds and subMIPCutsPerRound how they are added at the root.
+const (
+	subMIPCuts         = 24
+	subMIPCutRounds    = 3
+	subMIPCutsPerRound = 8
+)
+
+// subMIPRounds is the most improvements subMIPLNS makes; subMIPRowSize
+// the most workloads of one row's neighbourhood; subMIPWork its budget
+// of branch-and-bound nodes per workload.
+const (
+	subMIPRounds  = 20
+	subMIPRowSize = 40
+	subMIPWork    = 100
+)
+
+// subMIPRINS is the most workloads a RINS neighbourhood frees.
+const subMIPRINS = 60
+
+// subMIPIters is the pivot limit of one node's LP.
+const subMIPIters = 5000
+
+// subMIP is the exact sub-problem over a set of workloads whose options
+// have been released from the state.
+type subMIP struct {
+	ws   []int
+	colW []int // column → index into ws
+	colJ []int // column → candidate of that workload
+	// shift is Σ of each workload's cheapest column's cost: column
+	// costs are relative to it, so all are non-negative.
+	shift float64
+	p     *lp
+	// amts are the whole-number rows' amounts (tightenRows).
+	amts [][]rowAmt
+}
+
+// newSubMIP builds the sub-problem of ws (already released from st, so
+// st.rem is what the rest of the plan leaves). Columns are the candidates
+// that fit alone, at most subMIPOpts per workload, those whose shifted
+// cost exceeds limit dropped (they cannot be part of a plan cheaper than
+// limit); keep[i] is a candidate of ws[i] always kept (-1: none). Nil when
+// some workload has no column.
+func (s *solver) newSubMIP(st *state, ws []int, keep []int, limit float64, prox int) *subMIP {
+	m := &subMIP{ws: ws}
+	rowIdx := make(map[int32]int)
+	var b []float64
+	var eq []bool
+	for range ws {
+		b = append(b, 1)
+		eq = append(eq, true)
+	}
+	row := func(r int32) int {
+		i, ok := rowIdx[r]
+		if !ok {
+			i = len(b)
+			rowIdx[r] = i
+			b = append(b, max(0, st.rem[r]))
+			eq = append(eq, false)
+		}
+		return i
+	}
+	pr := -1
+	if prox > 0 {
+		pr = len(b)
+		b = append(b, float64(prox-len(ws)))
+		eq = append(eq, false)
+	}
+	var cost []float64
+	var cols [][]lpCol
+	for i, w := range ws {
+		e := st.evals[w]
+		first := len(cost)
+		minC := math.Inf(1)
+		var js []int
+		for j := range e.cands {
+			if len(js) >= subMIPOpts && j != keep[i] {
+				continue
+			}
+			if j != keep[i] && !st.fits(e, &e.cands[j]) {
+				continue
+			}
+			js = append(js, j)
+			minC = min(minC, e.cands[j].cost)
+		}
+		if len(js) == 0 {
+			return nil
+		}
+		m.shift += minC
+		for _, j := range js {
+			o := &e.cands[j]
+			c := o.cost - minC
+			if c > limit && j != keep[i] {
+				continue
+			}
+			col := []lpCol{{row: i, coef: 1}}
+			for _, u := range o.uses {
+				col = append(col, lpCol{row: row(u.row), coef: u.amt})
+			}
+			for _, r := range e.budgetRows {
+				col = append(col, lpCol{row: row(r), coef: o.budgetUse})
+			}
+			if pr >= 0 && j == keep[i] {
+				col = append(col, lpCol{row: pr, coef: -1})
+			}
+			cost = append(cost, c)
+			cols = append(cols, col)
+			m.colW = append(m.colW, i)
+			m.colJ = append(m.colJ, j)
+		}
+		_ = first
+	}
+	m.amts = tightenRows(cols, m.colW, b, eq)
+	m.p = newLP(cost, cols, b, eq, subMIPCuts)
+	return m
+}
+
+// rowAmts lists, per inequality row whose coefficients are all whole
+// numbers (GPUs), its columns and their amounts, by workload; nil for
+// other rows.
+type rowAmt struct{ w, col, a int }
+
+func wholeRows(cols [][]lpCol, colW []int, b []float64, eq []bool) [][]rowAmt {
+	amts := make([][]rowAmt, len(b))
+	whole := make([]bool, len(b))
+	for i := range whole {
+		whole[i] = !eq[i] && b[i] <= 1e5
+	}
+	for j, col := range cols {
+		for _, e := range col {
+			if !whole[e.row] {
+				continue
+			}
+			if e.coef != math.Trunc(e.coef) || e.coef < 0 || e.coef > 1e5 {
+				whole[e.row] = false
+				continue
+			}
+			amts[e.row] = append(amts[e.row], rowAmt{colW[j], j, int(e.coef)})
+		}
+	}
+	for r := range amts {
+		if !whole[r] {
+			amts[r] = nil
+			continue
+		}
+		as := amts[r]
+		sort.Slice(as, func(x, y int) bool {
+			if as[x].w != as[y].w {
+				return as[x].w < as[y].w
+			}
+			return as[x].a < as[y].a
+		})
+	}
+	return amts
+}
+
+// reachMax is the largest total at most cap that the columns of as can
+// reach with at most one column per workload, the columns allowed by ok.
+// A workload of the row with a column that ok rejects... contributes 0 or
+// one of its allowed amounts; fixed[w] ≥ 0 forces workload w's amount.
+func reachMax(as []rowAmt, cap int, ok func(col int) bool, reach, next []bool) int {
+	reach = reach[:cap+1]
+	next = next[:cap+1]
+	clear(reach)
+	reach[0] = true
+	for k := 0; k < len(as); {
+		w := as[k].w
+		copy(next, reach)
+		for ; k < len(as) && as[k].w == w; k++ {
+			a := as[k].a
+			if a == 0 || a > cap || !ok(as[k].col) {
+				continue
+			}
+			for v := cap - a; v >= 0; v-- {
+				if reach[v] {
+					next[v+a] = true
+				}
+			}
+		}
+		reach, next = next, reach
+	}
+	for v := cap; v > 0; v-- {
+		if reach[v] {
+			return v
+		}
+	}
+	return 0
+}
+
+// tightenRows lowers each whole-number inequality row's right-hand side
+// to the largest total its columns can reach with one column per
+// workload: a quota with 12 GPUs left that only 8-GPU options use holds
+// 8. Every integer solution meets the lowered rows, and the LP
+// relaxation gets tighter: it can no longer fill the 4 GPUs no option can
+// use with half a job (hardgen 99 / seed 4: the whole fleet's LP rose
+// from 57,222 to 57,880, the optimum being 58,358).
+func tightenRows(cols [][]lpCol, colW []int, b []float64, eq []bool) [][]rowAmt {
+	amts := wholeRows(cols, colW, b, eq)
+	for r, as := range amts {
+		if as == nil {
+			continue
+		}
+		cap := int(math.Floor(b[r] + 1e-9))
+		buf := make([]bool, 2*(cap+1))
+		b[r] = float64(reachMax(as, cap, func(int) bool { return true }, buf[:cap+1], buf[cap+1:]))
+	}
+	return amts
+}
+
+// bb is the depth-first branch and bound: the best integer solution found
+// below cutoff (shifted cost) within the node limit, as a candidate per
+// workload; nil when none.
+func (m *subMIP) bb(cutoff float64, nodes int) ([]int, float64, int) {
+	var best []int
+	bestCost := math.Inf(1)
+	gain := 1e-4
+	count := 0
+	var rec func(p *lp)
+	rec = func(p *lp) {
+		if count >= nodes {
+			return
+		}
+		count++
+		m.tighten(p)
+		if p.solve(subMIPIters, cutoff-gain) != lpOptimal {
+			return
+		}
+		obj := p.objective()
+		if obj >= cutoff-gain {
+			return
+		}
+		// Branch on the fractional column with the largest value, up
+		// first: dives reach integer plans quickly.
+		q, qv := -1, 0.0
+		for j := 0; j < p.n; j++ {
+			v := p.value(j)
+			if v > 1e-6 && v < 1-1e-6 && v > qv {
+				q, qv = j, v
+			}
+		}
+		if q < 0 {
+			pick := make([]int, len(m.ws))
+			for j := 0; j < p.n; j++ {
+				if p.value(j) > 0.5 {
+					pick[m.colW[j]] = m.colJ[j]
+				}
+			}
+			best, bestCost, cutoff = pick, obj, obj
+			return
+		}
+		child := p.clone()
+		child.setBounds(q, 1, 1)
+		rec(child)
+		p.setBounds(q, 0, 0)
+		rec(p)
+	}
+	root := m.p.clone()
+	if root.solve(subMIPIters, math.Inf(1)) == lpOptimal {
+		m.cutRounds(root)
+	}
+	rec(root)
+	return best, bestCost, count
+}
+
+// cutRounds adds Gomory mixed-integer cuts at the root, a few per round
+// from the most fractional rows, while they raise the bound.
+func (m *subMIP) cutRounds(p *lp) {
+	for round := 0; round < subMIPCutRounds; round++ {
+		type frac struct {
+			i int
+			f float64
+		}
+		var fr []frac
+		for i, j := range p.basis {
+			if j >= p.n {
+				continue
+			}
+			v := p.xb[i]
+			f := v - math.Floor(v)
+			if f > 0.01 && f < 0.99 {
+				fr = append(fr, frac{i, math.Min(f, 1-f)})
+			}
+		}
+		if len(fr) == 0 {
+			return
+		}
+		sort.SliceStable(fr, func(a, b int) bool { return fr[a].f > fr[b].f })
+		added := 0
+		for _, x := range fr {
+			if added >= subMIPCutsPerRound {
+				break
+			}
+			if p.addCut(x.i) {
+				added++
+			}
+		}
+		if added == 0 {
+			return
+		}
+		if p.solve(subMIPIters, math.Inf(1)) != lpOptimal {
+			return
+		}
+	}
+}
+
+// tighten lowers the whole-number rows to what the columns still
+// allowed at node p can reach (tightenRows), with each workload fixed to
+// a column held to it.
+func (m *subMIP) tighten(p *lp) {
+	fixed := make([]int, len(m.ws))
+	for i := range fixed {
+		fixed[i] = -1
+	}
+	for j := 0; j < p.n; j++ {
+		if p.lo[j] > 0.5 {
+			fixed[m.colW[j]] = j
+		}
+	}
+	ok := func(col int) bool {
+		if f := fixed[m.colW[col]]; f >= 0 {
+			return f == col
+		}
+		return p.up[col] > 0.5
+	}
+	var buf []bool
+	for r, as := range m.amts {
+		if as == nil {
+			continue
+		}
+		c := p.capRow(r)
+		cap := int(math.Floor(c + 1e-9))
+		if cap < 0 {
+			continue
+		}
+		if len(buf) < 2*(cap+1) {
+			buf = make([]bool, 2*(cap+1))
+		}
+		if v := float64(reachMax(as, cap, ok, buf[:cap+1], buf[cap+1:2*(cap+1)])); v < c-1e-9 {
+			p.tightenRow(r, v)
+		}
+	}
+}
+
+// solveSet re-solves the workloads of set exactly (within the node
+// limit) and applies the result to st when the plan's own check accepts
+// it and it is cheaper; true when it did.
+func (s *solver) solveSet(st *state, set []int, nodes, prox int) (bool, int) {
+	if len(set) < 2 {
+		return false, 0
+	}
+	ws := slices.Clone(set)
+	orig := make([]int, len(ws))
+	old := 0.0
+	for i, w := range ws {
+		orig[i] = st.choice[w]
+		old += st.evals[w].cands[orig[i]].cost
+	}
+	for _, w := range ws {
+		st.set(w, -1)
+	}
+	restore := func() {
+		for _, w := range ws {
+			st.set(w, -1)
+		}
+		for i, w := range ws {
+			st.set(w, orig[i])
+		}
+	}
+	// No column whose cost above its workload's cheapest exceeds the
+	// whole set's (old less the cheapest options') can be in a cheaper
+	// plan.
+	m := s.newSubMIP(st, ws, orig, old-s.cheapestFits(st, ws, orig), prox)
+	if m == nil {
+		restore()
+		return false, 0
+	}
+	pick, _, used := m.bb(old-m.shift, nodes)
+	if pick == nil {
+		restore()
+		return false, used
+	}
+	newCost := 0.0
+	for i, w := range ws {
+		e := st.evals[w]
+		if !st.fits(e, &e.cands[pick[i]]) {
+			restore()
+			return false, used
+		}
+		st.set(w, pick[i])
+		newCost += e.cands[pick[i]].cost
+	}
+	if newCost >= old-eps*max(1, old) {
+		restore()
+		return false, used
+	}
+	return true, used
+}
+
+// cheapestFits is the sum over ws of each one's cheapest candidate among
+// those newSubMIP would take (keep[i] always).
+func (s *solver) cheapestFits(st *state, ws, keep []int) float64 {
+	sum := 0.0
+	for i, w := range ws {
+		e := st.evals[w]
+		minC, n := math.Inf(1), 0
+		for j := range e.cands {
+			if n >= subMIPOpts && j != keep[i] {
+				continue
+			}
+			if j != keep[i] && !st.fits(e, &e.cands[j]) {
+				continue
+			}
+			n++
+			minC = min(minC, e.cands[j].cost)
+		}
+		sum += minC
+	}
+	return sum
+}
+
+// rinsSet is the RINS neighbourhood of the plan: the LP relaxation of
+// the whole fleet, then the workloads whose option differs from it, most
+// different first, at most size; nil when the LP does not solve.
+func (s *solver) rinsSet(st *state, size int) []int {
+	all := allIdx(len(st.evals))
+	orig := slices.Clone(st.choice)
+	for _, w := range all {
+		st.set(w, -1)
+	}
+	defer func() {
+		for w, c := range orig {
+			st.set(w, c)
+		}
+	}()
+	m := s.newSubMIP(st, all, orig, math.Inf(1), 0)
+	if m == nil {
+		return nil
+	}
+	if m.p.solve(50*m.p.m+1000, math.Inf(1)) != lpOptimal {
+		return nil
+	}
+	m.cutRounds(m.p)
+	off := make([]float64, len(all))
+	for j := 0; j < m.p.n; j++ {
+		if m.colJ[j] == orig[m.colW[j]] {
+			off[m.colW[j]] += 1 - m.p.value(j)
+		}
+	}
+	var ws []int
+	for w, v := range off {
+		if v > 1e-6 {
+			ws = append(ws, w)
+		}
+	}
+	sort.SliceStable(ws, func(a, b int) bool { return off[ws[a]] > off[ws[b]] })
+	if len(ws) > size {
+		ws = ws[:size]
+	}
+	return ws
+}
+
+// rowSets are the tight-row neighbourhoods: for each row with less room
+// left than the smallest amount a cheaper option of some workload would
+// take from it, tightest first, the workloads on it and those with a
+// cheaper option on it, cheapest-to-gain first, at most size.
+func (s *solver) rowSets(st *state, size int) [][]int {
+	users, wants := st.rowUsers(), st.rowWants(true)
+	type rowGap struct {
+		r     int
+		slack float64
+	}
+	var rows []rowGap
+	for r := range st.rem {
+		if len(wants[r]) == 0 || len(users[r]) == 0 {
+			continue
+		}
+		rows = append(rows, rowGap{r, st.rem[r] / max(1e-9, s.caps[r])})
+	}
+	sort.SliceStable(rows, func(a, b int) bool { return rows[a].slack < rows[b].slack })
+	var sets [][]int
+	for _, rg := range rows {
+		in := make(map[int]bool)
+		var set []int
+		add := func(w int) {
+			if !in[w] && len(set) < size {
+				in[w] = true
+				set = append(set, w)
+			}
+		}
+		// Wanters and users alternately, so both sides are in.
+		us, ws := users[rg.r], wants[rg.r]
+		for k := 0; k < max(len(us), len(ws)); k++ {
+			if k < len(ws) {
+				add(ws[k])
+			}
+			if k < len(us) {
+				add(us[k])
+			}
+		}
+		sets = append(sets, set)
+	}
+	return sets
+}
+
+// subMIPLNS improves choice with exact sub-MIPs (see above): the RINS
+// neighbourhood, then the tight rows' (rowSets), each alone and each pair
+// of the subMIPPairRows tightest; after every improvement the
+// neighbourhoods are rebuilt, until a pass improves nothing or the node
+// budget is spent. Deterministic.
+func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int) []int {
+	st := newState(s, evals, slices.Clone(choice))
+	spent := 0
+	try := func(set []int) bool {
+		nodes := min(subMIPNodes, budget-spent)
+		if nodes <= 0 {
+			return false
+		}
+		ok, used := s.solveSet(st, set, nodes, 0)
+		spent += used
+		return ok
+	}
+	for round := 0; round < subMIPRounds && spent < budget; round++ {
+		if try(s.rinsSet(st, subMIPRINS)) {
+			continue
+		}
+		rs := s.rowSets(st, subMIPRowSize)
+		sets := slices.Clone(rs)
+		for a := 0; a < len(rs) && a < subMIPPairRows; a++ {
+			for b := a + 1; b < len(rs) && b < subMIPPairRows; b++ {
+				u := slices.Clone(rs[a])
+				for _, w := range rs[b] {
+					if !slices.Contains(u, w) && len(u) < subMIPPairSize {
+						u = append(u, w)
+					}
+				}
+				sets = append(sets, u)
+			}
+		}
+		improved := false
+		for _, set := range sets {
+			if try(set) {
+				improved = true
+				break
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return st.choice
+}
