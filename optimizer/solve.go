@@ -565,7 +565,17 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			choice = s.holderLayouts(evals, choice, mu, budget/4)
 		}
 		if len(evals) <= chainFleet && !s.in.Replan && !s.probe && planCost(evals, choice)-lb > eps*lb {
-			// Exact sub-MIPs by LP branch and bound (submip.go).
+			// Exact sub-MIPs by LP branch and bound (submip.go), with
+			// each service holding BuildModel's layouts too: a move
+			// that needs one Solve's enumeration lacks (differential
+			// seed 4458) is then in reach (TestSubMIPModelLayouts).
+			if s.in.Catalog != nil && s.in.Policy != nil {
+				for _, e := range evals {
+					if len(e.svcBound) > 0 {
+						s.fullLayouts(e)
+					}
+				}
+			}
 			choice = s.subMIPLNS(evals, choice, subMIPWork*len(evals))
 		}
 	}
