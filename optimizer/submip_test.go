@@ -17,7 +17,7 @@ import (
 // branch and bound over the tight rows' workloads reaches 58,363.81.
 func TestSubMIP(t *testing.T) {
 	if testing.Short() {
-		t.Skip("generates and solves a hard 99-workload fleet (about 30 CPU-s)")
+		t.Skip("generates and solves a hard 99-workload fleet (about 20 CPU-s)")
 	}
 	cat, err := pricing.EmbeddedCatalog()
 	if err != nil {
