@@ -450,21 +450,26 @@ func TestSubMIPModelLayouts(t *testing.T) {
 // 9,177.94 against CBC's optimum of 9,071.76 for the same workloads left
 // out (1.2% above); seed 59, 8 placed at 5,333.25 against 5,294.07. The
 // placed part is now solved again as a fleet of its own (polishPlaced).
+// Seed 5132 at MAXN=60: that solve made room for the service left out,
+// placed greedily; the next round solves the fleet with it (1.37% above
+// CBC's optimum after one round).
 func TestPolishPlaced(t *testing.T) {
 	cat := embedded(t)
 	for _, tc := range []struct {
 		file    string
 		optimum float64 // CBC's, over BuildModel's model, the same left out
+		left    int     // left out on fleet grounds: CBC's minimum
 	}{
-		{"partly-infeasible-polish-44.yaml", 9071.7564},
-		{"partly-infeasible-polish-59.yaml", 5294.0708},
+		{"partly-infeasible-polish-44.yaml", 9071.7564, 1},
+		{"partly-infeasible-polish-59.yaml", 5294.0708, 1},
+		{"partly-infeasible-polish-5132.yaml", 19261.5905, 0},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			p := loadDiffPolicy(t, tc.file)
 			p.SetDefaults()
 			plan, err := Solve(Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
-			if !errors.Is(err, ErrInfeasible) {
-				t.Fatalf("err %v, want one workload left out on quota grounds", err)
+			if err != nil && !errors.Is(err, ErrInfeasible) {
+				t.Fatal(err)
 			}
 			left := 0
 			for _, b := range plan.Blocked {
@@ -475,8 +480,8 @@ func TestPolishPlaced(t *testing.T) {
 					}
 				}
 			}
-			if left != 1 {
-				t.Errorf("%d left out on fleet grounds, CBC's minimum is 1", left)
+			if left != tc.left {
+				t.Errorf("%d left out on fleet grounds, CBC's minimum is %d", left, tc.left)
 			}
 			slack := 0.005 * float64(len(plan.Placements))
 			if got := plan.Totals.ExpectedCost; got > tc.optimum*(1+1e-5)+slack {
