@@ -17,6 +17,17 @@ import (
 // TestDifferentialCBC) found, each shrunk to a small case. The policies
 // shrunk from random fleets are in testdata/differential.
 
+// wantNearOptimum fails t when the plan costs more than rel above optimum
+// (CBC's, over BuildModel's model), allowing each placement's rounding to
+// the cent.
+func wantNearOptimum(t *testing.T, plan *Plan, optimum, rel float64) {
+	t.Helper()
+	slack := 0.005 * float64(len(plan.Placements))
+	if got := plan.Totals.ExpectedCost; got > optimum*(1+rel)+slack {
+		t.Errorf("plan costs %.4f, CBC's optimum is %.4f (%.3f%% above)", got, optimum, 100*(got-optimum)/optimum)
+	}
+}
+
 func loadDiffPolicy(t *testing.T, name string) *policy.Policy {
 	t.Helper()
 	path := filepath.Join("testdata", "differential", name)
@@ -333,10 +344,7 @@ func TestModelColumns(t *testing.T) {
 		t.Errorf("blocked %v, want %v (CBC places the rest)", blocked, want)
 	}
 	const optimum = 3788.0306 // CBC's, over BuildModel's model
-	slack := 0.005 * float64(len(plan.Placements))
-	if got := plan.Totals.ExpectedCost; got > optimum*1.001+slack {
-		t.Errorf("plan costs %.4f, CBC's optimum is %.4f (%.3f%% above)", got, optimum, 100*(got-optimum)/optimum)
-	}
+	wantNearOptimum(t, plan, optimum, 0.001)
 	if plan.Bound.LowerBound > optimum*(1+1e-6) {
 		t.Errorf("bound %.4f above the optimum %.4f", plan.Bound.LowerBound, optimum)
 	}
@@ -373,10 +381,7 @@ func TestTradeIn(t *testing.T) {
 		}
 	}
 	const optimum = 43424.1263 // CBC's, over BuildModel's model
-	slack := 0.005 * float64(len(plan.Placements))
-	if got := plan.Totals.ExpectedCost; got > optimum*1.001+slack {
-		t.Errorf("plan costs %.4f, CBC's optimum is %.4f (%.3f%% above)", got, optimum, 100*(got-optimum)/optimum)
-	}
+	wantNearOptimum(t, plan, optimum, 0.001)
 }
 
 // TestFullLayouts: a service whose every layout Solve enumerates alone
@@ -400,10 +405,7 @@ func TestFullLayouts(t *testing.T) {
 		t.Fatalf("%v %v; CBC places every workload", err, names)
 	}
 	const optimum = 5291.437 // CBC's, over BuildModel's model
-	slack := 0.005 * float64(len(plan.Placements))
-	if got := plan.Totals.ExpectedCost; got > optimum*1.001+slack {
-		t.Errorf("plan costs %.4f, CBC's optimum is %.4f (%.3f%% above)", got, optimum, 100*(got-optimum)/optimum)
-	}
+	wantNearOptimum(t, plan, optimum, 0.001)
 }
 
 // TestSubMIPModelLayouts: fleets whose optimum (CBC's, over BuildModel's
@@ -433,10 +435,7 @@ func TestSubMIPModelLayouts(t *testing.T) {
 			if err != nil && !errors.Is(err, ErrInfeasible) {
 				t.Fatal(err)
 			}
-			slack := 0.005 * float64(len(plan.Placements))
-			if got := plan.Totals.ExpectedCost; got > tc.optimum*(1+1e-5)+slack {
-				t.Errorf("plan costs %.4f, CBC's optimum is %.4f (%.3f%% above)", got, tc.optimum, 100*(got-tc.optimum)/tc.optimum)
-			}
+			wantNearOptimum(t, plan, tc.optimum, 1e-5)
 			if plan.Bound.LowerBound > tc.optimum*(1+1e-6) {
 				t.Errorf("bound %.4f above the optimum %.4f", plan.Bound.LowerBound, tc.optimum)
 			}
@@ -483,10 +482,7 @@ func TestPolishPlaced(t *testing.T) {
 			if left != tc.left {
 				t.Errorf("%d left out on fleet grounds, CBC's minimum is %d", left, tc.left)
 			}
-			slack := 0.005 * float64(len(plan.Placements))
-			if got := plan.Totals.ExpectedCost; got > tc.optimum*(1+1e-5)+slack {
-				t.Errorf("placed part costs %.4f, CBC's optimum for the same left out is %.4f (%.3f%% above)", got, tc.optimum, 100*(got-tc.optimum)/tc.optimum)
-			}
+			wantNearOptimum(t, plan, tc.optimum, 1e-5) // the same left out
 		})
 	}
 }

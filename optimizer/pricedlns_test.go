@@ -51,15 +51,7 @@ func TestPricedChains(t *testing.T) {
 		{"99 seed 4 tightness 0.4", 100, 4, 0.4, 59460.10, 59563.37, 59474.83},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := hardgen.Generate(cat, tc.n, tc.seed, hardgen.Options{Tightness: tc.tight})
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := plan.Totals.ExpectedCost
+			got := solveHard(t, cat, tc.n, tc.seed, tc.tight).Totals.ExpectedCost
 			if got < tc.optimum-0.02 {
 				t.Fatalf("plan %.2f below the proven optimum %.2f", got, tc.optimum)
 			}
@@ -69,4 +61,18 @@ func TestPricedChains(t *testing.T) {
 			}
 		})
 	}
+}
+
+// solveHard generates the hardgen fleet (n, seed, tightness) and plans it.
+func solveHard(t *testing.T, cat *pricing.Catalog, n int, seed uint64, tight float64) *optimizer.Plan {
+	t.Helper()
+	p, err := hardgen.Generate(cat, n, seed, hardgen.Options{Tightness: tight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }

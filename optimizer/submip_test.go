@@ -2,10 +2,7 @@ package optimizer_test
 
 import (
 	"testing"
-	"time"
 
-	"github.com/gpubroker/gpubroker/optimizer"
-	"github.com/gpubroker/gpubroker/optimizer/hardgen"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -27,15 +24,7 @@ func TestSubMIP(t *testing.T) {
 		optimum = 58357.71 // CBC 2.10.8, proven optimal over the same candidates
 		before  = 58446.02 // without the sub-MIPs
 	)
-	p, err := hardgen.Generate(cat, 100, 4, hardgen.Options{Tightness: 0.6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := plan.Totals.ExpectedCost
+	got := solveHard(t, cat, 100, 4, 0.6).Totals.ExpectedCost
 	if got < optimum-0.02 {
 		t.Fatalf("plan %.2f below the proven optimum %.2f", got, optimum)
 	}
