@@ -224,7 +224,7 @@ func (s *solver) run() ([]*eval, []int, []Blocked, float64) {
 		for i := range s.pol.Workloads {
 			evals[i] = s.eval(&s.pol.Workloads[i])
 			s.dropOversized(evals[i])
-			if e := evals[i]; len(e.svcBound) > 0 && len(e.cands) == 0 && e.blocked != nil && s.in.Catalog != nil && s.in.Policy != nil && s.fullLayouts(e) {
+			if e := evals[i]; len(e.svcBound) > 0 && len(e.cands) == 0 && e.blocked != nil && s.fullLayouts(e) {
 				// Every layout Solve enumerated alone exceeds a quota
 				// or budget, but one the exact model holds does not
 				// (its enumeration runs with every spot pool row):
@@ -561,16 +561,19 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// fleet's re-plans keep the plans they had.
 			choice = s.fitColumns(evals, choice, mu, budget/4)
 		}
-		if len(evals) <= chainFleet && !s.in.Replan && !s.probe && planCost(evals, choice)-lb > eps*lb {
+		// The steps below run in plans made once, of fleets small enough,
+		// while the plan is above the bound (each can close the gap).
+		oneOff := len(evals) <= chainFleet && !s.in.Replan && !s.probe
+		if oneOff && planCost(evals, choice)-lb > eps*lb {
 			// Targeted chains the sampled ones miss, each set searched
 			// with its own multipliers (pricedlns.go).
 			choice = s.pricedLNS(evals, choice, mu, pricedWork*len(evals))
 		}
-		if len(evals) <= chainFleet && !s.in.Replan && !s.probe && planCost(evals, choice)-lb > eps*lb {
+		if oneOff && planCost(evals, choice)-lb > eps*lb {
 			// Partial-row layouts that need a holder to leave the row.
 			choice = s.holderLayouts(evals, choice, mu, budget/4)
 		}
-		if len(evals) <= chainFleet && !s.in.Replan && !s.probe && planCost(evals, choice)-lb > eps*lb {
+		if oneOff && planCost(evals, choice)-lb > eps*lb {
 			// Exact sub-MIPs by LP branch and bound (submip.go); then,
 			// with each service holding BuildModel's layouts too, again:
 			// a move that needs one Solve's enumeration lacks
@@ -580,11 +583,9 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// then ended at 58,415.45 instead of 58,363.81 (TestSubMIP).
 			choice = s.subMIPLNS(evals, choice, subMIPWork*len(evals))
 			added := false
-			if s.in.Catalog != nil && s.in.Policy != nil {
-				for _, e := range evals {
-					if len(e.svcBound) > 0 && s.fullLayouts(e) {
-						added = true
-					}
+			for _, e := range evals {
+				if len(e.svcBound) > 0 && s.fullLayouts(e) {
+					added = true
 				}
 			}
 			if added {
@@ -665,14 +666,8 @@ func (s *solver) polishOnce(evals []*eval, choice []int, blocked []Blocked, lb f
 		}
 	} else {
 		for k, w := range idx {
-			if sigs[k] == "" {
-				continue
-			}
-			for j := range evals[w].cands {
-				if layoutSig(&evals[w].cands[j]) == sigs[k] {
-					out[w] = j
-					break
-				}
+			if sigs[k] != "" {
+				out[w] = evals[w].layoutIndex(sigs[k])
 			}
 		}
 		res.lb = lb
@@ -2188,12 +2183,7 @@ func (s *solver) resort(evals []*eval, choice []int) {
 		}
 		sortOptions(e.cands)
 		if sig != "" {
-			for j := range e.cands {
-				if layoutSig(&e.cands[j]) == sig {
-					choice[w] = j
-					break
-				}
-			}
+			choice[w] = e.layoutIndex(sig)
 		}
 	}
 	s.lb = nil

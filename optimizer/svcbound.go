@@ -136,6 +136,18 @@ func layoutSig(o *option) string {
 	return b.String()
 }
 
+// layoutIndex is the index of e's candidate with layout signature sig, or
+// -1: a service's option found again after its list was extended or
+// re-sorted.
+func (e *eval) layoutIndex(sig string) int {
+	for j := range e.cands {
+		if layoutSig(&e.cands[j]) == sig {
+			return j
+		}
+	}
+	return -1
+}
+
 // svcScratch is reused across svcPriced calls.
 type svcScratch struct {
 	val   []float64
@@ -265,11 +277,8 @@ func (s *solver) addPricedColumns(evals []*eval, mu []float64) bool {
 // addNewLayout adds opt as a service layout of e unless e has it already
 // (the same groups and cap), and reports whether it did.
 func (s *solver) addNewLayout(e *eval, opt option, model pricing.GPUModel) bool {
-	sig := layoutSig(&opt)
-	for j := range e.cands {
-		if layoutSig(&e.cands[j]) == sig {
-			return false
-		}
+	if e.layoutIndex(layoutSig(&opt)) >= 0 {
+		return false
 	}
 	s.addServiceOption(e, opt, model)
 	return true
@@ -322,6 +331,9 @@ func (s *solver) layoutUses(o *option) {
 // builds its model) that fit this solver's caps alone, each with its rows
 // recomputed under this solver's; it reports whether it added any.
 func (s *solver) fullLayouts(e *eval) bool {
+	if s.in.Catalog == nil || s.in.Policy == nil {
+		return false
+	}
 	if s.full == nil {
 		// Made once per plan: it depends on the input alone.
 		s.full = newSolver(s.in)
@@ -691,8 +703,7 @@ func (s *solver) fitColumns(evals []*eval, choice []int, mu []float64, budget in
 			if !ok || s.oversized(e, &opt) {
 				continue
 			}
-			sig := layoutSig(&opt)
-			if slices.ContainsFunc(e.cands, func(o option) bool { return layoutSig(&o) == sig }) {
+			if e.layoutIndex(layoutSig(&opt)) >= 0 {
 				continue
 			}
 			s.addServiceOption(e, opt, model)
