@@ -73,7 +73,11 @@ type HedgedSource struct {
 	// thousands of times in a simulated month.
 	beats map[string]time.Time
 	bySvc map[string][]*store.SlotRecord
-	jobs  []hedgeJob
+	// poolUse counts the fleet's live spot instances per pool, every
+	// workload's (readFleet).
+	poolUse map[providers.PoolKey]int
+	free    map[providers.PoolKey]int // admit's
+	jobs    []hedgeJob
 	// The spot pools observed in this plan: heard[id] when heardAt[id]
 	// is this plan (plans), id the pool's number in poolIDs (hedge.ids).
 	// (A map of names cleared each plan was a string hash per zone per
@@ -323,6 +327,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		// taken while the services after it are still being observed.
 		pipelineFor(len(jobs), h.Workers, observe, decide)
 	}
+	h.admit(jobs)
 	for j, i := range todo {
 		jb := &jobs[j]
 		if jb.err != nil {
@@ -352,10 +357,58 @@ type hedgeJob struct {
 	target int
 	// The live state of hg's spot pools.
 	zones []spotpolicy.Zone
+	od    *pricing.Offer // the on-demand offer (nil: none)
 
 	out     optimizer.Placement
 	err     error
 	changed bool // the decision changed (logged in service order)
+}
+
+// admit hands each spot pool's free capacity (its nominal capacity less
+// the fleet's live spot instances there) to the services' new spot
+// replicas, in service order; the services decide in parallel, each on
+// the pool's capacity as the plan began. A service whose new replicas do
+// not all fit keeps what it runs there, gets what is free, and runs its
+// target on demand until its next decision. Without it every service
+// moved into a pool that came back at once, most were refused, the pool
+// was blocked, and they all fell back to on-demand, again and again: most
+// of a simulated fleet's launches (docs/BENCHMARKS.md).
+func (h *HedgedSource) admit(jobs []hedgeJob) {
+	if h.free == nil {
+		h.free = map[providers.PoolKey]int{}
+	}
+	free := h.free
+	clear(free)
+	for j := range jobs {
+		jb := &jobs[j]
+		hg := jb.hg
+		if jb.err != nil || hg == nil {
+			continue
+		}
+		trimmed := false
+		for k, n := range hg.fleet.Spot {
+			z := &jb.zones[k]
+			add := min(n, z.Capacity+z.Spot) - z.Spot
+			if add <= 0 {
+				continue
+			}
+			key := hg.keys[k]
+			f, ok := free[key]
+			if !ok {
+				f = max(0, hg.nominal[k]-h.poolUse[key])
+			}
+			if add > f {
+				hg.fleet.Spot[k], add, trimmed = z.Spot+f, f, true
+			}
+			free[key] = f - add
+		}
+		if trimmed {
+			if jb.od != nil {
+				hg.fleet.OnDemand = max(hg.fleet.OnDemand, jb.target)
+			}
+			jb.out = hg.placement(jb, jb.p)
+		}
+	}
 }
 
 // readFleet reads the fleet's slots by service (h.bySvc) and the running
@@ -390,9 +443,18 @@ func (h *HedgedSource) readFleet(ctx context.Context) error {
 		clear(v)
 		bySvc[k] = v[:0]
 	}
+	if h.poolUse == nil {
+		h.poolUse = map[providers.PoolKey]int{}
+	}
+	clear(h.poolUse)
 	for i := range st.Slots {
 		s := &st.Slots[i]
 		bySvc[s.Workload] = append(bySvc[s.Workload], s)
+		if live(s) {
+			if k := slotPool(s); k.Capacity == pricing.Spot {
+				h.poolUse[k]++
+			}
+		}
 	}
 	return nil
 }
@@ -558,7 +620,15 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
 		id := hg.ids[k]
-		c, limited, avail := hg.poolCapacity(keys[k], &h.blk[id], h.ugen, hg.nominal[k], spot[k], u, now)
+		// The pool's nominal capacity is the fleet's, as in the planner's
+		// spot capacity rows: what the other workloads hold there is not
+		// this service's to take (admit hands out what is left). It keeps
+		// what it runs.
+		nominal := hg.nominal[k]
+		if others := h.poolUse[keys[k]] - spot[k]; others > 0 {
+			nominal = max(spot[k], nominal-others)
+		}
+		c, limited, avail := hg.poolCapacity(keys[k], &h.blk[id], h.ugen, nominal, spot[k], u, now)
 		x := h.heard[id]
 		if h.heardAt[id] != h.plans || x.avail != avail {
 			x = h.observePool(hg.names[k], id, keys[k], mine, avail, now)
@@ -610,6 +680,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	zones, keys := j.zones, hg.keys
 	ref := p.Groups[0]
 	od := hg.onDemandOffer(pol, cat, w, p, u, h.ugen, now)
+	j.od = od
 	if len(hg.zones) == 0 && od == nil {
 		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
@@ -691,8 +762,15 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		j.changed = hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot)
 		hg.last = d
 	}
-	// Groups of the decision, each pinned to the slots it keeps, built in
-	// the hedge's memory and handed out as the last plan's when equal.
+	out := hg.placement(j, p)
+	return out, j.err
+}
+
+// placement is the service's placement with the groups of its decision
+// (hg.fleet), each pinned to the slots it keeps, built in the hedge's
+// memory and handed out as the last plan's when equal.
+func (hg *hedge) placement(j *hedgeJob, p optimizer.Placement) optimizer.Placement {
+	zones, mine, od, target := j.zones, j.mine, j.od, j.target
 	groups := hg.scratch.groups[:0]
 	for k, n := range hg.fleet.Spot {
 		if n = min(n, zones[k].Capacity+zones[k].Spot); n <= 0 {
@@ -710,7 +788,8 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			Interconnect: optimizer.Interconnect(od.Cloud, od.InstanceType)})
 	}
 	if len(groups) == 0 {
-		return p, fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
+		j.err = fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
+		return p
 	}
 	hg.scratch.groups = groups
 	for len(hg.scratch.slots) < len(groups) {
@@ -733,7 +812,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	p.Groups, p.Instances = hg.out, n
 	p.Explanation = hg.explain(p.Explanation, hedgeLine{policy: hg.policy.Name(), tick: hg.tick, spot: n - hg.fleet.OnDemand,
 		pools: len(hg.last.Spot), od: hg.fleet.OnDemand, target: target})
-	return p, nil
+	return p
 }
 
 // explain is the inner placement's explanation in with the hedging line
