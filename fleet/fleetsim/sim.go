@@ -184,7 +184,10 @@ type Sim struct {
 	liveSpot  map[providers.PoolKey]int
 	prices    map[providers.PoolKey]poolPrice
 	jobs      map[string]*job
-	jobOrder  []string
+	// active are the jobs not finished (or not yet taken out of the
+	// policy), in policy order: the loops over jobs every instant skip the
+	// finished ones for good.
+	active []*job
 	svcs      map[string]*service
 	stats     map[string]*WorkloadReport
 	slotPool  map[string]providers.PoolKey
@@ -308,8 +311,9 @@ func New(cfg Config) (*Sim, error) {
 			}
 			s.svcs[w.Name] = sv
 		default:
-			s.jobs[w.Name] = &job{w: w, work: w.WorkGPUHours}
-			s.jobOrder = append(s.jobOrder, w.Name)
+			j := &job{w: w, work: w.WorkGPUHours}
+			s.jobs[w.Name] = j
+			s.active = append(s.active, j)
 		}
 	}
 	return s, nil
@@ -627,7 +631,7 @@ func (s *Sim) nextEvent(now, limit time.Time) time.Time {
 			}
 		}
 	}
-	for _, j := range s.jobs {
+	for _, j := range s.active {
 		if t, ok := j.finishAt(s.cfg.Start, now); ok && t.After(now) && t.Before(next) {
 			next = t
 		}
@@ -705,8 +709,7 @@ func (s *Sim) advance(prev, now time.Time) {
 	if d <= 0 {
 		return
 	}
-	for _, name := range s.jobOrder {
-		j := s.jobs[name]
+	for _, j := range s.active {
 		if !j.running || !j.finished.IsZero() {
 			continue
 		}
@@ -763,15 +766,17 @@ func (p simProgress) JobProgress(_ context.Context, workload string) (fleet.JobP
 func (s *Sim) updateJobs(now time.Time) {
 	ready := s.ready()
 	pl := s.placements()
-	for _, name := range s.jobOrder {
-		j := s.jobs[name]
+	keep := s.active[:0]
+	for _, j := range s.active {
+		name := j.w.Name
 		if !j.finished.IsZero() {
 			if j.running {
 				j.running = false
 				s.removeWorkload(name)
 			}
-			continue
+			continue // (out of the policy: dropped from active)
 		}
+		keep = append(keep, j)
 		if p := pl[name]; p != nil {
 			j.desired = p.Instances
 			j.rate = float64(p.GPUs) * nonZero(p.RelativeSpeed) * nonZero(p.ScalingEfficiency)
@@ -790,6 +795,8 @@ func (s *Sim) updateJobs(now time.Time) {
 			j.done = j.saved
 		}
 	}
+	clear(s.active[len(keep):])
+	s.active = keep
 }
 
 func nonZero(f float64) float64 {
