@@ -72,7 +72,8 @@ type HedgedSource struct {
 	// does not allocate them anew: a thousand-workload fleet plans tens of
 	// thousands of times in a simulated month.
 	beats map[string]time.Time
-	bySvc map[string][]*store.SlotRecord
+	bySvc map[string]*svcSlots
+	loads int // fleet reads so far (svcSlots.load)
 	jobs  []hedgeJob
 	// The spot pools observed in this plan: heard[id] when heardAt[id]
 	// is this plan (plans), id the pool's number in poolIDs (hedge.ids).
@@ -109,10 +110,21 @@ type hedge struct {
 	plan   int // the HedgedSource plan that last hedged it
 	fleet  spotpolicy.Fleet
 	last   HedgeDecision
-	// caps are the spot pools' capacities learned from refusals: a pool
-	// that refused a launch for capacity while it ran replicas of the
-	// service holds about that many now.
-	caps map[providers.PoolKey]learnedCap
+	// lastSpot is the spot replicas per zone last.Spot was made from.
+	lastSpot []int
+	// caps are the spot pools' capacities learned from refusals (by
+	// zone, capAt[k] the first zone with zone k's pool): a pool that
+	// refused a launch for capacity while it ran replicas of the service
+	// holds about that many now. (A map by pool key hashed four strings
+	// per zone per plan once the service had learned one.)
+	caps  []learnedCap
+	capAt []int
+	// spotPool and inter are the zones' group fields that are not the offer's own
+	// (the spot pool's name, the interconnect), made once per hedge.
+	spotPool, inter []string
+	// odInter is the interconnect of odInterFor (cloud/instance type).
+	odInter    string
+	odInterFor [2]string
 
 	// What the service's plans reuse (a service is hedged by one goroutine
 	// at a time): every service is hedged every plan, tens of thousands
@@ -126,6 +138,7 @@ type hedge struct {
 		in   []string // the inner placement's explanation
 		line hedgeLine
 		out  []string
+		buf  []byte
 	}
 	// odOffers are the catalog's on-demand offers the service may use
 	// (onDemandOffer's candidates), for odCat and odPol.
@@ -167,7 +180,8 @@ type hedgeLine struct {
 // learnedCap is what a spot pool held for the service when it last refused
 // one more replica for capacity.
 type learnedCap struct {
-	n int
+	known bool // (the zero value: nothing learned)
+	n     int
 	// until is when the refusal's block ends: then the pool is probed
 	// with one replica more than it held, and an hour (capacityMemory)
 	// after it, without a further refusal, the limit is forgotten.
@@ -273,7 +287,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if err != nil {
 		return nil, err
 	}
-	beats, bySvc := h.beats, h.bySvc
+	beats := h.beats
 	var cat *pricing.Catalog
 	if h.Catalog != nil {
 		cat = h.Catalog()
@@ -298,7 +312,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	observe := func(j int) {
 		p := out.Placements[todo[j]]
 		w := byName[p.Workload] // read only: a pointer into the policy
-		h.observePools(&jobs[j], pol, cat, w, p, bySvc[w.Name], u, now)
+		h.observePools(&jobs[j], pol, cat, w, p, h.slotsOf(w.Name), u, now)
 		if hg := jobs[j].hg; hg != nil {
 			hg.plan = h.plans
 		}
@@ -383,16 +397,44 @@ func (h *HedgedSource) readFleet(ctx context.Context) error {
 		}
 	}
 	if h.bySvc == nil {
-		h.bySvc = map[string][]*store.SlotRecord{}
+		h.bySvc = map[string]*svcSlots{}
 	}
-	bySvc := h.bySvc
-	for k, v := range bySvc {
-		clear(v)
-		bySvc[k] = v[:0]
-	}
+	// A service's list is emptied when the read first finds one of its
+	// slots (slotsOf ignores the lists of earlier reads), and one map
+	// lookup serves a run of its slots (the fleet lists them by slot ID:
+	// a service's together). Assigning every service's emptied list back
+	// into the map, and a lookup per slot, were a string hash per service
+	// and per slot every plan.
+	h.loads++
+	var cur *svcSlots
 	for i := range st.Slots {
 		s := &st.Slots[i]
-		bySvc[s.Workload] = append(bySvc[s.Workload], s)
+		if cur == nil || cur.name != s.Workload {
+			if cur = h.bySvc[s.Workload]; cur == nil {
+				cur = &svcSlots{name: s.Workload}
+				h.bySvc[s.Workload] = cur
+			}
+			if cur.load != h.loads {
+				clear(cur.slots)
+				cur.slots, cur.load = cur.slots[:0], h.loads
+			}
+		}
+		cur.slots = append(cur.slots, s)
+	}
+	return nil
+}
+
+// svcSlots are a service's slots in the fleet read load.
+type svcSlots struct {
+	name  string
+	load  int
+	slots []*store.SlotRecord
+}
+
+// slotsOf are the service's slots in the last fleet read.
+func (h *HedgedSource) slotsOf(name string) []*store.SlotRecord {
+	if v := h.bySvc[name]; v != nil && v.load == h.loads {
+		return v.slots
 	}
 	return nil
 }
@@ -495,16 +537,21 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		h.hedges[w.Name] = hg
 	}
 	if len(hg.names) != len(hg.zones) {
-		// The zones' pool keys and tracker names, once per hedge (its
-		// zones are chosen once).
+		// The zones' pool keys, tracker names and group fields, once per
+		// hedge (its zones are chosen once).
 		hg.keys, hg.names = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones))
 		hg.ids = make([]int, len(hg.zones))
+		hg.caps, hg.capAt = make([]learnedCap, len(hg.zones)), make([]int, len(hg.zones))
+		hg.spotPool, hg.inter = make([]string, len(hg.zones)), make([]string, len(hg.zones))
 		if h.poolIDs == nil {
 			h.poolIDs = map[string]int{}
 		}
 		for k, o := range hg.zones {
 			hg.keys[k] = PoolOf(o, pricing.Spot)
 			hg.names[k] = poolName(hg.keys[k])
+			hg.capAt[k] = slices.Index(hg.keys, hg.keys[k]) // (one pool per zone: k itself)
+			hg.spotPool[k] = string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU)
+			hg.inter[k] = optimizer.Interconnect(o.Cloud, o.InstanceType)
 			id, ok := h.poolIDs[hg.names[k]]
 			if !ok {
 				id = len(h.poolIDs)
@@ -558,7 +605,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// there succeeds. Unblocked, the cloud sells it: available, as a
 		// trace's tick with capacity is in the simulator.
 		id := hg.ids[k]
-		c, limited, avail := hg.poolCapacity(keys[k], &h.blk[id], h.ugen, hg.nominal[k], spot[k], u, now)
+		c, limited, avail := hg.poolCapacity(k, &h.blk[id], h.ugen, hg.nominal[k], spot[k], u, now)
 		x := h.heard[id]
 		if h.heardAt[id] != h.plans || x.avail != avail {
 			x = h.observePool(hg.names[k], id, keys[k], mine, avail, now)
@@ -617,10 +664,13 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		if State(s.State) != Running {
 			return false
 		}
-		if b, ok := beats[s.InstanceID]; ok && !b.IsZero() && now.Sub(b) <= fresh {
+		// Running for the ready delay, or a fresh heartbeat: the first
+		// asks no map lookup, and most replicas have run that long.
+		if !s.RunningAt.IsZero() && now.Sub(s.RunningAt) >= readyDelay {
 			return true
 		}
-		return !s.RunningAt.IsZero() && now.Sub(s.RunningAt) >= readyDelay
+		b, ok := beats[s.InstanceID]
+		return ok && !b.IsZero() && now.Sub(b) <= fresh
 	}
 	state := &hg.scratch.state // (the policies keep nothing of it)
 	*state = spotpolicy.InferenceState{Gap: tick.Seconds(), Target: target, ReadyDelay: readyDelay.Seconds(), Zones: zones,
@@ -682,13 +732,23 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		}
 		hg.tick, hg.fleet = t, f
 		d := HedgeDecision{Workload: w.Name, At: now, Tick: t, Policy: hg.policy.Name(), Target: target, Ready: state.Ready(),
-			Spot: map[string]int{}, OnDemand: f.OnDemand}
-		for k, n := range f.Spot {
-			if n > 0 {
-				d.Spot[string(keys[k].Cloud)+"/"+keys[k].Zone+"/"+keys[k].InstanceType] = n
+			OnDemand: f.OnDemand}
+		// The same spot replicas per zone as the last decision: its map
+		// (never changed once made) says the same, without a key string
+		// and a map per service per tick.
+		same := hg.last.Spot != nil && slices.Equal(hg.lastSpot, f.Spot)
+		if same {
+			d.Spot = hg.last.Spot
+		} else {
+			d.Spot = map[string]int{}
+			for k, n := range f.Spot {
+				if n > 0 {
+					d.Spot[string(keys[k].Cloud)+"/"+keys[k].Zone+"/"+keys[k].InstanceType] = n
+				}
 			}
+			hg.lastSpot = append(hg.lastSpot[:0], f.Spot...)
 		}
-		j.changed = hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot)
+		j.changed = hg.last.OnDemand != d.OnDemand || !same && !mapsEqual(hg.last.Spot, d.Spot)
 		hg.last = d
 	}
 	// Groups of the decision, each pinned to the slots it keeps, built in
@@ -698,16 +758,18 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		if n = min(n, zones[k].Capacity+zones[k].Spot); n <= 0 {
 			continue // a pool blocked since the tick keeps only what runs there
 		}
-		o := hg.zones[k]
+		o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
 		groups = append(groups, optimizer.Group{Cloud: o.Cloud, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, GPU: o.GPU,
 			GPUsPerInstance: o.GPUCount, Instances: n, Capacity: pricing.Spot, PricePerHour: o.SpotPrice,
-			SpotPool: string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU), PlacementScore: o.Spot.PlacementScore,
-			Interconnect: optimizer.Interconnect(o.Cloud, o.InstanceType)})
+			SpotPool: hg.spotPool[k], PlacementScore: o.Spot.PlacementScore, Interconnect: hg.inter[k]})
 	}
 	if hg.fleet.OnDemand > 0 && od != nil {
+		if hg.odInterFor != [2]string{string(od.Cloud), od.InstanceType} {
+			hg.odInterFor, hg.odInter = [2]string{string(od.Cloud), od.InstanceType}, optimizer.Interconnect(od.Cloud, od.InstanceType)
+		}
 		groups = append(groups, optimizer.Group{Cloud: od.Cloud, Region: od.Region, Zone: od.Zone, InstanceType: od.InstanceType, GPU: od.GPU,
 			GPUsPerInstance: od.GPUCount, Instances: hg.fleet.OnDemand, Capacity: pricing.OnDemand, PricePerHour: od.OnDemandPrice,
-			Interconnect: optimizer.Interconnect(od.Cloud, od.InstanceType)})
+			Interconnect: hg.odInter})
 	}
 	if len(groups) == 0 {
 		return p, fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
@@ -744,12 +806,21 @@ func (hg *hedge) explain(in []string, l hedgeLine) []string {
 		return e.out
 	}
 	// (fmt.Sprintf's "live hedging (%s, tick %d): %d spot over %d pools + %d
-	// on-demand for a target of %d", built without fmt: every service,
-	// every plan.)
+	// on-demand for a target of %d", built without fmt in a buffer kept
+	// by the hedge: every service, every plan.)
 	e.in, e.line = in, l
-	e.out = slices.Clip(append(slices.Clip(in), "live hedging ("+l.policy+", tick "+strconv.Itoa(l.tick)+"): "+
-		strconv.Itoa(l.spot)+" spot over "+strconv.Itoa(l.pools)+" pools + "+strconv.Itoa(l.od)+
-		" on-demand for a target of "+strconv.Itoa(l.target)))
+	b := append(e.buf[:0], "live hedging ("...)
+	b = append(b, l.policy...)
+	b = append(strconv.AppendInt(append(b, ", tick "...), int64(l.tick), 10), "): "...)
+	b = append(strconv.AppendInt(b, int64(l.spot), 10), " spot over "...)
+	b = append(strconv.AppendInt(b, int64(l.pools), 10), " pools + "...)
+	b = append(strconv.AppendInt(b, int64(l.od), 10), " on-demand for a target of "...)
+	b = strconv.AppendInt(b, int64(l.target), 10)
+	e.buf = b
+	out := make([]string, len(in)+1)
+	copy(out, in)
+	out[len(in)] = string(b)
+	e.out = out
 	return e.out
 }
 
@@ -810,28 +881,23 @@ func cloneGroups(groups []optimizer.Group) []optimizer.Group {
 //     pool full with other workloads' instances is, to this service, a
 //     pool without capacity: trusting it would send replicas to be
 //     refused there again and again.
-func (hg *hedge) poolCapacity(k providers.PoolKey, m *blockMemo, gen, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
-	reason, until, blocked := u.blockedMemo(k, m, gen, now)
-	lc, known := hg.caps[k]
+func (hg *hedge) poolCapacity(z int, m *blockMemo, gen, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
+	reason, until, blocked := u.blockedMemo(hg.keys[z], m, gen, now)
+	lc := &hg.caps[hg.capAt[z]]
 	switch {
 	case blocked && reason == "capacity" && mine > 0:
-		if !known || lc.until != until {
-			lc = learnedCap{n: mine, until: until} // a new refusal
+		if !lc.known || lc.until != until {
+			*lc = learnedCap{known: true, n: mine, until: until} // a new refusal
 		}
-		if hg.caps == nil {
-			hg.caps = map[providers.PoolKey]learnedCap{}
-		}
-		hg.caps[k] = lc
 		return mine, true, true
 	case blocked:
-		delete(hg.caps, k)
+		*lc = learnedCap{}
 		return mine, false, false
-	case known && now.Sub(lc.until) < capacityMemory:
+	case lc.known && now.Sub(lc.until) < capacityMemory:
 		lc.n = max(lc.n, mine)
-		hg.caps[k] = lc
 		return min(nominal, lc.n+1), true, true
 	}
-	delete(hg.caps, k)
+	*lc = learnedCap{}
 	return nominal, false, true
 }
 

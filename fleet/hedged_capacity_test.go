@@ -67,14 +67,14 @@ func TestHedgePoolCapacity(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			u := &Unavailable{Backoff: 3 * time.Minute}
-			hg := &hedge{}
+			hg := &hedge{keys: []providers.PoolKey{k}, caps: make([]learnedCap, 1), capAt: []int{0}}
 			var m blockMemo // (one memo across the steps: it follows the blocks)
 			for i, s := range c.steps {
 				now := start.Add(s.at)
 				if s.block != "" {
 					u.Block(k, s.block, now)
 				}
-				got, lim, avail := hg.poolCapacity(k, &m, u.Gen(), c.nominal, s.mine, u, now)
+				got, lim, avail := hg.poolCapacity(0, &m, u.Gen(), c.nominal, s.mine, u, now)
 				if got != s.c || lim != s.lim || avail != s.avail {
 					t.Fatalf("step %d (+%s, block %q, %d held): capacity %d, limited %v, available %v; want %d, %v, %v",
 						i, s.at, s.block, s.mine, got, lim, avail, s.c, s.lim, s.avail)
