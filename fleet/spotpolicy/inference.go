@@ -117,10 +117,34 @@ func spreadOrder(zones []Zone, score func(Zone) float64) []int {
 	return sortedPools(len(zones), func(i int) float64 { return scores[i] })
 }
 
+// spreadOrderIn is spreadOrder in the memory of scores and idx (the same
+// stable sort on the same scores: the same order).
+func spreadOrderIn(zones []Zone, score func(Zone) float64, scores []float64, idx []int) ([]float64, []int) {
+	scores, idx = scores[:0], idx[:0]
+	for i, z := range zones {
+		scores = append(scores, score(z))
+		idx = append(idx, i)
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch sa, sb := scores[a], scores[b]; {
+		case sa > sb:
+			return -1
+		case sb > sa:
+			return 1
+		}
+		return 0
+	})
+	return scores, idx
+}
+
 // spreadIn is spread over the zones in a given order (spreadOrder): a
 // policy that tries several replica counts on one state sorts once.
 func spreadIn(zones []Zone, n int, order []int) []int {
-	out := make([]int, len(zones))
+	return spreadInto(make([]int, len(zones)), zones, n, order)
+}
+
+// spreadInto is spreadIn in out's memory (len(zones) zeros).
+func spreadInto(out []int, zones []Zone, n int, order []int) []int {
 	for placed := 0; placed < n; {
 		progress := false
 		for _, k := range order {
@@ -214,12 +238,19 @@ type AdaptiveInference struct {
 	chance     float64
 	// windows is, per zone, what it lost over each past ready delay.
 	windows []lossWindows
-	// survCache[k][n] is survival(k, n) at the current tick.
+	// survCache[k][n] is survival(k, n) at the current tick, survSet the
+	// (k, n) set this tick (observe clears those, not every entry), and
+	// survMem the memory the tick's survivals are cut from.
 	survCache [][][]float64
-	// Scratch of hedge, kept between calls (a policy decides for one
-	// service, one tick at a time).
-	surv [][]float64
-	risk riskScratch
+	survSet   [][2]int
+	survMem   []float64
+	// Scratch of Decide and hedge, kept between calls (a policy decides
+	// for one service, one tick at a time).
+	surv       [][]float64
+	risk       riskScratch
+	scores     []float64
+	order      []int
+	cand, best []int
 	// noPrune sizes the hedge of every replica count (a test compares).
 	noPrune bool
 }
@@ -264,9 +295,13 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	// replicas the risk model still asks for with it.
 	var sp []int
 	od, risky, bestCost, placed := 0, false, math.Inf(1), -1
-	order := spreadOrder(s.Zones, score) // the same for every candidate
+	// The order is the same for every candidate; candidates are spread in
+	// the policy's memory, the best one returned in its own.
+	a.scores, a.order = spreadOrderIn(s.Zones, score, a.scores, a.order)
+	order := a.order
 	for extra := cfg.Extra; extra <= cfg.Extra+s.Target; extra++ {
-		cand := spreadIn(s.Zones, s.Target+extra, order)
+		a.cand = resizedInts(a.cand, len(s.Zones))
+		cand := spreadInto(a.cand, s.Zones, s.Target+extra, order)
 		n := sum(cand)
 		if n == placed {
 			break // no zone can take more
@@ -280,9 +315,11 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		}
 		o, r := a.hedge(s, cand, rho, risk)
 		if c := float64(n)*spotP + float64(o)*odP; c < bestCost-1e-9 {
-			sp, od, risky, bestCost = cand, o, r, c
+			a.cand, a.best = a.best, a.cand
+			sp, od, risky, bestCost = a.best, o, r, c
 		}
 	}
+	sp = slices.Clone(sp) // (the caller keeps it)
 	if risky {
 		// Spot is so unreliable that on-demand alone must cover the
 		// target: spot on top would only add cost.
@@ -304,6 +341,16 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		od = s.OnDemand // hold on-demand until spot has been calm a while
 	}
 	return Fleet{Spot: sp, OnDemand: od}
+}
+
+// resizedInts is buf resized to n zeros.
+func resizedInts(buf []int, n int) []int {
+	if cap(buf) < n {
+		return make([]int, n)
+	}
+	buf = buf[:n]
+	clear(buf)
+	return buf
 }
 
 // allOnDemand is the target on demand. Spot replicas already running
@@ -362,16 +409,20 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64
 type lossWindows struct {
 	caps []int // ring of the last len(caps) capacities
 	seen int
+	at   int // seen % len(caps), kept without a division
 	hist [][]float64
 }
 
 func (w *lossWindows) observe(c, want int) {
-	w.caps[w.seen%len(w.caps)] = c
+	w.caps[w.at] = c
 	w.seen++
+	if w.at++; w.at == len(w.caps) {
+		w.at = 0
+	}
 	if w.seen < len(w.caps) {
 		return
 	}
-	o := w.seen % len(w.caps)
+	o := w.at
 	first := w.caps[o] // the oldest
 	// The least of the others (the ring but the oldest), without a
 	// division per entry: every service's zones, every tick.
@@ -402,9 +453,18 @@ func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
 	if n < len(a.survCache[k]) && a.survCache[k][n] != nil {
 		return a.survCache[k][n]
 	}
-	out := make([]float64, n+1)
+	// Cut from the tick's memory (a full one is left to the slices cut
+	// from it this tick, and a larger one taken).
+	if len(a.survMem)+n+1 > cap(a.survMem) {
+		a.survMem = make([]float64, 0, max(64, 2*cap(a.survMem), n+1))
+	}
+	m := len(a.survMem)
+	a.survMem = a.survMem[:m+n+1]
+	out := a.survMem[m : m+n+1 : m+n+1]
+	clear(out)
 	if n < len(a.survCache[k]) {
 		a.survCache[k][n] = out
+		a.survSet = append(a.survSet, [2]int{k, n})
 	}
 	if n == 0 {
 		out[0] = 1
@@ -455,6 +515,12 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		}
 	}
 	a.ticks++
+	// A new tick: the last one's survivals go (only the entries it set
+	// are cleared), and their memory is the new tick's.
+	for _, kn := range a.survSet {
+		a.survCache[kn[0]][kn[1]] = nil
+	}
+	a.survSet, a.survMem = a.survSet[:0], a.survMem[:0]
 	if len(a.survCache) != len(s.Zones) {
 		a.survCache = make([][][]float64, len(s.Zones))
 	}
@@ -462,7 +528,6 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		if len(a.survCache[k]) != want+1 {
 			a.survCache[k] = make([][]float64, want+1)
 		}
-		clear(a.survCache[k])
 	}
 	for k, z := range s.Zones {
 		c := z.Capacity
