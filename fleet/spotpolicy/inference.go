@@ -505,12 +505,19 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		a.zoneLosses = make([]float64, len(s.Zones))
 		a.upTicks = make([]float64, len(s.Zones))
 		a.windows = make([]lossWindows, len(s.Zones))
+		// The zones' rings and counts side by side in one block each:
+		// every zone's are read every tick.
+		caps := make([]int, len(s.Zones)*(window+1))
+		rows := make([][]float64, len(s.Zones)*(want+1))
+		counts := make([]float64, len(s.Zones)*(want+1)*(want+2)/2)
 		for k, z := range s.Zones {
 			a.prev[k] = z.Capacity
 			a.lastLoss[k] = math.MinInt / 2
-			a.windows[k] = lossWindows{caps: make([]int, window+1), hist: make([][]float64, want+1)}
-			for n := range a.windows[k].hist {
-				a.windows[k].hist[n] = make([]float64, n+1)
+			w := &a.windows[k]
+			w.caps, caps = caps[:window+1:window+1], caps[window+1:]
+			w.hist, rows = rows[:want+1:want+1], rows[want+1:]
+			for n := range w.hist {
+				w.hist[n], counts = counts[:n+1:n+1], counts[n+1:]
 			}
 		}
 	}
@@ -521,12 +528,11 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		a.survCache[kn[0]][kn[1]] = nil
 	}
 	a.survSet, a.survMem = a.survSet[:0], a.survMem[:0]
-	if len(a.survCache) != len(s.Zones) {
+	if len(a.survCache) != len(s.Zones) || len(s.Zones) > 0 && len(a.survCache[0]) != want+1 {
 		a.survCache = make([][][]float64, len(s.Zones))
-	}
-	for k := range a.survCache {
-		if len(a.survCache[k]) != want+1 {
-			a.survCache[k] = make([][]float64, want+1)
+		cache := make([][]float64, len(s.Zones)*(want+1)) // (side by side)
+		for k := range a.survCache {
+			a.survCache[k], cache = cache[:want+1:want+1], cache[want+1:]
 		}
 	}
 	for k, z := range s.Zones {
