@@ -161,11 +161,22 @@ type hedge struct {
 	nomPol  *policy.Policy
 }
 
+// Where a slot is (hedgeJob.at), besides a zone's number.
+const (
+	slotElsewhere = -1
+	slotNotSpot   = -2
+)
+
+// bySlotIndex orders a service's slots by index.
+func bySlotIndex(a, b *store.SlotRecord) int { return cmp.Compare(a.Index, b.Index) }
+
 // hedgeScratch is a hedge's working memory, overwritten by each plan.
 type hedgeScratch struct {
 	state  spotpolicy.InferenceState
 	zones  []spotpolicy.Zone
 	spot   []int
+	at     []int
+	group  []int // the group of each zone (-1: none), of each slot's pool
 	groups []optimizer.Group
 	slots  [][]int
 	pin    pinScratch
@@ -366,6 +377,11 @@ type hedgeJob struct {
 	target int
 	// The live state of hg's spot pools.
 	zones []spotpolicy.Zone
+	// at says where each of mine (sorted by index) is: the number of the
+	// zone of hg its live spot instance is in, slotNotSpot (a live
+	// instance not on spot) or slotElsewhere (nothing live, or in none of
+	// the zones).
+	at []int
 
 	out     optimizer.Placement
 	err     error
@@ -566,17 +582,23 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 	// memory unless an earlier placement of the service in this plan
 	// holds it (Plan then hedges the two in order).
 	var zones []spotpolicy.Zone
-	var spot []int
+	var spot, at []int
 	if hg.plan == h.plans {
-		zones, spot = make([]spotpolicy.Zone, len(hg.zones)), make([]int, len(hg.zones))
+		zones, spot, at = make([]spotpolicy.Zone, len(hg.zones)), make([]int, len(hg.zones)), make([]int, len(mine))
 	} else {
 		zones, spot = resized(hg.scratch.zones, len(hg.zones)), resized(hg.scratch.spot, len(hg.zones))
-		hg.scratch.zones, hg.scratch.spot = zones, spot
+		at = resized(hg.scratch.at, len(mine))
+		hg.scratch.zones, hg.scratch.spot, hg.scratch.at = zones, spot, at
 	}
 	keys := hg.keys
+	// The slots in pinSlotsIn's order (by index), each slot's pool found
+	// once for the plan (slotAt): the decision and the slots' pinning
+	// read it.
+	slices.SortFunc(mine, bySlotIndex)
 	// The service's live spot replicas per pool: a refusal beside them is
 	// the pool's capacity, not its loss (poolCapacity).
-	for _, s := range mine {
+	for i, s := range mine {
+		at[i] = slotElsewhere
 		if !live(s) {
 			continue
 		}
@@ -584,10 +606,14 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			for z := range keys {
 				if keys[z] == k {
 					spot[z]++
+					at[i] = z
 				}
 			}
+		} else {
+			at[i] = slotNotSpot
 		}
 	}
+	j.at = at
 	if hg.nomPol != pol || len(hg.nominal) != len(hg.zones) {
 		// (A policy is not changed once loaded: a new one is a new
 		// pointer, as SolverSource assumes too.)
@@ -654,7 +680,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	u *Unavailable, now time.Time) (optimizer.Placement, error) {
 	tick, readyDelay, fresh, _ := h.defaults()
 	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
-	zones, keys := j.zones, hg.keys
+	zones := j.zones
 	ref := p.Groups[0]
 	od := hg.onDemandOffer(pol, cat, w, p, u, h.ugen, now)
 	if len(hg.zones) == 0 && od == nil {
@@ -675,19 +701,15 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	state := &hg.scratch.state // (the policies keep nothing of it)
 	*state = spotpolicy.InferenceState{Gap: tick.Seconds(), Target: target, ReadyDelay: readyDelay.Seconds(), Zones: zones,
 		OnDemandReadyIn: state.OnDemandReadyIn[:0]}
-	for _, s := range mine {
-		if !live(s) {
+	for i, s := range mine {
+		z := j.at[i]
+		if z == slotElsewhere {
 			continue
 		}
-		k := slotPool(s)
-		if k.Capacity == pricing.Spot {
-			for z := range keys {
-				if keys[z] == k {
-					zones[z].Spot++
-					if ready(s) {
-						zones[z].SpotReady++
-					}
-				}
+		if z >= 0 {
+			zones[z].Spot++
+			if ready(s) {
+				zones[z].SpotReady++
 			}
 			continue
 		}
@@ -743,7 +765,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			d.Spot = map[string]int{}
 			for k, n := range f.Spot {
 				if n > 0 {
-					d.Spot[string(keys[k].Cloud)+"/"+keys[k].Zone+"/"+keys[k].InstanceType] = n
+					d.Spot[string(hg.keys[k].Cloud)+"/"+hg.keys[k].Zone+"/"+hg.keys[k].InstanceType] = n
 				}
 			}
 			hg.lastSpot = append(hg.lastSpot[:0], f.Spot...)
@@ -754,10 +776,16 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	// Groups of the decision, each pinned to the slots it keeps, built in
 	// the hedge's memory and handed out as the last plan's when equal.
 	groups := hg.scratch.groups[:0]
+	zoneGroup := resized(hg.scratch.group, len(zones))
+	hg.scratch.group = zoneGroup
+	for k := range zoneGroup {
+		zoneGroup[k] = -1
+	}
 	for k, n := range hg.fleet.Spot {
 		if n = min(n, zones[k].Capacity+zones[k].Spot); n <= 0 {
 			continue // a pool blocked since the tick keeps only what runs there
 		}
+		zoneGroup[k] = len(groups)
 		o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
 		groups = append(groups, optimizer.Group{Cloud: o.Cloud, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, GPU: o.GPU,
 			GPUsPerInstance: o.GPUCount, Instances: n, Capacity: pricing.Spot, PricePerHour: o.SpotPrice,
@@ -781,7 +809,25 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	for g := range groups {
 		groups[g].Slots = hg.scratch.slots[g][:0]
 	}
-	pinSlotsIn(groups, mine, &hg.scratch.pin)
+	// Each live slot's group (if its pool has one), from the zone it is
+	// in: a spot group's pool is its zone's (one zone per pool).
+	odGroup := -1
+	if len(groups) > 0 && groups[len(groups)-1].Capacity == pricing.OnDemand {
+		odGroup = len(groups) - 1
+	}
+	match := resized(hg.scratch.pin.match, len(mine))
+	hg.scratch.pin.match = match
+	for i, s := range mine {
+		switch z := j.at[i]; {
+		case z >= 0 && z < len(zoneGroup):
+			match[i] = zoneGroup[z]
+		case z == slotNotSpot && odGroup >= 0 && sameGroupPool(groups[odGroup], slotPool(s)):
+			match[i] = odGroup
+		default:
+			match[i] = -1
+		}
+	}
+	pinSlotsIn(groups, mine, match, &hg.scratch.pin)
 	for g := range groups {
 		hg.scratch.slots[g] = groups[g].Slots
 	}
@@ -940,17 +986,24 @@ func pinSlots(groups []optimizer.Group, mine []*store.SlotRecord) {
 	for g := range groups {
 		groups[g].Slots = nil
 	}
-	pinSlotsIn(groups, mine, new(pinScratch))
+	pinSlotsIn(groups, mine, nil, new(pinScratch))
 }
 
 // pinScratch is pinSlotsIn's working memory.
-type pinScratch struct{ used, taken intSet }
+type pinScratch struct {
+	used, taken intSet
+	match       []int
+}
 
 // pinSlotsIn is pinSlots appending to the groups' Slots, which the caller
-// has emptied, in x's memory.
-func pinSlotsIn(groups []optimizer.Group, mine []*store.SlotRecord, x *pinScratch) {
-	// (Slot indexes of one workload are unique: any sort gives this order.)
-	slices.SortFunc(mine, func(a, b *store.SlotRecord) int { return cmp.Compare(a.Index, b.Index) })
+// has emptied, in x's memory. match, when not nil, is the group whose
+// pool each of mine (sorted by index) is live in (-1: none), which the
+// caller knows.
+func pinSlotsIn(groups []optimizer.Group, mine []*store.SlotRecord, match []int, x *pinScratch) {
+	if match == nil {
+		// (Slot indexes of one workload are unique: any sort gives this order.)
+		slices.SortFunc(mine, bySlotIndex)
+	}
 	n := len(mine)
 	for _, g := range groups {
 		n += max(0, g.Instances)
@@ -964,11 +1017,11 @@ func pinSlotsIn(groups []optimizer.Group, mine []*store.SlotRecord, x *pinScratc
 		}
 	}
 	for g := range groups {
-		for _, s := range mine {
+		for i, s := range mine {
 			if len(groups[g].Slots) == groups[g].Instances {
 				break
 			}
-			if live(s) && !taken.has(s.Index) && sameGroupPool(groups[g], slotPool(s)) {
+			if (match != nil && match[i] == g || match == nil && live(s) && sameGroupPool(groups[g], slotPool(s))) && !taken.has(s.Index) {
 				groups[g].Slots = append(groups[g].Slots, s.Index)
 				taken.add(s.Index)
 			}
@@ -1152,14 +1205,15 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 		if g.Capacity != pricing.OnDemand {
 			continue
 		}
-		o := &hg.od // the hedge's: the offer is read before the next call
-		*o = pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
-			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
-		k := PoolOf(*o, pricing.OnDemand)
+		// (PoolOf of the offer below, without copying it.)
+		k := providers.PoolKey{Cloud: g.Cloud, Zone: zoneOrRegion(g.Zone, g.Region), InstanceType: g.InstanceType, Capacity: pricing.OnDemand}
 		if k != hg.odGroupKey {
 			hg.odGroupKey, hg.odGroupBlk = k, blockMemo{}
 		}
 		if _, _, blocked := u.blockedMemo(k, &hg.odGroupBlk, gen, now); !blocked {
+			o := &hg.od // the hedge's: the offer is read before the next call
+			*o = pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
+				GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
 			return o
 		}
 	}
