@@ -238,12 +238,13 @@ type AdaptiveInference struct {
 	chance     float64
 	// windows is, per zone, what it lost over each past ready delay.
 	windows []lossWindows
-	// survCache[k][n] is survival(k, n) at the current tick, survSet the
-	// (k, n) set this tick (observe clears those, not every entry), and
-	// survMem the memory the tick's survivals are cut from.
-	survCache [][][]float64
-	survSet   [][2]int
-	survMem   []float64
+	// survAt[k*survN+n] says where survival(k, n) lies in survMem, the
+	// memory the tick's survivals are cut from, if it was taken at the
+	// current tick (n < survN). (A cache of slices cleared each tick
+	// wrote a pointer per entry set.)
+	survAt  []survEntry
+	survN   int
+	survMem []float64
 	// Scratch of Decide and hedge, kept between calls (a policy decides
 	// for one service, one tick at a time).
 	surv       [][]float64
@@ -411,6 +412,19 @@ type lossWindows struct {
 	seen int
 	at   int // seen % len(caps), kept without a division
 	hist [][]float64
+	// total[n] is 1 plus the sum of hist[n] (survival's prior and
+	// denominator): counts are whole numbers, so the sum is exact in any
+	// order, and kept as they grow it is not summed per survival.
+	total []float64
+}
+
+// newLossWindows is a zone's windows of size ticks for up to want replicas.
+func newLossWindows(size, want int) lossWindows {
+	w := lossWindows{caps: make([]int, size), hist: make([][]float64, want+1), total: make([]float64, want+1)}
+	for n := range w.hist {
+		w.hist[n], w.total[n] = make([]float64, n+1), 1
+	}
+	return w
 }
 
 func (w *lossWindows) observe(c, want int) {
@@ -438,6 +452,7 @@ func (w *lossWindows) observe(c, want int) {
 	}
 	for n := 1; n < len(w.hist) && n <= first; n++ {
 		w.hist[n][min(n, least)]++
+		w.total[n]++
 	}
 }
 
@@ -450,21 +465,20 @@ func (w *lossWindows) observe(c, want int) {
 // all as the prior. The slice is cached for the tick: callers must not
 // change it.
 func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
-	if n < len(a.survCache[k]) && a.survCache[k][n] != nil {
-		return a.survCache[k][n]
+	var e *survEntry
+	if n < a.survN {
+		if e = &a.survAt[k*a.survN+n]; e.tick == a.ticks {
+			return a.survMem[e.off : e.off+n+1 : e.off+n+1]
+		}
 	}
-	// Cut from the tick's memory (a full one is left to the slices cut
-	// from it this tick, and a larger one taken).
-	if len(a.survMem)+n+1 > cap(a.survMem) {
-		a.survMem = make([]float64, 0, max(64, 2*cap(a.survMem), n+1))
-	}
+	// Cut from the tick's memory (grown by copying: the slices cut before
+	// stay where they are, and their values are where survAt says).
 	m := len(a.survMem)
-	a.survMem = a.survMem[:m+n+1]
+	a.survMem = slices.Grow(a.survMem, n+1)[:m+n+1]
 	out := a.survMem[m : m+n+1 : m+n+1]
 	clear(out)
-	if n < len(a.survCache[k]) {
-		a.survCache[k][n] = out
-		a.survSet = append(a.survSet, [2]int{k, n})
+	if e != nil {
+		*e = survEntry{tick: a.ticks, off: m}
 	}
 	if n == 0 {
 		out[0] = 1
@@ -475,12 +489,9 @@ func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
 	rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
 	fail := 1 - math.Exp(-window*rate)
 	var h []float64
-	if n < len(a.windows[k].hist) {
-		h = a.windows[k].hist[n]
-	}
 	total := 1.0
-	for _, x := range h {
-		total += x
+	if n < len(a.windows[k].hist) {
+		h, total = a.windows[k].hist[n], a.windows[k].total[n]
 	}
 	out[0] = fail / total
 	for j, x := range h {
@@ -489,6 +500,10 @@ func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
 	out[n] += 1 - fail
 	return out
 }
+
+// survEntry is where a survival lies in AdaptiveInference.survMem and the
+// tick it is of.
+type survEntry struct{ tick, off int }
 
 // observe records the zones' capacity losses: capacity falling below what
 // it was, as far as the service could have used it (want), so a 16-node
@@ -510,30 +525,28 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		caps := make([]int, len(s.Zones)*(window+1))
 		rows := make([][]float64, len(s.Zones)*(want+1))
 		counts := make([]float64, len(s.Zones)*(want+1)*(want+2)/2)
+		totals := make([]float64, len(s.Zones)*(want+1))
+		for i := range totals {
+			totals[i] = 1
+		}
 		for k, z := range s.Zones {
 			a.prev[k] = z.Capacity
 			a.lastLoss[k] = math.MinInt / 2
 			w := &a.windows[k]
 			w.caps, caps = caps[:window+1:window+1], caps[window+1:]
 			w.hist, rows = rows[:want+1:want+1], rows[want+1:]
+			w.total, totals = totals[:want+1:want+1], totals[want+1:]
 			for n := range w.hist {
 				w.hist[n], counts = counts[:n+1:n+1], counts[n+1:]
 			}
 		}
 	}
 	a.ticks++
-	// A new tick: the last one's survivals go (only the entries it set
-	// are cleared), and their memory is the new tick's.
-	for _, kn := range a.survSet {
-		a.survCache[kn[0]][kn[1]] = nil
-	}
-	a.survSet, a.survMem = a.survSet[:0], a.survMem[:0]
-	if len(a.survCache) != len(s.Zones) || len(s.Zones) > 0 && len(a.survCache[0]) != want+1 {
-		a.survCache = make([][][]float64, len(s.Zones))
-		cache := make([][]float64, len(s.Zones)*(want+1)) // (side by side)
-		for k := range a.survCache {
-			a.survCache[k], cache = cache[:want+1:want+1], cache[want+1:]
-		}
+	// A new tick (a.ticks): the last one's survivals go, and their
+	// memory is the new tick's.
+	a.survMem = a.survMem[:0]
+	if a.survN != want+1 || len(a.survAt) != len(s.Zones)*(want+1) {
+		a.survN, a.survAt = want+1, make([]survEntry, len(s.Zones)*(want+1))
 	}
 	for k, z := range s.Zones {
 		c := z.Capacity
