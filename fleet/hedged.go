@@ -71,10 +71,13 @@ type HedgedSource struct {
 	// Scratch of Plan, kept between plans (under mu) so that each plan
 	// does not allocate them anew: a thousand-workload fleet plans tens of
 	// thousands of times in a simulated month.
-	beats map[string]time.Time
-	bySvc map[string]*svcSlots
-	loads int // fleet reads so far (svcSlots.load)
-	jobs  []hedgeJob
+	beats    map[string]time.Time
+	bySvc    map[string]*svcSlots
+	svcOrder []*svcSlots // bySvc's services in the last read's order
+	loads    int         // fleet reads so far (svcSlots.load)
+	jobs     []hedgeJob
+	todo     []int
+	todoW    []*policy.Workload
 	// The spot pools observed in this plan: heard[id] when heardAt[id]
 	// is this plan (plans), id the pool's number in poolIDs (hedge.ids).
 	// (A map of names cleared each plan was a string hash per zone per
@@ -265,7 +268,8 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var todo []int
+	todo, todoW := h.todo[:0], h.todoW[:0] // the placements to hedge and their workloads
+	defer func() { clear(h.todoW) }()
 	// twice: a service with two placements in the plan (they share its
 	// hedge, so they are hedged one after the other).
 	twice := false
@@ -276,13 +280,14 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	for i := range plan.Placements {
 		w := byName[plan.Placements[i].Workload] // (neither copied: a plan holds a thousand)
 		if w != nil && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(plan.Placements[i].Groups) > 0 {
-			todo = append(todo, i)
+			todo, todoW = append(todo, i), append(todoW, w)
 			if _, ok := h.seen[w]; ok {
 				twice = true
 			}
 			h.seen[w] = struct{}{}
 		}
 	}
+	h.todo, h.todoW = todo, todoW
 	h.forgetLocked(byName)
 	if len(todo) == 0 {
 		return plan, nil
@@ -322,7 +327,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	h.plans++
 	observe := func(j int) {
 		p := out.Placements[todo[j]]
-		w := byName[p.Workload] // read only: a pointer into the policy
+		w := todoW[j] // read only: a pointer into the policy
 		h.observePools(&jobs[j], pol, cat, w, p, h.slotsOf(w.Name), u, now)
 		if hg := jobs[j].hg; hg != nil {
 			hg.plan = h.plans
@@ -421,15 +426,27 @@ func (h *HedgedSource) readFleet(ctx context.Context) error {
 	// a service's together). Assigning every service's emptied list back
 	// into the map, and a lookup per slot, were a string hash per service
 	// and per slot every plan.
+	// The services come in the order of the last read, mostly: the r-th
+	// run of slots is tried as the last read's r-th service (a string
+	// comparison) before the map.
 	h.loads++
 	var cur *svcSlots
+	runs := 0
 	for i := range st.Slots {
 		s := &st.Slots[i]
 		if cur == nil || cur.name != s.Workload {
-			if cur = h.bySvc[s.Workload]; cur == nil {
+			if runs < len(h.svcOrder) && h.svcOrder[runs].name == s.Workload {
+				cur = h.svcOrder[runs]
+			} else if cur = h.bySvc[s.Workload]; cur == nil {
 				cur = &svcSlots{name: s.Workload}
 				h.bySvc[s.Workload] = cur
 			}
+			if runs < len(h.svcOrder) {
+				h.svcOrder[runs] = cur
+			} else {
+				h.svcOrder = append(h.svcOrder, cur)
+			}
+			runs++
 			if cur.load != h.loads {
 				clear(cur.slots)
 				cur.slots, cur.load = cur.slots[:0], h.loads
@@ -437,6 +454,8 @@ func (h *HedgedSource) readFleet(ctx context.Context) error {
 		}
 		cur.slots = append(cur.slots, s)
 	}
+	clear(h.svcOrder[runs:])
+	h.svcOrder = h.svcOrder[:runs]
 	return nil
 }
 
