@@ -245,6 +245,10 @@ type AdaptiveInference struct {
 	survAt  []survEntry
 	survN   int
 	survMem []float64
+	// fail[k] is zone k's chance of a loss in survival, taken at tick
+	// failAt[k] (it does not depend on the replica count).
+	fail   []float64
+	failAt []int
 	// Scratch of Decide and hedge, kept between calls (a policy decides
 	// for one service, one tick at a time).
 	surv       [][]float64
@@ -484,10 +488,19 @@ func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
 		out[0] = 1
 		return out
 	}
-	z := s.Zones[k]
-	window := (s.ReadyDelay + s.Gap) / s.Gap
-	rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
-	fail := 1 - math.Exp(-window*rate)
+	if len(a.fail) != len(s.Zones) {
+		a.fail, a.failAt = make([]float64, len(s.Zones)), make([]int, len(s.Zones))
+		for k := range a.failAt {
+			a.failAt[k] = -1 // (none taken)
+		}
+	}
+	if a.failAt[k] != a.ticks {
+		z := &s.Zones[k]
+		window := (s.ReadyDelay + s.Gap) / s.Gap
+		rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
+		a.fail[k], a.failAt[k] = 1-math.Exp(-window*rate), a.ticks
+	}
+	fail := a.fail[k]
 	var h []float64
 	total := 1.0
 	if n < len(a.windows[k].hist) {
