@@ -152,6 +152,7 @@ type hedge struct {
 	odCount  int
 	odOffers []pricing.Offer
 	odBlk    []blockMemo // odOffers' on-demand pools' blocks
+	odBest   odBest
 	// odGroupKey is the pool of the plan's last on-demand group looked
 	// up, odGroupBlk its block.
 	odGroupKey providers.PoolKey
@@ -183,6 +184,18 @@ type hedgeScratch struct {
 	groups []optimizer.Group
 	slots  [][]int
 	pin    pinScratch
+}
+
+// odBest is onDemandOffer's answer from the catalog (the cheapest offer
+// not blocked, i; -1: none) as the unavailable cache u of generation gen-1
+// had it at from, and until when it holds: the first end of a block that
+// counted (ends; none: for good).
+type odBest struct {
+	gen         int
+	u           *Unavailable
+	i           int
+	from, until time.Time
+	ends        bool
 }
 
 // hedgeLine is what a placement's hedging explanation line says.
@@ -1253,16 +1266,31 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 		}
 		hg.odCat, hg.odPol, hg.odGPU, hg.odCount = cat, pol, ref.GPU, ref.GPUsPerInstance
 		hg.odBlk = make([]blockMemo, len(hg.odOffers))
+		hg.odBest = odBest{}
 	}
-	best := -1
-	// In key order: of equal prices the first is the least key.
-	for i := range hg.odOffers {
-		o := &hg.odOffers[i]
-		if u.offerBlocked(o, pricing.OnDemand, &hg.odBlk[i], gen, now) {
-			continue
+	c := &hg.odBest
+	best := c.i
+	if u == nil || c.gen != gen+1 || c.u != u || now.Before(c.from) || c.ends && !now.Before(c.until) {
+		// Looked up again only when the unavailable cache changed, or a
+		// block that counted ends: the same blocks at a later time block
+		// the same offers until the first of them ends.
+		best = -1
+		*c = odBest{}
+		// In key order: of equal prices the first is the least key.
+		for i := range hg.odOffers {
+			o := &hg.odOffers[i]
+			if u.offerBlocked(o, pricing.OnDemand, &hg.odBlk[i], gen, now) {
+				if m := &hg.odBlk[i]; !c.ends || m.until.Before(c.until) {
+					c.ends, c.until = true, m.until
+				}
+				continue
+			}
+			if best < 0 || o.OnDemandPrice < hg.odOffers[best].OnDemandPrice {
+				best = i
+			}
 		}
-		if best < 0 || o.OnDemandPrice < hg.odOffers[best].OnDemandPrice {
-			best = i
+		if u != nil {
+			c.gen, c.u, c.i, c.from = gen+1, u, best, now
 		}
 	}
 	if best < 0 {
