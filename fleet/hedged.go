@@ -339,8 +339,8 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	jobs := h.jobs[:len(todo)]
 	h.plans++
 	observe := func(j int) {
-		p := out.Placements[todo[j]]
-		w := todoW[j] // read only: a pointer into the policy
+		p := &out.Placements[todo[j]] // (hedgePlacement writes it: its own)
+		w := todoW[j]                 // read only: a pointer into the policy
 		h.observePools(&jobs[j], pol, cat, w, p, h.slotsOf(w.Name), u, now)
 		if hg := jobs[j].hg; hg != nil {
 			hg.plan = h.plans
@@ -349,7 +349,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	decide := func(j int) {
 		jb := &jobs[j]
 		if jb.err == nil && jb.hg != nil {
-			jb.out, jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
+			jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
 		}
 	}
 	if twice {
@@ -366,7 +366,8 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		// taken while the services after it are still being observed.
 		pipelineFor(len(jobs), h.Workers, observe, decide)
 	}
-	for j, i := range todo {
+	// (Each hedged placement of out was changed in place: jobs[j].p.)
+	for j := range todo {
 		jb := &jobs[j]
 		if jb.err != nil {
 			h.log().Warn("hedging: leaving the service as planned", "workload", jb.w.Name, "err", jb.err)
@@ -380,7 +381,6 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 			h.log().Info("hedging decision", "workload", jb.w.Name, "policy", d.Policy, "target", jb.target, "ready", d.Ready,
 				"spot", d.Spot, "on_demand", d.OnDemand)
 		}
-		out.Placements[i] = jb.out
 	}
 	return &out, nil
 }
@@ -388,8 +388,11 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 // hedgeJob is one service's hedging in a plan: what observePools prepares
 // in service order, and what hedgePlacement decides.
 type hedgeJob struct {
-	w      *policy.Workload
-	p      optimizer.Placement
+	w *policy.Workload
+	// p is the placement in the plan being made: hedgePlacement changes
+	// it only when it hedges it (not copied in and out: a placement is
+	// large, and a thousand-workload fleet hedges hundreds every plan).
+	p      *optimizer.Placement
 	mine   []*store.SlotRecord
 	hg     *hedge // nil: nothing to hedge (p stands)
 	target int
@@ -401,7 +404,6 @@ type hedgeJob struct {
 	// the zones).
 	at []int
 
-	out     optimizer.Placement
 	err     error
 	changed bool // the decision changed (logged in service order)
 }
@@ -557,11 +559,11 @@ func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
 // tracker the live signal of each of its spot pools. Plan calls it for the
 // services in order (the tracker's state depends on who heard of a pool
 // first); the rest of the decision is the service's own (hedgePlacement).
-func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement,
+func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p *optimizer.Placement,
 	mine []*store.SlotRecord, u *Unavailable, now time.Time) {
 	_, _, _, maxZones := h.defaults()
 	*j = hedgeJob{w: w, p: p, mine: mine}
-	ref := p.Groups[0]
+	ref := &p.Groups[0]
 	for _, g := range p.Groups {
 		j.target += g.Instances
 	}
@@ -581,7 +583,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			return
 		}
 		hg = &hedge{key: key, policy: dec, start: now, tick: -1}
-		hg.zones = spotPools(pol, cat, *w, p, mine, maxZones)
+		hg.zones = spotPools(pol, cat, *w, *p, mine, maxZones)
 		h.hedges[w.Name] = hg
 	}
 	if len(hg.names) != len(hg.zones) {
@@ -709,14 +711,14 @@ func (h *HedgedSource) observePool(name string, id int, key providers.PoolKey, m
 // decision's groups. It touches only the service's own hedge, so Plan
 // runs it for several services at once.
 func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, j *hedgeJob, beats map[string]time.Time,
-	u *Unavailable, now time.Time) (optimizer.Placement, error) {
+	u *Unavailable, now time.Time) error {
 	tick, readyDelay, fresh, _ := h.defaults()
 	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
 	zones := j.zones
-	ref := p.Groups[0]
+	ref := &p.Groups[0]
 	od := hg.onDemandOffer(pol, cat, w, p, u, h.ugen, now)
 	if len(hg.zones) == 0 && od == nil {
-		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
+		return fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
 	ready := func(s *store.SlotRecord) bool {
 		if State(s.State) != Running {
@@ -832,7 +834,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			Interconnect: hg.odInter})
 	}
 	if len(groups) == 0 {
-		return p, fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
+		return fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
 	}
 	hg.scratch.groups = groups
 	for len(hg.scratch.slots) < len(groups) {
@@ -873,7 +875,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	p.Groups, p.Instances = hg.out, n
 	p.Explanation = hg.explain(p.Explanation, hedgeLine{policy: hg.policy.Name(), tick: hg.tick, spot: n - hg.fleet.OnDemand,
 		pools: len(hg.last.Spot), od: hg.fleet.OnDemand, target: target})
-	return p, nil
+	return nil
 }
 
 // explain is the inner placement's explanation in with the hedging line
@@ -1229,7 +1231,7 @@ func zoneOrRegion(zone, region string) string {
 // its plan looked through every offer of its GPU model every plan), and
 // the answer is the hedge's memory: its caller reads it before the
 // hedge's next plan and never changes it.
-func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, gen int, now time.Time) *pricing.Offer {
+func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p *optimizer.Placement, u *Unavailable, gen int, now time.Time) *pricing.Offer {
 	if w.Spot == policy.SpotOnly {
 		return nil
 	}
@@ -1252,7 +1254,7 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 	if cat == nil {
 		return nil
 	}
-	ref := p.Groups[0]
+	ref := &p.Groups[0]
 	if hg.odOffers == nil || hg.odCat != cat || hg.odPol != pol || hg.odGPU != ref.GPU || hg.odCount != ref.GPUsPerInstance {
 		// (The hedge is the workload's; the policy holds the workload.)
 		hg.odOffers = hg.odOffers[:0]

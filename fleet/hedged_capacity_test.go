@@ -190,8 +190,8 @@ func TestOnDemandOfferFollowsBlocks(t *testing.T) {
 		if s.clear != "" {
 			u.Clear(pool(s.clear), now)
 		}
-		got := hg.onDemandOffer(pol, cat, w, p, u, u.Gen(), now)
-		fresh := new(hedge).onDemandOffer(pol, cat, w, p, u, u.Gen(), now)
+		got := hg.onDemandOffer(pol, cat, w, &p, u, u.Gen(), now)
+		fresh := new(hedge).onDemandOffer(pol, cat, w, &p, u, u.Gen(), now)
 		zone := func(o *pricing.Offer) string {
 			if o == nil {
 				return ""
