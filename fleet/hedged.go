@@ -71,13 +71,17 @@ type HedgedSource struct {
 	// Scratch of Plan, kept between plans (under mu) so that each plan
 	// does not allocate them anew: a thousand-workload fleet plans tens of
 	// thousands of times in a simulated month.
-	beats map[string]time.Time
-	bySvc map[string][]*store.SlotRecord
+	beats    map[string]time.Time
+	bySvc    map[string]*svcSlots
+	svcOrder []*svcSlots // bySvc's services in the last read's order
+	loads    int         // fleet reads so far (svcSlots.load)
 	// poolUse counts the fleet's live spot instances per pool, every
 	// workload's (readFleet).
 	poolUse map[providers.PoolKey]int
 	free    map[providers.PoolKey]int // admit's
 	jobs    []hedgeJob
+	todo    []int
+	todoW   []*policy.Workload
 	// The spot pools observed in this plan: heard[id] when heardAt[id]
 	// is this plan (plans), id the pool's number in poolIDs (hedge.ids).
 	// (A map of names cleared each plan was a string hash per zone per
@@ -113,10 +117,21 @@ type hedge struct {
 	plan   int // the HedgedSource plan that last hedged it
 	fleet  spotpolicy.Fleet
 	last   HedgeDecision
-	// caps are the spot pools' capacities learned from refusals: a pool
-	// that refused a launch for capacity while it ran replicas of the
-	// service holds about that many now.
-	caps map[providers.PoolKey]learnedCap
+	// lastSpot is the spot replicas per zone last.Spot was made from.
+	lastSpot []int
+	// caps are the spot pools' capacities learned from refusals (by
+	// zone, capAt[k] the first zone with zone k's pool): a pool that
+	// refused a launch for capacity while it ran replicas of the service
+	// holds about that many now. (A map by pool key hashed four strings
+	// per zone per plan once the service had learned one.)
+	caps  []learnedCap
+	capAt []int
+	// spotPool and inter are the zones' group fields that are not the offer's own
+	// (the spot pool's name, the interconnect), made once per hedge.
+	spotPool, inter []string
+	// odInter is the interconnect of odInterFor (cloud/instance type).
+	odInter    string
+	odInterFor [2]string
 
 	// What the service's plans reuse (a service is hedged by one goroutine
 	// at a time): every service is hedged every plan, tens of thousands
@@ -130,6 +145,7 @@ type hedge struct {
 		in   []string // the inner placement's explanation
 		line hedgeLine
 		out  []string
+		buf  []byte
 	}
 	// odOffers are the catalog's on-demand offers the service may use
 	// (onDemandOffer's candidates), for odCat and odPol.
@@ -140,6 +156,7 @@ type hedge struct {
 	odCount  int
 	odOffers []pricing.Offer
 	odBlk    []blockMemo // odOffers' on-demand pools' blocks
+	odBest   odBest
 	// odGroupKey is the pool of the plan's last on-demand group looked
 	// up, odGroupBlk its block.
 	odGroupKey providers.PoolKey
@@ -152,14 +169,37 @@ type hedge struct {
 	nomPol  *policy.Policy
 }
 
+// Where a slot is (hedgeJob.at), besides a zone's number.
+const (
+	slotElsewhere = -1
+	slotNotSpot   = -2
+)
+
+// bySlotIndex orders a service's slots by index.
+func bySlotIndex(a, b *store.SlotRecord) int { return cmp.Compare(a.Index, b.Index) }
+
 // hedgeScratch is a hedge's working memory, overwritten by each plan.
 type hedgeScratch struct {
 	state  spotpolicy.InferenceState
 	zones  []spotpolicy.Zone
 	spot   []int
+	at     []int
+	group  []int // the group of each zone (-1: none), of each slot's pool
 	groups []optimizer.Group
 	slots  [][]int
 	pin    pinScratch
+}
+
+// odBest is onDemandOffer's answer from the catalog (the cheapest offer
+// not blocked, i; -1: none) as the unavailable cache u of generation gen-1
+// had it at from, and until when it holds: the first end of a block that
+// counted (ends; none: for good).
+type odBest struct {
+	gen         int
+	u           *Unavailable
+	i           int
+	from, until time.Time
+	ends        bool
 }
 
 // hedgeLine is what a placement's hedging explanation line says.
@@ -171,7 +211,8 @@ type hedgeLine struct {
 // learnedCap is what a spot pool held for the service when it last refused
 // one more replica for capacity.
 type learnedCap struct {
-	n int
+	known bool // (the zero value: nothing learned)
+	n     int
 	// until is when the refusal's block ends: then the pool is probed
 	// with one replica more than it held, and an hour (capacityMemory)
 	// after it, without a further refusal, the limit is forgotten.
@@ -244,7 +285,8 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var todo []int
+	todo, todoW := h.todo[:0], h.todoW[:0] // the placements to hedge and their workloads
+	defer func() { clear(h.todoW) }()
 	// twice: a service with two placements in the plan (they share its
 	// hedge, so they are hedged one after the other).
 	twice := false
@@ -255,13 +297,14 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	for i := range plan.Placements {
 		w := byName[plan.Placements[i].Workload] // (neither copied: a plan holds a thousand)
 		if w != nil && w.Kind == policy.Inference && w.Spot != policy.SpotNever && len(plan.Placements[i].Groups) > 0 {
-			todo = append(todo, i)
+			todo, todoW = append(todo, i), append(todoW, w)
 			if _, ok := h.seen[w]; ok {
 				twice = true
 			}
 			h.seen[w] = struct{}{}
 		}
 	}
+	h.todo, h.todoW = todo, todoW
 	h.forgetLocked(byName)
 	if len(todo) == 0 {
 		return plan, nil
@@ -277,7 +320,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	if err != nil {
 		return nil, err
 	}
-	beats, bySvc := h.beats, h.bySvc
+	beats := h.beats
 	var cat *pricing.Catalog
 	if h.Catalog != nil {
 		cat = h.Catalog()
@@ -300,9 +343,9 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	jobs := h.jobs[:len(todo)]
 	h.plans++
 	observe := func(j int) {
-		p := out.Placements[todo[j]]
-		w := byName[p.Workload] // read only: a pointer into the policy
-		h.observePools(&jobs[j], pol, cat, w, p, bySvc[w.Name], u, now)
+		p := &out.Placements[todo[j]] // (hedgePlacement writes it: its own)
+		w := todoW[j]                 // read only: a pointer into the policy
+		h.observePools(&jobs[j], pol, cat, w, p, h.slotsOf(w.Name), u, now)
 		if hg := jobs[j].hg; hg != nil {
 			hg.plan = h.plans
 		}
@@ -310,7 +353,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	decide := func(j int) {
 		jb := &jobs[j]
 		if jb.err == nil && jb.hg != nil {
-			jb.out, jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
+			jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
 		}
 	}
 	if twice {
@@ -328,7 +371,8 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		pipelineFor(len(jobs), h.Workers, observe, decide)
 	}
 	h.admit(jobs)
-	for j, i := range todo {
+	// (Each hedged placement of out was changed in place: jobs[j].p.)
+	for j := range todo {
 		jb := &jobs[j]
 		if jb.err != nil {
 			h.log().Warn("hedging: leaving the service as planned", "workload", jb.w.Name, "err", jb.err)
@@ -342,7 +386,6 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 			h.log().Info("hedging decision", "workload", jb.w.Name, "policy", d.Policy, "target", jb.target, "ready", d.Ready,
 				"spot", d.Spot, "on_demand", d.OnDemand)
 		}
-		out.Placements[i] = jb.out
 	}
 	return &out, nil
 }
@@ -350,16 +393,26 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 // hedgeJob is one service's hedging in a plan: what observePools prepares
 // in service order, and what hedgePlacement decides.
 type hedgeJob struct {
-	w      *policy.Workload
-	p      optimizer.Placement
+	w *policy.Workload
+	// p is the placement in the plan being made: hedgePlacement changes
+	// it only when it hedges it (not copied in and out: a placement is
+	// large, and a thousand-workload fleet hedges hundreds every plan).
+	p      *optimizer.Placement
 	mine   []*store.SlotRecord
 	hg     *hedge // nil: nothing to hedge (p stands)
 	target int
 	// The live state of hg's spot pools.
 	zones []spotpolicy.Zone
 	od    *pricing.Offer // the on-demand offer (nil: none)
+	// expl is the inner placement's explanation (the hedging line is
+	// appended to it).
+	expl []string
+	// at says where each of mine (sorted by index) is: the number of the
+	// zone of hg its live spot instance is in, slotNotSpot (a live
+	// instance not on spot) or slotElsewhere (nothing live, or in none of
+	// the zones).
+	at []int
 
-	out     optimizer.Placement
 	err     error
 	changed bool // the decision changed (logged in service order)
 }
@@ -406,7 +459,7 @@ func (h *HedgedSource) admit(jobs []hedgeJob) {
 			if jb.od != nil {
 				hg.fleet.OnDemand = max(hg.fleet.OnDemand, jb.target)
 			}
-			jb.out = hg.placement(jb, jb.p)
+			_ = hg.placement(jb) // (no group left: the decision's groups stand)
 		}
 	}
 }
@@ -436,25 +489,65 @@ func (h *HedgedSource) readFleet(ctx context.Context) error {
 		}
 	}
 	if h.bySvc == nil {
-		h.bySvc = map[string][]*store.SlotRecord{}
+		h.bySvc = map[string]*svcSlots{}
 	}
-	bySvc := h.bySvc
-	for k, v := range bySvc {
-		clear(v)
-		bySvc[k] = v[:0]
-	}
+	// A service's list is emptied when the read first finds one of its
+	// slots (slotsOf ignores the lists of earlier reads), and one map
+	// lookup serves a run of its slots (the fleet lists them by slot ID:
+	// a service's together). Assigning every service's emptied list back
+	// into the map, and a lookup per slot, were a string hash per service
+	// and per slot every plan.
+	// The services come in the order of the last read, mostly: the r-th
+	// run of slots is tried as the last read's r-th service (a string
+	// comparison) before the map.
+	h.loads++
 	if h.poolUse == nil {
 		h.poolUse = map[providers.PoolKey]int{}
 	}
 	clear(h.poolUse)
+	var cur *svcSlots
+	runs := 0
 	for i := range st.Slots {
 		s := &st.Slots[i]
-		bySvc[s.Workload] = append(bySvc[s.Workload], s)
-		if live(s) {
-			if k := slotPool(s); k.Capacity == pricing.Spot {
-				h.poolUse[k]++
+		if cur == nil || cur.name != s.Workload {
+			if runs < len(h.svcOrder) && h.svcOrder[runs].name == s.Workload {
+				cur = h.svcOrder[runs]
+			} else if cur = h.bySvc[s.Workload]; cur == nil {
+				cur = &svcSlots{name: s.Workload}
+				h.bySvc[s.Workload] = cur
+			}
+			if runs < len(h.svcOrder) {
+				h.svcOrder[runs] = cur
+			} else {
+				h.svcOrder = append(h.svcOrder, cur)
+			}
+			runs++
+			if cur.load != h.loads {
+				clear(cur.slots)
+				cur.slots, cur.load = cur.slots[:0], h.loads
 			}
 		}
+		cur.slots = append(cur.slots, s)
+		if s.Capacity == string(pricing.Spot) && live(s) {
+			h.poolUse[slotPool(s)]++
+		}
+	}
+	clear(h.svcOrder[runs:])
+	h.svcOrder = h.svcOrder[:runs]
+	return nil
+}
+
+// svcSlots are a service's slots in the fleet read load.
+type svcSlots struct {
+	name  string
+	load  int
+	slots []*store.SlotRecord
+}
+
+// slotsOf are the service's slots in the last fleet read.
+func (h *HedgedSource) slotsOf(name string) []*store.SlotRecord {
+	if v := h.bySvc[name]; v != nil && v.load == h.loads {
+		return v.slots
 	}
 	return nil
 }
@@ -529,11 +622,11 @@ func sameGroupPool(g optimizer.Group, k providers.PoolKey) bool {
 // tracker the live signal of each of its spot pools. Plan calls it for the
 // services in order (the tracker's state depends on who heard of a pool
 // first); the rest of the decision is the service's own (hedgePlacement).
-func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement,
+func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p *optimizer.Placement,
 	mine []*store.SlotRecord, u *Unavailable, now time.Time) {
 	_, _, _, maxZones := h.defaults()
 	*j = hedgeJob{w: w, p: p, mine: mine}
-	ref := p.Groups[0]
+	ref := &p.Groups[0]
 	for _, g := range p.Groups {
 		j.target += g.Instances
 	}
@@ -553,20 +646,25 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			return
 		}
 		hg = &hedge{key: key, policy: dec, start: now, tick: -1}
-		hg.zones = spotPools(pol, cat, *w, p, mine, maxZones)
+		hg.zones = spotPools(pol, cat, *w, *p, mine, maxZones)
 		h.hedges[w.Name] = hg
 	}
 	if len(hg.names) != len(hg.zones) {
-		// The zones' pool keys and tracker names, once per hedge (its
-		// zones are chosen once).
+		// The zones' pool keys, tracker names and group fields, once per
+		// hedge (its zones are chosen once).
 		hg.keys, hg.names = make([]providers.PoolKey, len(hg.zones)), make([]string, len(hg.zones))
 		hg.ids = make([]int, len(hg.zones))
+		hg.caps, hg.capAt = make([]learnedCap, len(hg.zones)), make([]int, len(hg.zones))
+		hg.spotPool, hg.inter = make([]string, len(hg.zones)), make([]string, len(hg.zones))
 		if h.poolIDs == nil {
 			h.poolIDs = map[string]int{}
 		}
 		for k, o := range hg.zones {
 			hg.keys[k] = PoolOf(o, pricing.Spot)
 			hg.names[k] = poolName(hg.keys[k])
+			hg.capAt[k] = slices.Index(hg.keys, hg.keys[k]) // (one pool per zone: k itself)
+			hg.spotPool[k] = string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU)
+			hg.inter[k] = optimizer.Interconnect(o.Cloud, o.InstanceType)
 			id, ok := h.poolIDs[hg.names[k]]
 			if !ok {
 				id = len(h.poolIDs)
@@ -581,17 +679,23 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 	// memory unless an earlier placement of the service in this plan
 	// holds it (Plan then hedges the two in order).
 	var zones []spotpolicy.Zone
-	var spot []int
+	var spot, at []int
 	if hg.plan == h.plans {
-		zones, spot = make([]spotpolicy.Zone, len(hg.zones)), make([]int, len(hg.zones))
+		zones, spot, at = make([]spotpolicy.Zone, len(hg.zones)), make([]int, len(hg.zones)), make([]int, len(mine))
 	} else {
 		zones, spot = resized(hg.scratch.zones, len(hg.zones)), resized(hg.scratch.spot, len(hg.zones))
-		hg.scratch.zones, hg.scratch.spot = zones, spot
+		at = resized(hg.scratch.at, len(mine))
+		hg.scratch.zones, hg.scratch.spot, hg.scratch.at = zones, spot, at
 	}
 	keys := hg.keys
+	// The slots in pinSlotsIn's order (by index), each slot's pool found
+	// once for the plan (slotAt): the decision and the slots' pinning
+	// read it.
+	slices.SortFunc(mine, bySlotIndex)
 	// The service's live spot replicas per pool: a refusal beside them is
 	// the pool's capacity, not its loss (poolCapacity).
-	for _, s := range mine {
+	for i, s := range mine {
+		at[i] = slotElsewhere
 		if !live(s) {
 			continue
 		}
@@ -599,10 +703,14 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 			for z := range keys {
 				if keys[z] == k {
 					spot[z]++
+					at[i] = z
 				}
 			}
+		} else {
+			at[i] = slotNotSpot
 		}
 	}
+	j.at = at
 	if hg.nomPol != pol || len(hg.nominal) != len(hg.zones) {
 		// (A policy is not changed once loaded: a new one is a new
 		// pointer, as SolverSource assumes too.)
@@ -628,7 +736,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		if others := h.poolUse[keys[k]] - spot[k]; others > 0 {
 			nominal = max(spot[k], nominal-others)
 		}
-		c, limited, avail := hg.poolCapacity(keys[k], &h.blk[id], h.ugen, nominal, spot[k], u, now)
+		c, limited, avail := hg.poolCapacity(k, &h.blk[id], h.ugen, nominal, spot[k], u, now)
 		x := h.heard[id]
 		if h.heardAt[id] != h.plans || x.avail != avail {
 			x = h.observePool(hg.names[k], id, keys[k], mine, avail, now)
@@ -674,41 +782,40 @@ func (h *HedgedSource) observePool(name string, id int, key providers.PoolKey, m
 // decision's groups. It touches only the service's own hedge, so Plan
 // runs it for several services at once.
 func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, j *hedgeJob, beats map[string]time.Time,
-	u *Unavailable, now time.Time) (optimizer.Placement, error) {
+	u *Unavailable, now time.Time) error {
 	tick, readyDelay, fresh, _ := h.defaults()
 	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
-	zones, keys := j.zones, hg.keys
-	ref := p.Groups[0]
+	zones := j.zones
+	ref := &p.Groups[0]
 	od := hg.onDemandOffer(pol, cat, w, p, u, h.ugen, now)
-	j.od = od
+	j.od, j.expl = od, p.Explanation
 	if len(hg.zones) == 0 && od == nil {
-		return p, fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
+		return fmt.Errorf("no spot pool and no on-demand offer for %s×%d", ref.GPU, ref.GPUsPerInstance)
 	}
 	ready := func(s *store.SlotRecord) bool {
 		if State(s.State) != Running {
 			return false
 		}
-		if b, ok := beats[s.InstanceID]; ok && !b.IsZero() && now.Sub(b) <= fresh {
+		// Running for the ready delay, or a fresh heartbeat: the first
+		// asks no map lookup, and most replicas have run that long.
+		if !s.RunningAt.IsZero() && now.Sub(s.RunningAt) >= readyDelay {
 			return true
 		}
-		return !s.RunningAt.IsZero() && now.Sub(s.RunningAt) >= readyDelay
+		b, ok := beats[s.InstanceID]
+		return ok && !b.IsZero() && now.Sub(b) <= fresh
 	}
 	state := &hg.scratch.state // (the policies keep nothing of it)
 	*state = spotpolicy.InferenceState{Gap: tick.Seconds(), Target: target, ReadyDelay: readyDelay.Seconds(), Zones: zones,
 		OnDemandReadyIn: state.OnDemandReadyIn[:0]}
-	for _, s := range mine {
-		if !live(s) {
+	for i, s := range mine {
+		z := j.at[i]
+		if z == slotElsewhere {
 			continue
 		}
-		k := slotPool(s)
-		if k.Capacity == pricing.Spot {
-			for z := range keys {
-				if keys[z] == k {
-					zones[z].Spot++
-					if ready(s) {
-						zones[z].SpotReady++
-					}
-				}
+		if z >= 0 {
+			zones[z].Spot++
+			if ready(s) {
+				zones[z].SpotReady++
 			}
 			continue
 		}
@@ -753,43 +860,59 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 		}
 		hg.tick, hg.fleet = t, f
 		d := HedgeDecision{Workload: w.Name, At: now, Tick: t, Policy: hg.policy.Name(), Target: target, Ready: state.Ready(),
-			Spot: map[string]int{}, OnDemand: f.OnDemand}
-		for k, n := range f.Spot {
-			if n > 0 {
-				d.Spot[string(keys[k].Cloud)+"/"+keys[k].Zone+"/"+keys[k].InstanceType] = n
+			OnDemand: f.OnDemand}
+		// The same spot replicas per zone as the last decision: its map
+		// (never changed once made) says the same, without a key string
+		// and a map per service per tick.
+		same := hg.last.Spot != nil && slices.Equal(hg.lastSpot, f.Spot)
+		if same {
+			d.Spot = hg.last.Spot
+		} else {
+			d.Spot = map[string]int{}
+			for k, n := range f.Spot {
+				if n > 0 {
+					d.Spot[string(hg.keys[k].Cloud)+"/"+hg.keys[k].Zone+"/"+hg.keys[k].InstanceType] = n
+				}
 			}
+			hg.lastSpot = append(hg.lastSpot[:0], f.Spot...)
 		}
-		j.changed = hg.last.OnDemand != d.OnDemand || !mapsEqual(hg.last.Spot, d.Spot)
+		j.changed = hg.last.OnDemand != d.OnDemand || !same && !mapsEqual(hg.last.Spot, d.Spot)
 		hg.last = d
 	}
-	out := hg.placement(j, p)
-	return out, j.err
+	return hg.placement(j)
 }
 
 // placement is the service's placement with the groups of its decision
 // (hg.fleet), each pinned to the slots it keeps, built in the hedge's
 // memory and handed out as the last plan's when equal.
-func (hg *hedge) placement(j *hedgeJob, p optimizer.Placement) optimizer.Placement {
-	zones, mine, od, target := j.zones, j.mine, j.od, j.target
+func (hg *hedge) placement(j *hedgeJob) error {
+	p, zones, mine, od, target := j.p, j.zones, j.mine, j.od, j.target
 	groups := hg.scratch.groups[:0]
+	zoneGroup := resized(hg.scratch.group, len(zones))
+	hg.scratch.group = zoneGroup
+	for k := range zoneGroup {
+		zoneGroup[k] = -1
+	}
 	for k, n := range hg.fleet.Spot {
 		if n = min(n, zones[k].Capacity+zones[k].Spot); n <= 0 {
 			continue // a pool blocked since the tick keeps only what runs there
 		}
-		o := hg.zones[k]
+		zoneGroup[k] = len(groups)
+		o := &hg.zones[k] // (an offer is large: not copied per pool per plan)
 		groups = append(groups, optimizer.Group{Cloud: o.Cloud, Region: o.Region, Zone: o.Zone, InstanceType: o.InstanceType, GPU: o.GPU,
 			GPUsPerInstance: o.GPUCount, Instances: n, Capacity: pricing.Spot, PricePerHour: o.SpotPrice,
-			SpotPool: string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU), PlacementScore: o.Spot.PlacementScore,
-			Interconnect: optimizer.Interconnect(o.Cloud, o.InstanceType)})
+			SpotPool: hg.spotPool[k], PlacementScore: o.Spot.PlacementScore, Interconnect: hg.inter[k]})
 	}
 	if hg.fleet.OnDemand > 0 && od != nil {
+		if hg.odInterFor != [2]string{string(od.Cloud), od.InstanceType} {
+			hg.odInterFor, hg.odInter = [2]string{string(od.Cloud), od.InstanceType}, optimizer.Interconnect(od.Cloud, od.InstanceType)
+		}
 		groups = append(groups, optimizer.Group{Cloud: od.Cloud, Region: od.Region, Zone: od.Zone, InstanceType: od.InstanceType, GPU: od.GPU,
 			GPUsPerInstance: od.GPUCount, Instances: hg.fleet.OnDemand, Capacity: pricing.OnDemand, PricePerHour: od.OnDemandPrice,
-			Interconnect: optimizer.Interconnect(od.Cloud, od.InstanceType)})
+			Interconnect: hg.odInter})
 	}
 	if len(groups) == 0 {
-		j.err = fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
-		return p
+		return fmt.Errorf("the policy placed no replica (target %d, %d spot pools with capacity 0)", target, len(zones))
 	}
 	hg.scratch.groups = groups
 	for len(hg.scratch.slots) < len(groups) {
@@ -798,7 +921,25 @@ func (hg *hedge) placement(j *hedgeJob, p optimizer.Placement) optimizer.Placeme
 	for g := range groups {
 		groups[g].Slots = hg.scratch.slots[g][:0]
 	}
-	pinSlotsIn(groups, mine, &hg.scratch.pin)
+	// Each live slot's group (if its pool has one), from the zone it is
+	// in: a spot group's pool is its zone's (one zone per pool).
+	odGroup := -1
+	if len(groups) > 0 && groups[len(groups)-1].Capacity == pricing.OnDemand {
+		odGroup = len(groups) - 1
+	}
+	match := resized(hg.scratch.pin.match, len(mine))
+	hg.scratch.pin.match = match
+	for i, s := range mine {
+		switch z := j.at[i]; {
+		case z >= 0 && z < len(zoneGroup):
+			match[i] = zoneGroup[z]
+		case z == slotNotSpot && odGroup >= 0 && sameGroupPool(groups[odGroup], slotPool(s)):
+			match[i] = odGroup
+		default:
+			match[i] = -1
+		}
+	}
+	pinSlotsIn(groups, mine, match, &hg.scratch.pin)
 	for g := range groups {
 		hg.scratch.slots[g] = groups[g].Slots
 	}
@@ -810,9 +951,9 @@ func (hg *hedge) placement(j *hedgeJob, p optimizer.Placement) optimizer.Placeme
 		n += g.Instances
 	}
 	p.Groups, p.Instances = hg.out, n
-	p.Explanation = hg.explain(p.Explanation, hedgeLine{policy: hg.policy.Name(), tick: hg.tick, spot: n - hg.fleet.OnDemand,
+	p.Explanation = hg.explain(j.expl, hedgeLine{policy: hg.policy.Name(), tick: hg.tick, spot: n - hg.fleet.OnDemand,
 		pools: len(hg.last.Spot), od: hg.fleet.OnDemand, target: target})
-	return p
+	return nil
 }
 
 // explain is the inner placement's explanation in with the hedging line
@@ -823,12 +964,21 @@ func (hg *hedge) explain(in []string, l hedgeLine) []string {
 		return e.out
 	}
 	// (fmt.Sprintf's "live hedging (%s, tick %d): %d spot over %d pools + %d
-	// on-demand for a target of %d", built without fmt: every service,
-	// every plan.)
+	// on-demand for a target of %d", built without fmt in a buffer kept
+	// by the hedge: every service, every plan.)
 	e.in, e.line = in, l
-	e.out = slices.Clip(append(slices.Clip(in), "live hedging ("+l.policy+", tick "+strconv.Itoa(l.tick)+"): "+
-		strconv.Itoa(l.spot)+" spot over "+strconv.Itoa(l.pools)+" pools + "+strconv.Itoa(l.od)+
-		" on-demand for a target of "+strconv.Itoa(l.target)))
+	b := append(e.buf[:0], "live hedging ("...)
+	b = append(b, l.policy...)
+	b = append(strconv.AppendInt(append(b, ", tick "...), int64(l.tick), 10), "): "...)
+	b = append(strconv.AppendInt(b, int64(l.spot), 10), " spot over "...)
+	b = append(strconv.AppendInt(b, int64(l.pools), 10), " pools + "...)
+	b = append(strconv.AppendInt(b, int64(l.od), 10), " on-demand for a target of "...)
+	b = strconv.AppendInt(b, int64(l.target), 10)
+	e.buf = b
+	out := make([]string, len(in)+1)
+	copy(out, in)
+	out[len(in)] = string(b)
+	e.out = out
 	return e.out
 }
 
@@ -889,28 +1039,23 @@ func cloneGroups(groups []optimizer.Group) []optimizer.Group {
 //     pool full with other workloads' instances is, to this service, a
 //     pool without capacity: trusting it would send replicas to be
 //     refused there again and again.
-func (hg *hedge) poolCapacity(k providers.PoolKey, m *blockMemo, gen, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
-	reason, until, blocked := u.blockedMemo(k, m, gen, now)
-	lc, known := hg.caps[k]
+func (hg *hedge) poolCapacity(z int, m *blockMemo, gen, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
+	reason, until, blocked := u.blockedMemo(hg.keys[z], m, gen, now)
+	lc := &hg.caps[hg.capAt[z]]
 	switch {
 	case blocked && reason == "capacity" && mine > 0:
-		if !known || lc.until != until {
-			lc = learnedCap{n: mine, until: until} // a new refusal
+		if !lc.known || lc.until != until {
+			*lc = learnedCap{known: true, n: mine, until: until} // a new refusal
 		}
-		if hg.caps == nil {
-			hg.caps = map[providers.PoolKey]learnedCap{}
-		}
-		hg.caps[k] = lc
 		return mine, true, true
 	case blocked:
-		delete(hg.caps, k)
+		*lc = learnedCap{}
 		return mine, false, false
-	case known && now.Sub(lc.until) < capacityMemory:
+	case lc.known && now.Sub(lc.until) < capacityMemory:
 		lc.n = max(lc.n, mine)
-		hg.caps[k] = lc
 		return min(nominal, lc.n+1), true, true
 	}
-	delete(hg.caps, k)
+	*lc = learnedCap{}
 	return nominal, false, true
 }
 
@@ -953,17 +1098,24 @@ func pinSlots(groups []optimizer.Group, mine []*store.SlotRecord) {
 	for g := range groups {
 		groups[g].Slots = nil
 	}
-	pinSlotsIn(groups, mine, new(pinScratch))
+	pinSlotsIn(groups, mine, nil, new(pinScratch))
 }
 
 // pinScratch is pinSlotsIn's working memory.
-type pinScratch struct{ used, taken intSet }
+type pinScratch struct {
+	used, taken intSet
+	match       []int
+}
 
 // pinSlotsIn is pinSlots appending to the groups' Slots, which the caller
-// has emptied, in x's memory.
-func pinSlotsIn(groups []optimizer.Group, mine []*store.SlotRecord, x *pinScratch) {
-	// (Slot indexes of one workload are unique: any sort gives this order.)
-	slices.SortFunc(mine, func(a, b *store.SlotRecord) int { return cmp.Compare(a.Index, b.Index) })
+// has emptied, in x's memory. match, when not nil, is the group whose
+// pool each of mine (sorted by index) is live in (-1: none), which the
+// caller knows.
+func pinSlotsIn(groups []optimizer.Group, mine []*store.SlotRecord, match []int, x *pinScratch) {
+	if match == nil {
+		// (Slot indexes of one workload are unique: any sort gives this order.)
+		slices.SortFunc(mine, bySlotIndex)
+	}
 	n := len(mine)
 	for _, g := range groups {
 		n += max(0, g.Instances)
@@ -977,11 +1129,11 @@ func pinSlotsIn(groups []optimizer.Group, mine []*store.SlotRecord, x *pinScratc
 		}
 	}
 	for g := range groups {
-		for _, s := range mine {
+		for i, s := range mine {
 			if len(groups[g].Slots) == groups[g].Instances {
 				break
 			}
-			if live(s) && !taken.has(s.Index) && sameGroupPool(groups[g], slotPool(s)) {
+			if (match != nil && match[i] == g || match == nil && live(s) && sameGroupPool(groups[g], slotPool(s))) && !taken.has(s.Index) {
 				groups[g].Slots = append(groups[g].Slots, s.Index)
 				taken.add(s.Index)
 			}
@@ -1157,7 +1309,7 @@ func zoneOrRegion(zone, region string) string {
 // its plan looked through every offer of its GPU model every plan), and
 // the answer is the hedge's memory: its caller reads it before the
 // hedge's next plan and never changes it.
-func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p optimizer.Placement, u *Unavailable, gen int, now time.Time) *pricing.Offer {
+func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *policy.Workload, p *optimizer.Placement, u *Unavailable, gen int, now time.Time) *pricing.Offer {
 	if w.Spot == policy.SpotOnly {
 		return nil
 	}
@@ -1165,21 +1317,22 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 		if g.Capacity != pricing.OnDemand {
 			continue
 		}
-		o := &hg.od // the hedge's: the offer is read before the next call
-		*o = pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
-			GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
-		k := PoolOf(*o, pricing.OnDemand)
+		// (PoolOf of the offer below, without copying it.)
+		k := providers.PoolKey{Cloud: g.Cloud, Zone: zoneOrRegion(g.Zone, g.Region), InstanceType: g.InstanceType, Capacity: pricing.OnDemand}
 		if k != hg.odGroupKey {
 			hg.odGroupKey, hg.odGroupBlk = k, blockMemo{}
 		}
 		if _, _, blocked := u.blockedMemo(k, &hg.odGroupBlk, gen, now); !blocked {
+			o := &hg.od // the hedge's: the offer is read before the next call
+			*o = pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType, GPU: g.GPU,
+				GPUCount: g.GPUsPerInstance, OnDemandPrice: g.PricePerHour}
 			return o
 		}
 	}
 	if cat == nil {
 		return nil
 	}
-	ref := p.Groups[0]
+	ref := &p.Groups[0]
 	if hg.odOffers == nil || hg.odCat != cat || hg.odPol != pol || hg.odGPU != ref.GPU || hg.odCount != ref.GPUsPerInstance {
 		// (The hedge is the workload's; the policy holds the workload.)
 		hg.odOffers = hg.odOffers[:0]
@@ -1193,16 +1346,31 @@ func (hg *hedge) onDemandOffer(pol *policy.Policy, cat *pricing.Catalog, w *poli
 		}
 		hg.odCat, hg.odPol, hg.odGPU, hg.odCount = cat, pol, ref.GPU, ref.GPUsPerInstance
 		hg.odBlk = make([]blockMemo, len(hg.odOffers))
+		hg.odBest = odBest{}
 	}
-	best := -1
-	// In key order: of equal prices the first is the least key.
-	for i := range hg.odOffers {
-		o := &hg.odOffers[i]
-		if u.offerBlocked(o, pricing.OnDemand, &hg.odBlk[i], gen, now) {
-			continue
+	c := &hg.odBest
+	best := c.i
+	if u == nil || c.gen != gen+1 || c.u != u || now.Before(c.from) || c.ends && !now.Before(c.until) {
+		// Looked up again only when the unavailable cache changed, or a
+		// block that counted ends: the same blocks at a later time block
+		// the same offers until the first of them ends.
+		best = -1
+		*c = odBest{}
+		// In key order: of equal prices the first is the least key.
+		for i := range hg.odOffers {
+			o := &hg.odOffers[i]
+			if u.offerBlocked(o, pricing.OnDemand, &hg.odBlk[i], gen, now) {
+				if m := &hg.odBlk[i]; !c.ends || m.until.Before(c.until) {
+					c.ends, c.until = true, m.until
+				}
+				continue
+			}
+			if best < 0 || o.OnDemandPrice < hg.odOffers[best].OnDemandPrice {
+				best = i
+			}
 		}
-		if best < 0 || o.OnDemandPrice < hg.odOffers[best].OnDemandPrice {
-			best = i
+		if u != nil {
+			c.gen, c.u, c.i, c.from = gen+1, u, best, now
 		}
 	}
 	if best < 0 {

@@ -80,6 +80,7 @@ func TestHedgeAdmit(t *testing.T) {
 					t.Fatal(err)
 				}
 				hg := &hedge{policy: dec, zones: pools, keys: keys, nominal: []int{nominal, nominal, nominal},
+					spotPool: make([]string, len(pools)), inter: make([]string, len(pools)),
 					fleet: spotpolicy.Fleet{Spot: slices.Clone(s.decided), OnDemand: 1}} // one on demand beside the spot
 				zones := make([]spotpolicy.Zone, len(pools))
 				for k := range zones {
@@ -90,14 +91,16 @@ func TestHedgeAdmit(t *testing.T) {
 				}
 				p := optimizer.Placement{Workload: s.name, Kind: "inference", Groups: []optimizer.Group{{Cloud: pricing.AWS, Region: "us-east-1",
 					Zone: "us-east-1a", InstanceType: "g4dn.xlarge", GPU: pricing.T4, GPUsPerInstance: 1, Instances: s.target, Capacity: pricing.OnDemand}}}
-				jobs[i] = hedgeJob{p: p, hg: hg, target: s.target, zones: zones, od: &od}
-				jobs[i].out = hg.placement(&jobs[i], p)
+				jobs[i] = hedgeJob{p: &p, hg: hg, target: s.target, zones: zones, od: &od}
+				if err := hg.placement(&jobs[i]); err != nil {
+					t.Fatal(err)
+				}
 			}
 			h.admit(jobs)
 			for i, s := range c.svcs {
 				spot := make([]int, len(pools))
 				od := 0
-				for _, g := range jobs[i].out.Groups {
+				for _, g := range jobs[i].p.Groups {
 					if g.Capacity == pricing.OnDemand {
 						od += g.Instances
 						continue

@@ -67,14 +67,14 @@ func TestHedgePoolCapacity(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			u := &Unavailable{Backoff: 3 * time.Minute}
-			hg := &hedge{}
+			hg := &hedge{keys: []providers.PoolKey{k}, caps: make([]learnedCap, 1), capAt: []int{0}}
 			var m blockMemo // (one memo across the steps: it follows the blocks)
 			for i, s := range c.steps {
 				now := start.Add(s.at)
 				if s.block != "" {
 					u.Block(k, s.block, now)
 				}
-				got, lim, avail := hg.poolCapacity(k, &m, u.Gen(), c.nominal, s.mine, u, now)
+				got, lim, avail := hg.poolCapacity(0, &m, u.Gen(), c.nominal, s.mine, u, now)
 				if got != s.c || lim != s.lim || avail != s.avail {
 					t.Fatalf("step %d (+%s, block %q, %d held): capacity %d, limited %v, available %v; want %d, %v, %v",
 						i, s.at, s.block, s.mine, got, lim, avail, s.c, s.lim, s.avail)
@@ -142,5 +142,64 @@ func TestHedgedSourceLearnsPoolCapacity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOnDemandOfferFollowsBlocks: the on-demand offer from the catalog
+// (no on-demand group in the plan) is the cheapest not blocked at each
+// step, kept between steps while the unavailable cache is unchanged: the
+// same as a hedge that looks every offer up again, when a block ends
+// without any change to the cache, when a pool is blocked or cleared.
+func TestOnDemandOfferFollowsBlocks(t *testing.T) {
+	var offers []pricing.Offer
+	for i, z := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
+		offers = append(offers, pricing.Offer{Cloud: pricing.AWS, Region: "us-east-1", Zone: z, InstanceType: "g4dn.xlarge", GPU: pricing.T4,
+			GPUCount: 1, OnDemandPrice: 0.50 + 0.02*float64(i), SpotPrice: 0.16})
+	}
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	cat := pricing.NewCatalog(offers, start, "test")
+	pol := hedgePolicy(policy.SpotPrefer)
+	w := &pol.Workloads[0]
+	p := hedgePlan(4).Placements[0] // spot only: the catalog decides
+	pool := func(z string) providers.PoolKey {
+		return providers.PoolKey{Cloud: pricing.AWS, Zone: z, InstanceType: "g4dn.xlarge", Capacity: pricing.OnDemand}
+	}
+	u := &Unavailable{Backoff: 3 * time.Minute}
+	steps := []struct {
+		at           time.Duration
+		block, clear string
+		want         string // the offer's zone; "": none
+	}{
+		{0, "", "", "us-east-1a"},
+		{time.Minute, "us-east-1a", "", "us-east-1b"},
+		{2 * time.Minute, "", "", "us-east-1b"},
+		{3*time.Minute + 59*time.Second, "", "", "us-east-1b"},
+		{4 * time.Minute, "", "", "us-east-1a"}, // the block ended, the cache unchanged
+		{5 * time.Minute, "us-east-1a", "", "us-east-1b"},
+		{5 * time.Minute, "us-east-1b", "", "us-east-1c"},
+		{5 * time.Minute, "us-east-1c", "", ""},
+		{6 * time.Minute, "", "us-east-1b", "us-east-1b"},
+		{20 * time.Minute, "", "", "us-east-1a"},
+	}
+	hg := &hedge{}
+	for i, s := range steps {
+		now := start.Add(s.at)
+		if s.block != "" {
+			u.Block(pool(s.block), "capacity", now)
+		}
+		if s.clear != "" {
+			u.Clear(pool(s.clear), now)
+		}
+		got := hg.onDemandOffer(pol, cat, w, &p, u, u.Gen(), now)
+		fresh := new(hedge).onDemandOffer(pol, cat, w, &p, u, u.Gen(), now)
+		zone := func(o *pricing.Offer) string {
+			if o == nil {
+				return ""
+			}
+			return o.Zone
+		}
+		if zone(got) != s.want || zone(fresh) != s.want {
+			t.Fatalf("step %d (+%s): offer in %q, looked up afresh %q; want %q", i, s.at, zone(got), zone(fresh), s.want)
+		}
 	}
 }

@@ -354,13 +354,29 @@ func TestPinSlots(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Told each slot's group (as hedgePlacement does, from the
+			// zone observePools found it in), the same numbers.
+			told := cloneGroups(c.groups)
+			mine := slices.Clone(c.slots)
+			slices.SortFunc(mine, bySlotIndex)
+			match := make([]int, len(mine))
+			for i, s := range mine {
+				match[i] = slices.IndexFunc(told, func(g optimizer.Group) bool { return live(s) && sameGroupPool(g, slotPool(s)) })
+			}
+			for g := range told {
+				told[g].Slots = nil
+			}
+			pinSlotsIn(told, mine, match, new(pinScratch))
 			pinSlots(c.groups, c.slots)
-			var got [][]int
-			for _, g := range c.groups {
-				got = append(got, g.Slots)
+			var got, gotTold [][]int
+			for g := range c.groups {
+				got, gotTold = append(got, c.groups[g].Slots), append(gotTold, told[g].Slots)
 			}
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("got %v, want %v", got, c.want)
+			}
+			if !reflect.DeepEqual(gotTold, c.want) {
+				t.Fatalf("told the slots' groups: got %v, want %v", gotTold, c.want)
 			}
 			// Desired numbers the slots as pinned.
 			plan := &optimizer.Plan{Placements: []optimizer.Placement{{Workload: "w", Groups: c.groups}}}

@@ -187,17 +187,17 @@ type Sim struct {
 	// active are the jobs not finished (or not yet taken out of the
 	// policy), in policy order: the loops over jobs every instant skip the
 	// finished ones for good.
-	active []*job
-	svcs      map[string]*service
-	stats     map[string]*WorkloadReport
-	slotPool  map[string]providers.PoolKey
-	spent     int64 // settled spend of gone instances, micro-USD
-	acc       map[string]*acc
-	budgets   *budgets // nil: the policy has none
-	series    []Point
-	passes    int
-	minted    int
-	tokens    map[string]string
+	active   []*job
+	svcs     map[string]*service
+	stats    map[string]*WorkloadReport
+	slotPool map[string]providers.PoolKey
+	spent    int64 // settled spend of gone instances, micro-USD
+	acc      map[string]*acc
+	budgets  *budgets // nil: the policy has none
+	series   []Point
+	passes   int
+	minted   int
+	tokens   map[string]string
 	// readying are the live instances running but whose agent has not
 	// registered yet (register): it walked every live instance each
 	// instant.

@@ -117,10 +117,34 @@ func spreadOrder(zones []Zone, score func(Zone) float64) []int {
 	return sortedPools(len(zones), func(i int) float64 { return scores[i] })
 }
 
+// spreadOrderIn is spreadOrder in the memory of scores and idx (the same
+// stable sort on the same scores: the same order).
+func spreadOrderIn(zones []Zone, score func(Zone) float64, scores []float64, idx []int) ([]float64, []int) {
+	scores, idx = scores[:0], idx[:0]
+	for i, z := range zones {
+		scores = append(scores, score(z))
+		idx = append(idx, i)
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch sa, sb := scores[a], scores[b]; {
+		case sa > sb:
+			return -1
+		case sb > sa:
+			return 1
+		}
+		return 0
+	})
+	return scores, idx
+}
+
 // spreadIn is spread over the zones in a given order (spreadOrder): a
 // policy that tries several replica counts on one state sorts once.
 func spreadIn(zones []Zone, n int, order []int) []int {
-	out := make([]int, len(zones))
+	return spreadInto(make([]int, len(zones)), zones, n, order)
+}
+
+// spreadInto is spreadIn in out's memory (len(zones) zeros).
+func spreadInto(out []int, zones []Zone, n int, order []int) []int {
 	for placed := 0; placed < n; {
 		progress := false
 		for _, k := range order {
@@ -214,12 +238,24 @@ type AdaptiveInference struct {
 	chance     float64
 	// windows is, per zone, what it lost over each past ready delay.
 	windows []lossWindows
-	// survCache[k][n] is survival(k, n) at the current tick.
-	survCache [][][]float64
-	// Scratch of hedge, kept between calls (a policy decides for one
-	// service, one tick at a time).
-	surv [][]float64
-	risk riskScratch
+	// survAt[k*survN+n] says where survival(k, n) lies in survMem, the
+	// memory the tick's survivals are cut from, if it was taken at the
+	// current tick (n < survN). (A cache of slices cleared each tick
+	// wrote a pointer per entry set.)
+	survAt  []survEntry
+	survN   int
+	survMem []float64
+	// fail[k] is zone k's chance of a loss in survival, taken at tick
+	// failAt[k] (it does not depend on the replica count).
+	fail   []float64
+	failAt []int
+	// Scratch of Decide and hedge, kept between calls (a policy decides
+	// for one service, one tick at a time).
+	surv       [][]float64
+	risk       riskScratch
+	scores     []float64
+	order      []int
+	cand, best []int
 	// noPrune sizes the hedge of every replica count (a test compares).
 	noPrune bool
 }
@@ -264,9 +300,13 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	// replicas the risk model still asks for with it.
 	var sp []int
 	od, risky, bestCost, placed := 0, false, math.Inf(1), -1
-	order := spreadOrder(s.Zones, score) // the same for every candidate
+	// The order is the same for every candidate; candidates are spread in
+	// the policy's memory, the best one returned in its own.
+	a.scores, a.order = spreadOrderIn(s.Zones, score, a.scores, a.order)
+	order := a.order
 	for extra := cfg.Extra; extra <= cfg.Extra+s.Target; extra++ {
-		cand := spreadIn(s.Zones, s.Target+extra, order)
+		a.cand = resizedInts(a.cand, len(s.Zones))
+		cand := spreadInto(a.cand, s.Zones, s.Target+extra, order)
 		n := sum(cand)
 		if n == placed {
 			break // no zone can take more
@@ -280,9 +320,11 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		}
 		o, r := a.hedge(s, cand, rho, risk)
 		if c := float64(n)*spotP + float64(o)*odP; c < bestCost-1e-9 {
-			sp, od, risky, bestCost = cand, o, r, c
+			a.cand, a.best = a.best, a.cand
+			sp, od, risky, bestCost = a.best, o, r, c
 		}
 	}
+	sp = slices.Clone(sp) // (the caller keeps it)
 	if risky {
 		// Spot is so unreliable that on-demand alone must cover the
 		// target: spot on top would only add cost.
@@ -304,6 +346,16 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		od = s.OnDemand // hold on-demand until spot has been calm a while
 	}
 	return Fleet{Spot: sp, OnDemand: od}
+}
+
+// resizedInts is buf resized to n zeros.
+func resizedInts(buf []int, n int) []int {
+	if cap(buf) < n {
+		return make([]int, n)
+	}
+	buf = buf[:n]
+	clear(buf)
+	return buf
 }
 
 // allOnDemand is the target on demand. Spot replicas already running
@@ -362,16 +414,33 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64
 type lossWindows struct {
 	caps []int // ring of the last len(caps) capacities
 	seen int
+	at   int // seen % len(caps), kept without a division
 	hist [][]float64
+	// total[n] is 1 plus the sum of hist[n] (survival's prior and
+	// denominator): counts are whole numbers, so the sum is exact in any
+	// order, and kept as they grow it is not summed per survival.
+	total []float64
+}
+
+// newLossWindows is a zone's windows of size ticks for up to want replicas.
+func newLossWindows(size, want int) lossWindows {
+	w := lossWindows{caps: make([]int, size), hist: make([][]float64, want+1), total: make([]float64, want+1)}
+	for n := range w.hist {
+		w.hist[n], w.total[n] = make([]float64, n+1), 1
+	}
+	return w
 }
 
 func (w *lossWindows) observe(c, want int) {
-	w.caps[w.seen%len(w.caps)] = c
+	w.caps[w.at] = c
 	w.seen++
+	if w.at++; w.at == len(w.caps) {
+		w.at = 0
+	}
 	if w.seen < len(w.caps) {
 		return
 	}
-	o := w.seen % len(w.caps)
+	o := w.at
 	first := w.caps[o] // the oldest
 	// The least of the others (the ring but the oldest), without a
 	// division per entry: every service's zones, every tick.
@@ -387,6 +456,7 @@ func (w *lossWindows) observe(c, want int) {
 	}
 	for n := 1; n < len(w.hist) && n <= first; n++ {
 		w.hist[n][min(n, least)]++
+		w.total[n]++
 	}
 }
 
@@ -399,28 +469,42 @@ func (w *lossWindows) observe(c, want int) {
 // all as the prior. The slice is cached for the tick: callers must not
 // change it.
 func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
-	if n < len(a.survCache[k]) && a.survCache[k][n] != nil {
-		return a.survCache[k][n]
+	var e *survEntry
+	if n < a.survN {
+		if e = &a.survAt[k*a.survN+n]; e.tick == a.ticks {
+			return a.survMem[e.off : e.off+n+1 : e.off+n+1]
+		}
 	}
-	out := make([]float64, n+1)
-	if n < len(a.survCache[k]) {
-		a.survCache[k][n] = out
+	// Cut from the tick's memory (grown by copying: the slices cut before
+	// stay where they are, and their values are where survAt says).
+	m := len(a.survMem)
+	a.survMem = slices.Grow(a.survMem, n+1)[:m+n+1]
+	out := a.survMem[m : m+n+1 : m+n+1]
+	clear(out)
+	if e != nil {
+		*e = survEntry{tick: a.ticks, off: m}
 	}
 	if n == 0 {
 		out[0] = 1
 		return out
 	}
-	z := s.Zones[k]
-	window := (s.ReadyDelay + s.Gap) / s.Gap
-	rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
-	fail := 1 - math.Exp(-window*rate)
-	var h []float64
-	if n < len(a.windows[k].hist) {
-		h = a.windows[k].hist[n]
+	if len(a.fail) != len(s.Zones) {
+		a.fail, a.failAt = make([]float64, len(s.Zones)), make([]int, len(s.Zones))
+		for k := range a.failAt {
+			a.failAt[k] = -1 // (none taken)
+		}
 	}
+	if a.failAt[k] != a.ticks {
+		z := &s.Zones[k]
+		window := (s.ReadyDelay + s.Gap) / s.Gap
+		rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
+		a.fail[k], a.failAt[k] = 1-math.Exp(-window*rate), a.ticks
+	}
+	fail := a.fail[k]
+	var h []float64
 	total := 1.0
-	for _, x := range h {
-		total += x
+	if n < len(a.windows[k].hist) {
+		h, total = a.windows[k].hist[n], a.windows[k].total[n]
 	}
 	out[0] = fail / total
 	for j, x := range h {
@@ -429,6 +513,10 @@ func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
 	out[n] += 1 - fail
 	return out
 }
+
+// survEntry is where a survival lies in AdaptiveInference.survMem and the
+// tick it is of.
+type survEntry struct{ tick, off int }
 
 // observe records the zones' capacity losses: capacity falling below what
 // it was, as far as the service could have used it (want), so a 16-node
@@ -445,24 +533,33 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		a.zoneLosses = make([]float64, len(s.Zones))
 		a.upTicks = make([]float64, len(s.Zones))
 		a.windows = make([]lossWindows, len(s.Zones))
+		// The zones' rings and counts side by side in one block each:
+		// every zone's are read every tick.
+		caps := make([]int, len(s.Zones)*(window+1))
+		rows := make([][]float64, len(s.Zones)*(want+1))
+		counts := make([]float64, len(s.Zones)*(want+1)*(want+2)/2)
+		totals := make([]float64, len(s.Zones)*(want+1))
+		for i := range totals {
+			totals[i] = 1
+		}
 		for k, z := range s.Zones {
 			a.prev[k] = z.Capacity
 			a.lastLoss[k] = math.MinInt / 2
-			a.windows[k] = lossWindows{caps: make([]int, window+1), hist: make([][]float64, want+1)}
-			for n := range a.windows[k].hist {
-				a.windows[k].hist[n] = make([]float64, n+1)
+			w := &a.windows[k]
+			w.caps, caps = caps[:window+1:window+1], caps[window+1:]
+			w.hist, rows = rows[:want+1:want+1], rows[want+1:]
+			w.total, totals = totals[:want+1:want+1], totals[want+1:]
+			for n := range w.hist {
+				w.hist[n], counts = counts[:n+1:n+1], counts[n+1:]
 			}
 		}
 	}
 	a.ticks++
-	if len(a.survCache) != len(s.Zones) {
-		a.survCache = make([][][]float64, len(s.Zones))
-	}
-	for k := range a.survCache {
-		if len(a.survCache[k]) != want+1 {
-			a.survCache[k] = make([][]float64, want+1)
-		}
-		clear(a.survCache[k])
+	// A new tick (a.ticks): the last one's survivals go, and their
+	// memory is the new tick's.
+	a.survMem = a.survMem[:0]
+	if a.survN != want+1 || len(a.survAt) != len(s.Zones)*(want+1) {
+		a.survN, a.survAt = want+1, make([]survEntry, len(s.Zones)*(want+1))
 	}
 	for k, z := range s.Zones {
 		c := z.Capacity

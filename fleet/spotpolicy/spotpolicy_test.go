@@ -427,10 +427,10 @@ func TestLossWindowsCountAsTheRingWalk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 1))
 	for _, size := range []int{2, 3, 12} {
 		const want = 6
-		w := lossWindows{caps: make([]int, size), hist: make([][]float64, want+1)}
+		w := newLossWindows(size, want)
 		ref := lossWindows{caps: make([]int, size), hist: make([][]float64, want+1)}
 		for n := range w.hist {
-			w.hist[n], ref.hist[n] = make([]float64, n+1), make([]float64, n+1)
+			ref.hist[n] = make([]float64, n+1)
 		}
 		for range 5000 {
 			c := rng.IntN(8)
@@ -453,6 +453,15 @@ func TestLossWindowsCountAsTheRingWalk(t *testing.T) {
 		}
 		if !slices.EqualFunc(w.hist, ref.hist, slices.Equal[[]float64]) {
 			t.Errorf("window of %d: counts %v; the ring walk's %v", size, w.hist, ref.hist)
+		}
+		for n, h := range ref.hist {
+			total := 1.0
+			for _, x := range h {
+				total += x
+			}
+			if w.total[n] != total {
+				t.Errorf("window of %d: total of %d replicas' counts %v, summed %v", size, n, w.total[n], total)
+			}
 		}
 	}
 }
