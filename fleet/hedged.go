@@ -115,8 +115,12 @@ type hedge struct {
 	start  time.Time
 	tick   int // last tick decided; -1 none
 	plan   int // the HedgedSource plan that last hedged it
-	fleet  spotpolicy.Fleet
-	last   HedgeDecision
+	// admitted is the plan whose admit counted the service's new spot
+	// replicas, trimmed whether it cut them.
+	admitted int
+	trimmed  bool
+	fleet    spotpolicy.Fleet
+	last     HedgeDecision
 	// lastSpot is the spot replicas per zone last.Spot was made from.
 	lastSpot []int
 	// caps are the spot pools' capacities learned from refusals (by
@@ -438,6 +442,15 @@ func (h *HedgedSource) admit(jobs []hedgeJob) {
 		if jb.err != nil || hg == nil {
 			continue
 		}
+		if hg.admitted == h.plans {
+			// A second placement of the service (Plan hedged the two in
+			// order): its replicas were counted with the first.
+			if hg.trimmed {
+				_ = hg.placement(jb)
+			}
+			continue
+		}
+		hg.admitted = h.plans
 		trimmed := false
 		for k, n := range hg.fleet.Spot {
 			z := &jb.zones[k]
@@ -455,6 +468,7 @@ func (h *HedgedSource) admit(jobs []hedgeJob) {
 			}
 			free[key] = f - add
 		}
+		hg.trimmed = trimmed
 		if trimmed {
 			if jb.od != nil {
 				hg.fleet.OnDemand = max(hg.fleet.OnDemand, jb.target)

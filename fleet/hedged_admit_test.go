@@ -40,6 +40,7 @@ func TestHedgeAdmit(t *testing.T) {
 		running []int // live spot replicas per pool
 		decided []int // the decision's spot replicas per pool
 		target  int
+		same    bool // a second placement of the service before it (one hedge)
 		// after admit
 		spot []int
 		od   int
@@ -50,38 +51,46 @@ func TestHedgeAdmit(t *testing.T) {
 		svcs []svc
 	}{
 		{"all fit", []int{0, 0, 0}, []svc{
-			{"a", []int{0, 0, 0}, []int{2, 1, 0}, 2, []int{2, 1, 0}, 1},
-			{"b", []int{0, 0, 0}, []int{2, 1, 0}, 2, []int{2, 1, 0}, 1},
+			{"a", []int{0, 0, 0}, []int{2, 1, 0}, 2, false, []int{2, 1, 0}, 1},
+			{"b", []int{0, 0, 0}, []int{2, 1, 0}, 2, false, []int{2, 1, 0}, 1},
 		}},
 		{"the first in order gets the pool", []int{1, 0, 0}, []svc{
-			{"a", []int{0, 0, 0}, []int{3, 0, 0}, 2, []int{3, 0, 0}, 1},
-			{"b", []int{0, 0, 0}, []int{3, 0, 0}, 2, []int{0, 0, 0}, 2},
-			{"c", []int{0, 0, 0}, []int{3, 0, 0}, 2, []int{0, 0, 0}, 2},
+			{"a", []int{0, 0, 0}, []int{3, 0, 0}, 2, false, []int{3, 0, 0}, 1},
+			{"b", []int{0, 0, 0}, []int{3, 0, 0}, 2, false, []int{0, 0, 0}, 2},
+			{"c", []int{0, 0, 0}, []int{3, 0, 0}, 2, false, []int{0, 0, 0}, 2},
 		}},
 		{"what runs stays, the rest goes on demand", []int{4, 0, 0}, []svc{
-			{"a", []int{2, 0, 0}, []int{3, 1, 0}, 3, []int{2, 1, 0}, 3},
-			{"b", []int{2, 0, 0}, []int{2, 2, 0}, 2, []int{2, 2, 0}, 1},
+			{"a", []int{2, 0, 0}, []int{3, 1, 0}, 3, false, []int{2, 1, 0}, 3},
+			{"b", []int{2, 0, 0}, []int{2, 2, 0}, 2, false, []int{2, 2, 0}, 1},
 		}},
 		{"partly admitted", []int{0, 0, 0}, []svc{
-			{"a", []int{0, 0, 0}, []int{3, 0, 0}, 2, []int{3, 0, 0}, 1},
-			{"b", []int{0, 0, 0}, []int{2, 2, 0}, 2, []int{1, 2, 0}, 2},
+			{"a", []int{0, 0, 0}, []int{3, 0, 0}, 2, false, []int{3, 0, 0}, 1},
+			{"b", []int{0, 0, 0}, []int{2, 2, 0}, 2, false, []int{1, 2, 0}, 2},
+		}},
+		{"a service's second placement is not counted again", []int{0, 0, 0}, []svc{
+			{"a", []int{0, 0, 0}, []int{3, 0, 0}, 2, false, []int{3, 0, 0}, 1},
+			{"a", []int{0, 0, 0}, []int{3, 0, 0}, 2, true, []int{3, 0, 0}, 1},
+			{"b", []int{0, 0, 0}, []int{1, 0, 0}, 2, false, []int{1, 0, 0}, 1},
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := &HedgedSource{poolUse: map[providers.PoolKey]int{}}
+			h := &HedgedSource{poolUse: map[providers.PoolKey]int{}, plans: 1} // (Plan counts its plans from 1)
 			for k, n := range c.use {
 				h.poolUse[keys[k]] = n
 			}
 			jobs := make([]hedgeJob, len(c.svcs))
+			var hg *hedge
 			for i, s := range c.svcs {
 				dec, err := spotpolicy.NewInference(spotpolicy.InferenceAdaptive)
 				if err != nil {
 					t.Fatal(err)
 				}
-				hg := &hedge{policy: dec, zones: pools, keys: keys, nominal: []int{nominal, nominal, nominal},
-					spotPool: make([]string, len(pools)), inter: make([]string, len(pools)),
-					fleet: spotpolicy.Fleet{Spot: slices.Clone(s.decided), OnDemand: 1}} // one on demand beside the spot
+				if !s.same {
+					hg = &hedge{policy: dec, zones: pools, keys: keys, nominal: []int{nominal, nominal, nominal},
+						spotPool: make([]string, len(pools)), inter: make([]string, len(pools)),
+						fleet: spotpolicy.Fleet{Spot: slices.Clone(s.decided), OnDemand: 1}} // one on demand beside the spot
+				}
 				zones := make([]spotpolicy.Zone, len(pools))
 				for k := range zones {
 					// As observePools sets it: the fleet's capacity less the
