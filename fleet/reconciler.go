@@ -792,11 +792,9 @@ type stateCount struct {
 // it is preempted, stopped, gone, silent or never came up.
 func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Instance, rec *store.FleetInstanceRecord, listed bool) {
 	o := &p.r.Options
-	var agent store.InstanceRecord
-	a, registered := p.agents[s.InstanceID]
-	if registered {
-		agent = *a
-	}
+	// By pointer (read only): a record is large and this runs for every
+	// live slot every pass.
+	agent, registered := p.agents[s.InstanceID]
 	switch {
 	case !listed:
 		return // the cloud did not answer: leave the slot alone
@@ -836,9 +834,11 @@ func (p *passState) watch(s *store.SlotRecord, spec *Spec, inst *providers.Insta
 			p.replace(s, spec, rec, fmt.Sprintf("no agent registration within %s of launch", o.BootTimeout), false, true)
 		}
 	case State(s.State) == Running && *o.RequireAgent:
-		last := agent.LastHeartbeat
-		if last.IsZero() {
-			last = agent.RegisteredAt
+		var last time.Time
+		if registered {
+			if last = agent.LastHeartbeat; last.IsZero() {
+				last = agent.RegisteredAt
+			}
 		}
 		if !registered || p.now.Sub(last) >= o.HeartbeatTimeout {
 			p.replace(s, spec, rec, fmt.Sprintf("no heartbeat for %s", p.now.Sub(last).Round(time.Second)), false, true)
