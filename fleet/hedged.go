@@ -74,10 +74,13 @@ type HedgedSource struct {
 	beats    map[string]time.Time
 	bySvc    map[string]*svcSlots
 	svcOrder []*svcSlots // bySvc's services in the last read's order
-	loads    int         // fleet reads so far (svcSlots.load)
-	jobs     []hedgeJob
-	todo     []int
-	todoW    []*policy.Workload
+	// lastSlots[j] is the list of the j-th placement hedged in the last
+	// plan (slotsFor).
+	lastSlots []*svcSlots
+	loads     int // fleet reads so far (svcSlots.load)
+	jobs      []hedgeJob
+	todo      []int
+	todoW     []*policy.Workload
 	// The spot pools observed in this plan: heard[id] when heardAt[id]
 	// is this plan (plans), id the pool's number in poolIDs (hedge.ids).
 	// (A map of names cleared each plan was a string hash per zone per
@@ -341,7 +344,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	observe := func(j int) {
 		p := &out.Placements[todo[j]] // (hedgePlacement writes it: its own)
 		w := todoW[j]                 // read only: a pointer into the policy
-		h.observePools(&jobs[j], pol, cat, w, p, h.slotsOf(w.Name), u, now)
+		h.observePools(&jobs[j], pol, cat, w, p, h.slotsFor(j, w.Name), u, now)
 		if hg := jobs[j].hg; hg != nil {
 			hg.plan = h.plans
 		}
@@ -484,6 +487,25 @@ type svcSlots struct {
 // slotsOf are the service's slots in the last fleet read.
 func (h *HedgedSource) slotsOf(name string) []*store.SlotRecord {
 	if v := h.bySvc[name]; v != nil && v.load == h.loads {
+		return v.slots
+	}
+	return nil
+}
+
+// slotsFor is slotsOf for the j-th placement hedged, which is mostly the
+// same service plan after plan: its list (bySvc's entry for a name never
+// changes) is tried before the map, a string hash per service per plan
+// on the calling goroutine.
+func (h *HedgedSource) slotsFor(j int, name string) []*store.SlotRecord {
+	for len(h.lastSlots) <= j {
+		h.lastSlots = append(h.lastSlots, nil)
+	}
+	v := h.lastSlots[j]
+	if v == nil || v.name != name {
+		v = h.bySvc[name]
+		h.lastSlots[j] = v
+	}
+	if v != nil && v.load == h.loads {
 		return v.slots
 	}
 	return nil
