@@ -344,7 +344,14 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	observe := func(j int) {
 		p := &out.Placements[todo[j]] // (hedgePlacement writes it: its own)
 		w := todoW[j]                 // read only: a pointer into the policy
-		h.observePools(&jobs[j], pol, cat, w, p, h.slotsFor(j, w.Name), u, now)
+		mine := h.slotsFor(j, w.Name)
+		if twice {
+			// observePools sorts its slots by index: the service's other
+			// placement sees them in the fleet's order, as it did when
+			// the decisions sorted them (spotPools reads that order).
+			mine = slices.Clone(mine)
+		}
+		h.observePools(&jobs[j], pol, cat, w, p, mine, u, now)
 		if hg := jobs[j].hg; hg != nil {
 			hg.plan = h.plans
 		}
