@@ -74,7 +74,10 @@ type HedgedSource struct {
 	beats    map[string]time.Time
 	bySvc    map[string]*svcSlots
 	svcOrder []*svcSlots // bySvc's services in the last read's order
-	loads    int         // fleet reads so far (svcSlots.load)
+	// lastSlots[j] is the list of the j-th placement hedged in the last
+	// plan (slotsFor).
+	lastSlots []*svcSlots
+	loads     int // fleet reads so far (svcSlots.load)
 	// poolUse counts the fleet's live spot instances per pool, every
 	// workload's (readFleet).
 	poolUse map[providers.PoolKey]int
@@ -349,7 +352,14 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	observe := func(j int) {
 		p := &out.Placements[todo[j]] // (hedgePlacement writes it: its own)
 		w := todoW[j]                 // read only: a pointer into the policy
-		h.observePools(&jobs[j], pol, cat, w, p, h.slotsOf(w.Name), u, now)
+		mine := h.slotsFor(j, w.Name)
+		if twice {
+			// observePools sorts its slots by index: the service's other
+			// placement sees them in the fleet's order, as it did when
+			// the decisions sorted them (spotPools reads that order).
+			mine = slices.Clone(mine)
+		}
+		h.observePools(&jobs[j], pol, cat, w, p, mine, u, now)
 		if hg := jobs[j].hg; hg != nil {
 			hg.plan = h.plans
 		}
@@ -561,6 +571,25 @@ type svcSlots struct {
 // slotsOf are the service's slots in the last fleet read.
 func (h *HedgedSource) slotsOf(name string) []*store.SlotRecord {
 	if v := h.bySvc[name]; v != nil && v.load == h.loads {
+		return v.slots
+	}
+	return nil
+}
+
+// slotsFor is slotsOf for the j-th placement hedged, which is mostly the
+// same service plan after plan: its list (bySvc's entry for a name never
+// changes) is tried before the map, a string hash per service per plan
+// on the calling goroutine.
+func (h *HedgedSource) slotsFor(j int, name string) []*store.SlotRecord {
+	for len(h.lastSlots) <= j {
+		h.lastSlots = append(h.lastSlots, nil)
+	}
+	v := h.lastSlots[j]
+	if v == nil || v.name != name {
+		v = h.bySvc[name]
+		h.lastSlots[j] = v
+	}
+	if v != nil && v.load == h.loads {
 		return v.slots
 	}
 	return nil

@@ -24,7 +24,8 @@ func (f *fleetStates) Load(context.Context) (store.FleetState, error) {
 // TestReadFleetBySvc: each read lists every service's slots in the fleet's
 // order, and nothing of a service the read does not find, whether the
 // services come in the last read's order, in another, interleaved, or
-// some go and others come.
+// some go and others come; slotsFor (by the placement's place in the
+// plan) lists those of slotsOf.
 func TestReadFleetBySvc(t *testing.T) {
 	reads := [][]string{
 		{"a", "a", "b", "c", "c", "c"},
@@ -53,6 +54,15 @@ func TestReadFleetBySvc(t *testing.T) {
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("read %d: %s's slots %v, want %v", r, w, got, want)
+			}
+		}
+		// The j-th hedged placement's slots, the same service or another
+		// than in the last plan: those of slotsOf.
+		names := []string{"a", "b", "c", "d", "e"}
+		for j := range names {
+			w := names[(j+r/2)%len(names)]
+			if got, want := h.slotsFor(j, w), h.slotsOf(w); !slices.Equal(got, want) {
+				t.Errorf("read %d: placement %d (%s): slots %v, want %v", r, j, w, got, want)
 			}
 		}
 	}

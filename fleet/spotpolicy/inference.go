@@ -300,14 +300,17 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	// replicas the risk model still asks for with it.
 	var sp []int
 	od, risky, bestCost, placed := 0, false, math.Inf(1), -1
-	// The order is the same for every candidate; candidates are spread in
-	// the policy's memory, the best one returned in its own.
+	// The order is the same for every candidate, and each candidate is the
+	// one before with its spread carried on (spread places one replica at
+	// a time, round after round: the first n of n+1 are placed as for n),
+	// in the policy's memory; the best one is returned in its own.
 	a.scores, a.order = spreadOrderIn(s.Zones, score, a.scores, a.order)
-	order := a.order
+	a.cand = resizedInts(a.cand, len(s.Zones))
+	spr := spreader{out: a.cand, order: a.order}
 	for extra := cfg.Extra; extra <= cfg.Extra+s.Target; extra++ {
-		a.cand = resizedInts(a.cand, len(s.Zones))
-		cand := spreadInto(a.cand, s.Zones, s.Target+extra, order)
-		n := sum(cand)
+		for spr.placed < s.Target+extra && spr.step(s.Zones) {
+		}
+		cand, n := spr.out, spr.placed
 		if n == placed {
 			break // no zone can take more
 		}
@@ -315,12 +318,13 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		if float64(n)*spotP >= bestCost-1e-9 && !a.noPrune {
 			// Its spot alone costs as much as the best plan so far: with
 			// any on-demand hedge (never negative) it cannot be cheaper,
-			// so the risk model need not size one.
-			continue
+			// so the risk model need not size one, nor for any larger
+			// count (more spot, the same best).
+			break
 		}
 		o, r := a.hedge(s, cand, rho, risk)
 		if c := float64(n)*spotP + float64(o)*odP; c < bestCost-1e-9 {
-			a.cand, a.best = a.best, a.cand
+			a.best = append(a.best[:0], cand...)
 			sp, od, risky, bestCost = a.best, o, r, c
 		}
 	}
@@ -346,6 +350,37 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		od = s.OnDemand // hold on-demand until spot has been calm a while
 	}
 	return Fleet{Spot: sp, OnDemand: od}
+}
+
+// spreader is spreadIn one replica at a time: after n steps out is
+// spreadIn(zones, n, order) (when n could be placed).
+type spreader struct {
+	out      []int // len(zones) zeros to start with
+	order    []int
+	at       int  // the next zone of the round, in order
+	progress bool // the round placed a replica
+	placed   int
+}
+
+// step places one more replica, at the next zone of the round with
+// capacity left, or says that no zone has any.
+func (x *spreader) step(zones []Zone) bool {
+	for {
+		if x.at == len(x.order) {
+			if !x.progress {
+				return false // a whole round placed nothing
+			}
+			x.at, x.progress = 0, false
+		}
+		k := x.order[x.at]
+		x.at++
+		if x.out[k] < zones[k].Capacity {
+			x.out[k]++
+			x.placed++
+			x.progress = true
+			return true
+		}
+	}
 }
 
 // resizedInts is buf resized to n zeros.

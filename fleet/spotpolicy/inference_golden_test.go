@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -82,5 +83,29 @@ func TestAdaptiveInferenceDecisionsGolden(t *testing.T) {
 	}
 	if len(got) != len(wantLines) {
 		t.Fatalf("%d lines, want %d", len(got), len(wantLines))
+	}
+}
+
+// A spreader stepped n times holds spreadIn's n replicas, for every n up
+// to where no zone takes more (then it says so and stays put).
+func TestSpreaderStepsAsSpreadIn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 2))
+	for c := range 300 {
+		zones := make([]Zone, rng.IntN(6))
+		total := 0
+		for k := range zones {
+			zones[k].Capacity = rng.IntN(4)
+			total += zones[k].Capacity
+		}
+		order := rng.Perm(len(zones))
+		x := spreader{out: make([]int, len(zones)), order: order}
+		for n := 1; n <= total+2; n++ {
+			ok := x.step(zones)
+			want := spreadIn(zones, n, order)
+			if ok != (n <= total) || !slices.Equal(x.out, want) || x.placed != min(n, total) {
+				t.Fatalf("case %d (capacities %v, order %v), %d replicas: step %v, %v (%d placed); spreadIn %v",
+					c, zones, order, n, ok, x.out, x.placed, want)
+			}
+		}
 	}
 }
