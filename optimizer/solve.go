@@ -581,7 +581,10 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// (TestSubMIPModelLayouts). Not at once: the longer lists
 			// change the sets' columns, and hardgen 99 / seed 4 at 0.6
 			// then ended at 58,415.45 instead of 58,363.81 (TestSubMIP).
-			choice = s.subMIPLNS(evals, choice, subMIPWork*len(evals))
+			// The first run ends with the RINS-anchored pairs
+			// (TestSubMIPAnchored); in the second they found nothing on
+			// the hard fleets, at about 5,500 nodes each.
+			choice = s.subMIPLNS(evals, choice, subMIPWork*len(evals), true)
 			added := false
 			for _, e := range evals {
 				if len(e.svcBound) > 0 && s.fullLayouts(e) {
@@ -591,7 +594,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			if added {
 				s.resort(evals, choice)
 				if planCost(evals, choice)-lb > eps*lb {
-					choice = s.subMIPLNS(evals, choice, subMIPWork*len(evals))
+					choice = s.subMIPLNS(evals, choice, subMIPWork*len(evals), false)
 				}
 			}
 		}

@@ -73,6 +73,14 @@ const (
 // subMIPRINS is the most workloads a RINS neighbourhood frees.
 const subMIPRINS = 60
 
+// Anchored pairs: once no neighbourhood of a round improves, the RINS set
+// joined with each pair of the subMIPPairRows tightest rows' sets (at most
+// subMIPPairSize workloads), in the first subMIPLNS run only, with a node
+// budget of its own (subMIPWork per workload). Hardgen 98 / seed 6 at
+// 0.4: CBC's optimum moves 24 workloads, 16 of them in the RINS set and
+// at most 18 in any pair of row sets; RINS with a pair of row sets holds
+// all 24 (docs/BENCHMARKS.md, session 12).
+
 // subMIPIters is the pivot limit of one node's LP.
 const subMIPIters = 5000
 
@@ -548,23 +556,25 @@ func (s *solver) rowSets(st *state, size int) [][]int {
 
 // subMIPLNS improves choice with exact sub-MIPs (see above): the RINS
 // neighbourhood, then the tight rows' (rowSets), each alone and each pair
-// of the subMIPPairRows tightest; after every improvement the
-// neighbourhoods are rebuilt, until a pass improves nothing or the node
-// budget is spent. Deterministic.
-func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int) []int {
+// of the subMIPPairRows tightest, then (anchored: the first run) the RINS
+// set joined with each pair; after every improvement the neighbourhoods
+// are rebuilt, until a pass improves nothing or the node budgets are
+// spent. Deterministic.
+func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored bool) []int {
 	st := newState(s, evals, slices.Clone(choice))
-	spent := 0
-	try := func(set []int) bool {
-		nodes := min(subMIPNodes, budget-spent)
+	spent, spentA := 0, 0
+	try := func(set []int, spent *int) bool {
+		nodes := min(subMIPNodes, budget-*spent)
 		if nodes <= 0 {
 			return false
 		}
 		ok, used := s.solveSet(st, set, nodes)
-		spent += used
+		*spent += used
 		return ok
 	}
 	for round := 0; round < subMIPRounds && spent < budget; round++ {
-		if try(s.rinsSet(st, subMIPRINS)) {
+		rins := s.rinsSet(st, subMIPRINS)
+		if try(rins, &spent) {
 			continue
 		}
 		rs := s.rowSets(st, subMIPRowSize)
@@ -582,14 +592,37 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int) []int {
 		}
 		improved := false
 		for _, set := range sets {
-			if try(set) {
+			if try(set, &spent) {
 				improved = true
 				break
 			}
+		}
+		if !improved && anchored && len(rins) > 0 {
+			improved = s.anchoredPairs(rins, rs, func(set []int) bool { return try(set, &spentA) })
 		}
 		if !improved {
 			break
 		}
 	}
 	return st.choice
+}
+
+// anchoredPairs tries the RINS set rins joined with each pair of the
+// subMIPPairRows tightest row sets of rs, at most subMIPPairSize
+// workloads each, until try improves the plan; true when it did.
+func (s *solver) anchoredPairs(rins []int, rs [][]int, try func([]int) bool) bool {
+	for a := 0; a < len(rs) && a < subMIPPairRows; a++ {
+		for b := a + 1; b < len(rs) && b < subMIPPairRows; b++ {
+			u := slices.Clone(rins)
+			for _, w := range slices.Concat(rs[a], rs[b]) {
+				if !slices.Contains(u, w) && len(u) < subMIPPairSize {
+					u = append(u, w)
+				}
+			}
+			if try(u) {
+				return true
+			}
+		}
+	}
+	return false
 }
