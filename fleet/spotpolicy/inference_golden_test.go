@@ -37,18 +37,7 @@ func TestAdaptiveInferenceDecisionsGolden(t *testing.T) {
 				target = 1 + rng.IntN(6) // the replica count moves
 			}
 			s := &InferenceState{Tick: tick, Gap: 60, Target: target, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: od}
-			for range zones {
-				up := rng.IntN(10) < 8
-				c := 0
-				if up {
-					c = rng.IntN(5)
-				}
-				z := Zone{Pool: Pool{Available: up, Run: 1 + rng.IntN(200), Frac: rng.Float64(), MeanUp: float64(rng.IntN(300))}, Capacity: c,
-					Limited: rng.IntN(20) == 0}
-				z.Spot = rng.IntN(c + 1)
-				z.SpotReady = rng.IntN(z.Spot + 1)
-				s.Zones = append(s.Zones, z)
-			}
+			s.Zones = randomZones(rng, s.Zones, zones)
 			s.OnDemand = rng.IntN(target + 1)
 			s.OnDemandReady = rng.IntN(s.OnDemand + 1)
 			x.fleet = append(x.fleet, a.Decide(s))

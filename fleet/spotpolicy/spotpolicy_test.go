@@ -466,6 +466,24 @@ func TestLossWindowsCountAsTheRingWalk(t *testing.T) {
 	}
 }
 
+// randomZones appends n random zones to dst: mostly available, small
+// capacities, some of them learned limits, replicas within them.
+func randomZones(rng *rand.Rand, dst []Zone, n int) []Zone {
+	for range n {
+		up := rng.IntN(10) < 8
+		c := 0
+		if up {
+			c = rng.IntN(5)
+		}
+		z := Zone{Pool: Pool{Available: up, Run: 1 + rng.IntN(200), Frac: rng.Float64(), MeanUp: float64(rng.IntN(300))}, Capacity: c,
+			Limited: rng.IntN(20) == 0}
+		z.Spot = rng.IntN(c + 1)
+		z.SpotReady = rng.IntN(z.Spot + 1)
+		dst = append(dst, z)
+	}
+	return dst
+}
+
 // The adaptive policy skips sizing the hedge of replica counts whose spot
 // alone costs as much as its best plan so far: on random states, tick
 // after tick, it must decide exactly as when it sizes every one.
@@ -479,18 +497,7 @@ func TestAdaptiveInferencePruningDecidesTheSame(t *testing.T) {
 		od := []float64{0, 3, 1.2, 5}[rng.IntN(4)]
 		for tick := range 300 {
 			s := &InferenceState{Tick: tick, Gap: 60, Target: target, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: od}
-			for range zones {
-				up := rng.IntN(10) < 8
-				c := 0
-				if up {
-					c = rng.IntN(5)
-				}
-				z := Zone{Pool: Pool{Available: up, Run: 1 + rng.IntN(200), Frac: rng.Float64(), MeanUp: float64(rng.IntN(300))}, Capacity: c,
-					Limited: rng.IntN(20) == 0}
-				z.Spot = rng.IntN(c + 1)
-				z.SpotReady = rng.IntN(z.Spot + 1)
-				s.Zones = append(s.Zones, z)
-			}
+			s.Zones = randomZones(rng, s.Zones, zones)
 			s2 := *s
 			s2.Zones = slices.Clone(s.Zones)
 			a, b := pruned.Decide(s), full.Decide(&s2)
