@@ -3,7 +3,6 @@ package optimizer
 import (
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -43,12 +42,7 @@ func solveDiffFleet(t *testing.T, cat *pricing.Catalog, name string) *Plan {
 
 func loadDiffPolicy(t *testing.T, name string) *policy.Policy {
 	t.Helper()
-	path := filepath.Join("testdata", "differential", name)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.Parse(path, data)
+	p, err := policy.Load(filepath.Join("testdata", "differential", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package cbc
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,12 +25,7 @@ func TestExactPartlyInfeasible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("..", "testdata", "differential", "partly-infeasible-polish-44.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.Parse(path, data)
+	p, err := policy.Load(filepath.Join("..", "testdata", "differential", "partly-infeasible-polish-44.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
