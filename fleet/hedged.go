@@ -483,6 +483,10 @@ func (h *HedgedSource) admit(jobs []hedgeJob) {
 			if jb.od != nil {
 				hg.fleet.OnDemand = max(hg.fleet.OnDemand, jb.target)
 			}
+			// The decision the log and the API show is the one that runs.
+			d := hg.last
+			d.OnDemand = hg.fleet.OnDemand
+			jb.changed = hg.record(d, hg.fleet.Spot) || jb.changed
 			_ = hg.placement(jb) // (no group left: the decision's groups stand)
 		}
 	}
@@ -902,27 +906,34 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			f.OnDemand = 0
 		}
 		hg.tick, hg.fleet = t, f
-		d := HedgeDecision{Workload: w.Name, At: now, Tick: t, Policy: hg.policy.Name(), Target: target, Ready: state.Ready(),
-			OnDemand: f.OnDemand}
-		// The same spot replicas per zone as the last decision: its map
-		// (never changed once made) says the same, without a key string
-		// and a map per service per tick.
-		same := hg.last.Spot != nil && slices.Equal(hg.lastSpot, f.Spot)
-		if same {
-			d.Spot = hg.last.Spot
-		} else {
-			d.Spot = map[string]int{}
-			for k, n := range f.Spot {
-				if n > 0 {
-					d.Spot[string(hg.keys[k].Cloud)+"/"+hg.keys[k].Zone+"/"+hg.keys[k].InstanceType] = n
-				}
-			}
-			hg.lastSpot = append(hg.lastSpot[:0], f.Spot...)
-		}
-		j.changed = hg.last.OnDemand != d.OnDemand || !same && !mapsEqual(hg.last.Spot, d.Spot)
-		hg.last = d
+		j.changed = hg.record(HedgeDecision{Workload: w.Name, At: now, Tick: t, Policy: hg.policy.Name(), Target: target,
+			Ready: state.Ready(), OnDemand: f.OnDemand}, f.Spot)
 	}
 	return hg.placement(j)
+}
+
+// record makes d, with spot replicas per zone spot, the service's last
+// decision (hg.last: the log and the API's decisions) and reports whether
+// it differs from the one before.
+func (hg *hedge) record(d HedgeDecision, spot []int) (changed bool) {
+	// The same spot replicas per zone as the last decision: its map
+	// (never changed once made) says the same, without a key string and a
+	// map per service per tick.
+	same := hg.last.Spot != nil && slices.Equal(hg.lastSpot, spot)
+	if same {
+		d.Spot = hg.last.Spot
+	} else {
+		d.Spot = map[string]int{}
+		for k, n := range spot {
+			if n > 0 {
+				d.Spot[string(hg.keys[k].Cloud)+"/"+hg.keys[k].Zone+"/"+hg.keys[k].InstanceType] = n
+			}
+		}
+		hg.lastSpot = append(hg.lastSpot[:0], spot...)
+	}
+	changed = hg.last.OnDemand != d.OnDemand || !same && !mapsEqual(hg.last.Spot, d.Spot)
+	hg.last = d
+	return changed
 }
 
 // placement is the service's placement with the groups of its decision

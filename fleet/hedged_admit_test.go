@@ -123,6 +123,19 @@ func TestHedgeAdmit(t *testing.T) {
 				if !slices.Equal(spot, s.spot) || od != s.od {
 					t.Errorf("%s: spot %v + %d on demand; want %v + %d", s.name, spot, od, s.spot, s.od)
 				}
+				if hg := jobs[i].hg; hg.trimmed {
+					// The decision the log and the API show is the one that runs.
+					n, want := 0, 0
+					for _, v := range hg.last.Spot {
+						n += v
+					}
+					for _, v := range s.spot {
+						want += v
+					}
+					if n != want || hg.last.OnDemand != s.od {
+						t.Errorf("%s: decision shown %v + %d on demand; want %d spot + %d", s.name, hg.last.Spot, hg.last.OnDemand, want, s.od)
+					}
+				}
 			}
 		})
 	}
