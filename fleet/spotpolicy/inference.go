@@ -470,13 +470,15 @@ func moving(s *InferenceState) bool {
 // spot replicas it launches (billed before they serve; and again on the
 // way back, when they are kept until on-demand is ready) and the
 // on-demand replicas it adds to bridge the delay. The spot serves from
-// one ready delay after launch until a zone it runs in loses capacity;
-// each zone's chance of keeping it t ticks more comes from the lengths of
-// its past runs between losses, given the age of its current run (zones
-// that just came back often go again soon; ones that have held long tend
-// to hold), with the loss rate of survival as one more run (an
-// exponential one, so the chance never reaches zero). Spot launched
-// already is paid for: a move in progress goes on.
+// one ready delay after launch until a critical zone it runs in (one
+// without which the plan is all on demand) loses capacity; each zone's
+// chance of keeping it t ticks more comes from the lengths of its past
+// runs between losses, given the age of its current run (zones that just
+// came back often go again soon; ones that have held long tend to hold),
+// with the loss rate of survival as one more run (an exponential one, so
+// the chance never reaches zero), zones independent. Spot launched
+// already is paid for: a plan that launches none is not weighed (nor is
+// a move under way: Decide).
 func (a *AdaptiveInference) worthSwitching(s *InferenceState, sp []int, od int, saving, spotP, odP, rho, risk float64) bool {
 	delay := math.Ceil(s.ReadyDelay / s.Gap)
 	launched := 0
@@ -492,9 +494,14 @@ func (a *AdaptiveInference) worthSwitching(s *InferenceState, sp []int, od int, 
 	need := cost / saving // ticks the spot must serve
 	type zoneRuns struct {
 		runs    []pastRun
-		at, age int     // runs[at:] reach age+t
-		rate    float64 // loss rate
-		base    float64 // runs reaching age
+		long    []float64 // long[i]: the summed length of runs[i:]
+		at, age int       // runs[at:] reach age+t
+		rate    float64   // loss rate
+		base    float64   // runs reaching age
+		f       float64   // the chance of lasting t ticks more
+		// The exponential run's chance of reaching age+t, its factor a
+		// tick, and the sum of its chances from age+t on per chance.
+		exp, step, sum float64
 	}
 	var zs []zoneRuns
 	total := 0.0 // summed loss rate
@@ -510,6 +517,11 @@ func (a *AdaptiveInference) worthSwitching(s *InferenceState, sp []int, od int, 
 		r := zoneRuns{runs: a.runs[k], age: age, rate: rate}
 		r.at, _ = slices.BinarySearchFunc(r.runs, age, func(x pastRun, n int) int { return x.n - n })
 		r.base = float64(len(r.runs)-r.at) + math.Exp(-rate*float64(age))
+		r.exp, r.step, r.sum = math.Exp(-rate*(float64(age)+delay)), math.Exp(-rate), 1/-math.Expm1(-rate)
+		r.long = make([]float64, len(r.runs)+1)
+		for i := len(r.runs) - 1; i >= r.at; i-- {
+			r.long[i] = r.long[i+1] + float64(r.runs[i].n)
+		}
 		zs = append(zs, r)
 		total += rate
 	}
@@ -525,7 +537,11 @@ func (a *AdaptiveInference) worthSwitching(s *InferenceState, sp []int, od int, 
 			for r.at < len(r.runs) && r.runs[r.at].n < x {
 				r.at++
 			}
-			p *= (float64(len(r.runs)-r.at) + math.Exp(-r.rate*float64(x))) / r.base
+			if t > int(delay) {
+				r.exp *= r.step
+			}
+			r.f = (float64(len(r.runs)-r.at) + r.exp) / r.base
+			p *= r.f
 			past = past && r.at == len(r.runs)
 		}
 		if past {
@@ -533,6 +549,24 @@ func (a *AdaptiveInference) worthSwitching(s *InferenceState, sp []int, od int, 
 			// left, the chance falls by exp(-total) a tick.
 			served += p / -math.Expm1(-total)
 			return served >= need
+		}
+		// What is left to serve from t on is at most, for any zone j,
+		// its own chances from t on (each run reaching x = age+t lasts
+		// n-x+1 more of them) times the others' at t (theirs only fall).
+		left := math.Inf(1)
+		for j := range zs {
+			r := &zs[j]
+			x := float64(r.age + t)
+			own := (r.long[r.at] - float64(len(r.runs)-r.at)*(x-1) + r.exp*r.sum) / r.base
+			for i := range zs {
+				if i != j {
+					own *= zs[i].f
+				}
+			}
+			left = math.Min(left, own)
+		}
+		if served+left < need {
+			return false
 		}
 		if served += p; served >= need {
 			return true
