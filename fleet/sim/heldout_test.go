@@ -183,7 +183,8 @@ var shortSets = map[string]float64{
 // the open sets whose cost came down (costCapSets); elsewhere, including
 // where InferenceCostBound shows 60% is out of reach for any policy at 99%
 // (few zones of one instance each cannot hold four spot replicas), no
-// dearer than on-demand (5% allowed for changeovers).
+// dearer than on-demand (0.5% allowed for changeovers; none on the
+// 16-node zones).
 func TestInferenceHeldOut(t *testing.T) {
 	sets := heldOutSets(t)
 	seen := map[string]bool{}
@@ -218,8 +219,13 @@ func TestInferenceHeldOut(t *testing.T) {
 				if r.Normalized > costCapSets[s.Name] {
 					t.Errorf("cost %.3f of on-demand; want ≤ %.2f as recorded (bound %.3f)", r.Normalized, costCapSets[s.Name], lb)
 				}
-			case r.Normalized > 1.05:
-				t.Errorf("cost %.3f of on-demand; want at most 5%% over all-on-demand (bound %.3f)", r.Normalized, lb)
+			case r.Normalized > 1.005:
+				t.Errorf("cost %.3f of on-demand; want at most 0.5%% over all-on-demand (bound %.3f)", r.Normalized, lb)
+			case strings.Contains(s.Name, "/16-node/") && r.Normalized > 1:
+				// Zones that often come back for a few ticks only: the
+				// policy must not pay more for its moves than spot saves
+				// (1.004–1.009 before the moves were weighed).
+				t.Errorf("cost %.3f of on-demand; want below all-on-demand (bound %.3f)", r.Normalized, lb)
 			case lb <= 0.60:
 				t.Logf("cost goal open: %.3f of on-demand at %.3f%%, bound %.3f", r.Normalized, r.AtTarget*100, lb)
 			}

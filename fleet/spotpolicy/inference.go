@@ -238,6 +238,14 @@ type AdaptiveInference struct {
 	chance     float64
 	// windows is, per zone, what it lost over each past ready delay.
 	windows []lossWindows
+	// runs is, per zone, its past runs (a run is the ticks from
+	// capacity coming back, or from a loss it survived, to its next
+	// loss, as observe counts losses), sorted by length; runAt is the
+	// tick its current run began, or -1 while it has no capacity. They
+	// say how long spot placed there now may be expected to last
+	// (worthSwitching).
+	runs  [][]pastRun
+	runAt []int
 	// survAt[k*survN+n] says where survival(k, n) lies in survMem, the
 	// memory the tick's survivals are cut from, if it was taken at the
 	// current tick (n < survN). (A cache of slices cleared each tick
@@ -295,43 +303,25 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		// preempted.
 		return a.allOnDemand(s)
 	}
-	// Over-provision spot as far as it is cheaper than the on-demand hedge
-	// it saves: each extra spot replica is weighed against the on-demand
-	// replicas the risk model still asks for with it.
-	var sp []int
-	od, risky, bestCost, placed := 0, false, math.Inf(1), -1
-	// The order is the same for every candidate, and each candidate is the
-	// one before with its spread carried on (spread places one replica at
-	// a time, round after round: the first n of n+1 are placed as for n),
-	// in the policy's memory; the best one is returned in its own.
 	a.scores, a.order = spreadOrderIn(s.Zones, score, a.scores, a.order)
-	a.cand = resizedInts(a.cand, len(s.Zones))
-	spr := spreader{out: a.cand, order: a.order}
-	for extra := cfg.Extra; extra <= cfg.Extra+s.Target; extra++ {
-		for spr.placed < s.Target+extra && spr.step(s.Zones) {
-		}
-		cand, n := spr.out, spr.placed
-		if n == placed {
-			break // no zone can take more
-		}
-		placed = n
-		if float64(n)*spotP >= bestCost-1e-9 && !a.noPrune {
-			// Its spot alone costs as much as the best plan so far: with
-			// any on-demand hedge (never negative) it cannot be cheaper,
-			// so the risk model need not size one, nor for any larger
-			// count (more spot, the same best).
-			break
-		}
-		o, r := a.hedge(s, cand, rho, risk)
-		if c := float64(n)*spotP + float64(o)*odP; c < bestCost-1e-9 {
-			a.best = append(a.best[:0], cand...)
-			sp, od, risky, bestCost = a.best, o, r, c
-		}
-	}
-	sp = slices.Clone(sp) // (the caller keeps it)
-	if risky {
+	p := a.search(s, rho, risk, spotP, odP)
+	sp, od := slices.Clone(p.sp), p.od // (the caller keeps it)
+	if p.risky {
 		// Spot is so unreliable that on-demand alone must cover the
 		// target: spot on top would only add cost.
+		return a.allOnDemand(s)
+	}
+	// What spot saves each tick over the target on demand once it is
+	// ready, at the cheapest plan. Plans that save nothing even then
+	// (their hedge holds the target on demand, or their spot costs as
+	// much as the on-demand it frees) only add cost.
+	saving := float64(s.Target)*odP - p.steadyCost
+	if p.steady >= s.Target || (s.OnDemand >= s.Target && saving <= 1e-9) {
+		return a.allOnDemand(s)
+	}
+	if s.OnDemand >= s.Target && !moving(s) && !a.worthSwitching(s, sp, od, saving, spotP, odP, rho, risk) {
+		// Moving from on-demand to spot costs more than the spot is
+		// expected to save before it goes.
 		return a.allOnDemand(s)
 	}
 	readySpot, open := 0, 0
@@ -350,6 +340,61 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		od = s.OnDemand // hold on-demand until spot has been calm a while
 	}
 	return Fleet{Spot: sp, OnDemand: od}
+}
+
+// plan is what search found: the cheapest spot replicas per zone (in
+// the policy's memory, valid until the next search) with their on-demand
+// hedge now and once they are ready, whether the risk model asks for the
+// whole target on demand, and the least cost per tick of any plan tried
+// once its spot is ready.
+type plan struct {
+	sp         []int
+	od, steady int
+	risky      bool
+	cost       float64
+	steadyCost float64
+}
+
+// search is the cheapest plan over the zones in a.order's spread.
+// Over-provision spot as far as it is cheaper than the on-demand hedge
+// it saves: each extra spot replica is weighed against the on-demand
+// replicas the risk model still asks for with it.
+func (a *AdaptiveInference) search(s *InferenceState, rho, risk, spotP, odP float64) plan {
+	cfg := a.cfg
+	p := plan{cost: math.Inf(1), steadyCost: math.Inf(1)}
+	placed := -1
+	// The order is the same for every candidate, and each candidate is the
+	// one before with its spread carried on (spread places one replica at
+	// a time, round after round: the first n of n+1 are placed as for n),
+	// in the policy's memory; the best one is returned in its own.
+	a.cand = resizedInts(a.cand, len(s.Zones))
+	spr := spreader{out: a.cand, order: a.order}
+	for extra := cfg.Extra; extra <= cfg.Extra+s.Target; extra++ {
+		for spr.placed < s.Target+extra && spr.step(s.Zones) {
+		}
+		cand, n := spr.out, spr.placed
+		if n == placed {
+			break // no zone can take more
+		}
+		placed = n
+		if float64(n)*spotP >= p.cost-1e-9 && !a.noPrune {
+			// Its spot alone costs as much as the best plan so far: with
+			// any on-demand hedge (never negative) it cannot be cheaper,
+			// so the risk model need not size one, nor for any larger
+			// count (more spot, the same best). Nor cheaper once
+			// ready: the best plan's cost then is no more than now.
+			break
+		}
+		o, st, r := a.hedge(s, cand, rho, risk)
+		if c := float64(n)*spotP + float64(o)*odP; c < p.cost-1e-9 {
+			a.best = append(a.best[:0], cand...)
+			p.sp, p.od, p.steady, p.risky, p.cost = a.best, o, st, r, c
+		}
+		if !r {
+			p.steadyCost = math.Min(p.steadyCost, float64(n)*spotP+float64(st)*odP)
+		}
+	}
+	return p
 }
 
 // spreader is spreadIn one replica at a time: after n steps out is
@@ -406,16 +451,177 @@ func (a *AdaptiveInference) allOnDemand(s *InferenceState) Fleet {
 	return Fleet{Spot: keep, OnDemand: s.Target}
 }
 
+// moving says a move to spot is under way: spot replicas launched and
+// not yet ready (their ready delay is paid for; dropping them would pay
+// it again at the next move).
+func moving(s *InferenceState) bool {
+	for _, z := range s.Zones {
+		if z.SpotReady < z.Spot {
+			return true
+		}
+	}
+	return false
+}
+
+// worthSwitching says whether moving a service that holds its target on
+// demand to the plan (spot replicas sp, on-demand od while they get
+// ready) is expected to pay: each tick its spot serves saves saving over
+// the target on demand, and the move costs, for one ready delay, the
+// spot replicas it launches (billed before they serve; and again on the
+// way back, when they are kept until on-demand is ready) and the
+// on-demand replicas it adds to bridge the delay. The spot serves from
+// one ready delay after launch until a critical zone it runs in (one
+// without which the plan is all on demand) loses capacity; each zone's
+// chance of keeping it t ticks more comes from the lengths of its past
+// runs between losses, given the age of its current run (zones that just
+// came back often go again soon; ones that have held long tend to hold),
+// with the loss rate of survival as one more run (an exponential one, so
+// the chance never reaches zero), zones independent. Spot launched
+// already is paid for: a plan that launches none is not weighed (nor is
+// a move under way: Decide).
+func (a *AdaptiveInference) worthSwitching(s *InferenceState, sp []int, od int, saving, spotP, odP, rho, risk float64) bool {
+	delay := math.Ceil(s.ReadyDelay / s.Gap)
+	launched := 0
+	for k, z := range s.Zones {
+		launched += max(0, sp[k]-z.Spot)
+	}
+	if launched == 0 {
+		return true
+	}
+	// The launched spot one ready delay going and one coming back (kept
+	// until on-demand is ready), and the on-demand added to bridge.
+	cost := delay * (2*float64(launched)*spotP + float64(max(0, od-s.OnDemand))*odP)
+	need := cost / saving // ticks the spot must serve
+	type zoneRuns struct {
+		runs    []pastRun
+		long    []float64 // long[i]: the summed length of runs[i:]
+		at, age int       // runs[at:] reach age+t
+		rate    float64   // loss rate
+		base    float64   // runs reaching age
+		f       float64   // the chance of lasting t ticks more
+		// The exponential run's chance of reaching age+t, its factor a
+		// tick, and the sum of its chances from age+t on per chance.
+		exp, step, sum float64
+	}
+	var zs []zoneRuns
+	total := 0.0 // summed loss rate
+	for k, z := range s.Zones {
+		if sp[k] == 0 || !a.critical(s, k, rho, risk, spotP, odP) {
+			continue
+		}
+		age := 1
+		if a.runAt[k] >= 0 {
+			age = s.Tick - a.runAt[k] + 1
+		}
+		rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
+		r := zoneRuns{runs: a.runs[k], age: age, rate: rate}
+		r.at, _ = slices.BinarySearchFunc(r.runs, age, func(x pastRun, n int) int { return x.n - n })
+		r.base = float64(len(r.runs)-r.at) + math.Exp(-rate*float64(age))
+		r.exp, r.step, r.sum = math.Exp(-rate*(float64(age)+delay)), math.Exp(-rate), 1/-math.Expm1(-rate)
+		r.long = make([]float64, len(r.runs)+1)
+		for i := len(r.runs) - 1; i >= r.at; i-- {
+			r.long[i] = r.long[i+1] + float64(r.runs[i].n)
+		}
+		zs = append(zs, r)
+		total += rate
+	}
+	if len(zs) == 0 {
+		return true // no one zone's loss ends the spot
+	}
+	served := 0.0
+	for t := int(delay); ; t++ {
+		p, past := 1.0, true
+		for i := range zs {
+			r := &zs[i]
+			x := r.age + t
+			for r.at < len(r.runs) && r.runs[r.at].n < x {
+				r.at++
+			}
+			if t > int(delay) {
+				r.exp *= r.step
+			}
+			r.f = (float64(len(r.runs)-r.at) + r.exp) / r.base
+			p *= r.f
+			past = past && r.at == len(r.runs)
+		}
+		if past {
+			// Beyond every run seen: only the exponential runs are
+			// left, the chance falls by exp(-total) a tick.
+			served += p / -math.Expm1(-total)
+			return served >= need
+		}
+		// What is left to serve from t on is at most, for any zone j,
+		// its own chances from t on (each run reaching x = age+t lasts
+		// n-x+1 more of them) times the others' at t (theirs only fall).
+		left := math.Inf(1)
+		for j := range zs {
+			r := &zs[j]
+			x := float64(r.age + t)
+			own := (r.long[r.at] - float64(len(r.runs)-r.at)*(x-1) + r.exp*r.sum) / r.base
+			for i := range zs {
+				if i != j {
+					own *= zs[i].f
+				}
+			}
+			left = math.Min(left, own)
+		}
+		if served+left < need {
+			return false
+		}
+		if served += p; served >= need {
+			return true
+		}
+	}
+}
+
+// critical says whether losing zone k would end the service's spot:
+// with the zone gone, the cheapest plan on the others is all on demand
+// (the risk model asks for the whole target, or spot saves nothing).
+func (a *AdaptiveInference) critical(s *InferenceState, k int, rho, risk, spotP, odP float64) bool {
+	z := s.Zones[k]
+	s.Zones[k].Capacity, s.Zones[k].Spot, s.Zones[k].SpotReady = 0, 0, 0
+	p := a.search(s, rho, risk, spotP, odP)
+	s.Zones[k] = z
+	return p.risky || float64(s.Target)*odP-p.steadyCost <= 1e-9
+}
+
+// pastRun is a zone's run of n ticks that ended at tick end.
+type pastRun struct{ n, end int }
+
+// keptRuns is how many runs a zone's record keeps, the latest: a live
+// policy runs for months.
+const keptRuns = 1024
+
+// insertRun inserts r into runs, sorted by length, keeping the latest
+// keptRuns.
+func insertRun(runs []pastRun, r pastRun) []pastRun {
+	if len(runs) >= keptRuns {
+		oldest := 0
+		for i, x := range runs {
+			if x.end < runs[oldest].end {
+				oldest = i
+			}
+		}
+		runs = slices.Delete(runs, oldest, oldest+1)
+	}
+	i, _ := slices.BinarySearchFunc(runs, r.n, func(x pastRun, n int) int { return x.n - n })
+	return slices.Insert(runs, i, r)
+}
+
 // hedge is the on-demand replicas to run with the spot replicas sp: enough
 // that ready spot (counting only zones past their fresh age) plus
 // on-demand reaches Target+Spare, at least Spare when fewer than Zones
 // zones have capacity, and at least what the risk model asks for.
 // risky reports that the risk model alone asks for the whole target.
-func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64) (od int, risky bool) {
+//
+// steady is the hedge once sp's spot replicas are all ready: the same
+// but for the readiness term, which counts them all.
+func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64) (od, steady int, risky bool) {
 	cfg := a.cfg
-	readySpot, stable, open := 0, 0, 0
+	readySpot, placed, stable, open := 0, 0, 0, 0
 	for k, z := range s.Zones {
 		readySpot += min(z.SpotReady, sp[k])
+		placed += sp[k]
 		if z.Capacity > 0 {
 			open++
 			if z.Run >= cfg.Fresh {
@@ -424,6 +630,7 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64
 		}
 	}
 	od = max(0, s.Target+cfg.Spare-min(readySpot, stable))
+	steady = max(0, s.Target+cfg.Spare-min(placed, stable))
 	if cfg.Risk > 0 {
 		surv := a.surv[:0]
 		for k := range s.Zones {
@@ -431,12 +638,12 @@ func (a *AdaptiveInference) hedge(s *InferenceState, sp []int, rho, risk float64
 		}
 		a.surv = surv
 		r := a.risk.hedge(s.Target, surv, risk, rho)
-		od, risky = max(od, r), r >= s.Target
+		od, steady, risky = max(od, r), max(steady, r), r >= s.Target
 	}
 	if open < cfg.Zones {
-		od = max(od, cfg.Spare)
+		od, steady = max(od, cfg.Spare), max(steady, cfg.Spare)
 	}
-	return od, risky
+	return od, steady, risky
 }
 
 // lossWindows keeps, for one zone, the capacities of the last ready delay
@@ -568,6 +775,7 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		a.zoneLosses = make([]float64, len(s.Zones))
 		a.upTicks = make([]float64, len(s.Zones))
 		a.windows = make([]lossWindows, len(s.Zones))
+		a.runs, a.runAt = make([][]pastRun, len(s.Zones)), make([]int, len(s.Zones))
 		// The zones' rings and counts side by side in one block each:
 		// every zone's are read every tick.
 		caps := make([]int, len(s.Zones)*(window+1))
@@ -580,6 +788,7 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 		for k, z := range s.Zones {
 			a.prev[k] = z.Capacity
 			a.lastLoss[k] = math.MinInt / 2
+			a.runAt[k] = -1
 			w := &a.windows[k]
 			w.caps, caps = caps[:window+1:window+1], caps[window+1:]
 			w.hist, rows = rows[:want+1:want+1], rows[want+1:]
@@ -620,9 +829,18 @@ func (a *AdaptiveInference) observe(s *InferenceState, want int) {
 			}
 			a.chance += 1 - alone
 			a.lastLoss[k] = s.Tick
+			if a.runAt[k] >= 0 {
+				a.runs[k] = insertRun(a.runs[k], pastRun{s.Tick - a.runAt[k], s.Tick})
+				a.runAt[k] = -1
+			}
 		}
 		if c > 0 {
 			a.upTicks[k]++
+			if a.runAt[k] < 0 {
+				a.runAt[k] = s.Tick
+			}
+		} else {
+			a.runAt[k] = -1
 		}
 		a.prev[k] = c
 	}
