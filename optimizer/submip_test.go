@@ -66,8 +66,9 @@ func TestSubMIPAnchored(t *testing.T) {
 // CBC's proven optimum 80,494.49 over Solve's own model (CBC 2.10.8, warm
 // started, 2.8 s). Every other step stops at 80,666.25 (0.213% above):
 // CBC's plan moves 14 workloads, solved in 20 nodes alone, but every
-// neighbourhood that holds them has 41-75 workloads and a root LP too weak
-// to find anything in 1,000 nodes. The row pairs anchored on the RINS
+// sub-MIP neighbourhood that holds them (the RINS set with a pair of row
+// sets) has 41-75 workloads and a root LP too weak to find anything in
+// 1,000 nodes. The row pairs anchored on the RINS
 // set's 8 most different workloads (subMIPAnchorCore) reach 80,609.75
 // (0.143% above: better, still not within 0.1%).
 func TestSubMIPAnchorCore(t *testing.T) {
