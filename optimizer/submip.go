@@ -76,10 +76,24 @@ const subMIPRINS = 60
 // Anchored pairs: once no neighbourhood of a round improves, the RINS set
 // joined with each pair of the subMIPPairRows tightest rows' sets (at most
 // subMIPPairSize workloads), in the first subMIPLNS run only, with a node
-// budget of its own (subMIPWork per workload). Hardgen 98 / seed 6 at
-// 0.4: CBC's optimum moves 24 workloads, 16 of them in the RINS set and
-// at most 18 in any pair of row sets; RINS with a pair of row sets holds
-// all 24 (docs/BENCHMARKS.md, session 12).
+// budget of its own (subMIPAnchorWork per workload). Hardgen 98 / seed 6
+// at 0.4: CBC's optimum moves 24 workloads, 16 of them in the RINS set
+// and at most 18 in any pair of row sets; RINS with a pair of row sets
+// holds all 24 (docs/BENCHMARKS.md, session 12).
+//
+// When no pair improves with the whole RINS set, the pairs are tried
+// again anchored on its subMIPAnchorCore most different workloads only.
+// A sub-MIP's LP relaxation weakens with every workload it frees: on
+// hardgen 100 / seed 9 at 0.5 the 14 workloads CBC's optimum moves are
+// solved in 20 nodes alone, but any set of 41-75 that holds them (the
+// whole RINS set, 31, with a pair of row sets) finds nothing in 1,000
+// nodes (its root LP, after cuts, 1,457 below the set's optimum against
+// 38 for the 14 alone); the pairs with the RINS set's first 8 improve the
+// plan, from 80,666.25 to 80,609.75 (docs/BENCHMARKS.md, session 13).
+const (
+	subMIPAnchorCore = 8
+	subMIPAnchorWork = 2 * subMIPWork
+)
 
 // subMIPIters is the pivot limit of one node's LP.
 const subMIPIters = 5000
@@ -563,7 +577,8 @@ func (s *solver) rowSets(st *state, size int) [][]int {
 func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored bool) []int {
 	st := newState(s, evals, slices.Clone(choice))
 	spent, spentA := 0, 0
-	try := func(set []int, spent *int) bool {
+	budgetA := budget / subMIPWork * subMIPAnchorWork
+	try := func(set []int, spent *int, budget int) bool {
 		nodes := min(subMIPNodes, budget-*spent)
 		if nodes <= 0 {
 			return false
@@ -574,7 +589,7 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 	}
 	for round := 0; round < subMIPRounds && spent < budget; round++ {
 		rins := s.rinsSet(st, subMIPRINS)
-		if try(rins, &spent) {
+		if try(rins, &spent, budget) {
 			continue
 		}
 		rs := s.rowSets(st, subMIPRowSize)
@@ -592,13 +607,13 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 		}
 		improved := false
 		for _, set := range sets {
-			if try(set, &spent) {
+			if try(set, &spent, budget) {
 				improved = true
 				break
 			}
 		}
 		if !improved && anchored && len(rins) > 0 {
-			improved = s.anchoredPairs(rins, rs, func(set []int) bool { return try(set, &spentA) })
+			improved = s.anchoredPairs(rins, rs, func(set []int) bool { return try(set, &spentA, budgetA) })
 		}
 		if !improved {
 			break
@@ -609,11 +624,22 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 
 // anchoredPairs tries the RINS set rins joined with each pair of the
 // subMIPPairRows tightest row sets of rs, at most subMIPPairSize
-// workloads each, until try improves the plan; true when it did.
+// workloads each, then, when none improves, the same pairs joined with
+// rins's first subMIPAnchorCore workloads only (the most different from
+// the LP), until try improves the plan; true when it did.
 func (s *solver) anchoredPairs(rins []int, rs [][]int, try func([]int) bool) bool {
+	if s.anchorPairs(rins, rs, try) {
+		return true
+	}
+	return len(rins) > subMIPAnchorCore && s.anchorPairs(rins[:subMIPAnchorCore], rs, try)
+}
+
+// anchorPairs tries anchor joined with each pair of the row sets (see
+// anchoredPairs).
+func (s *solver) anchorPairs(anchor []int, rs [][]int, try func([]int) bool) bool {
 	for a := 0; a < len(rs) && a < subMIPPairRows; a++ {
 		for b := a + 1; b < len(rs) && b < subMIPPairRows; b++ {
-			u := slices.Clone(rins)
+			u := slices.Clone(anchor)
 			for _, w := range slices.Concat(rs[a], rs[b]) {
 				if !slices.Contains(u, w) && len(u) < subMIPPairSize {
 					u = append(u, w)
