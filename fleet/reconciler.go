@@ -442,11 +442,15 @@ func (p *passState) read(ctx context.Context) error {
 		x := &st.Instances[i]
 		p.records[x.ID] = x
 	}
-	for _, s := range p.slots {
-		if in := p.intents[r.tokens.token(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
+	// (The slots' ids are unique: the slice is walked, not the map.)
+	r.tokens.mu.Lock()
+	for i := range st.Slots {
+		s := &st.Slots[i]
+		if in := p.intents[r.tokens.tokenLocked(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
 			p.bySlot[s.ID] = in
 		}
 	}
+	r.tokens.mu.Unlock()
 	// One listing per cloud, all regions: the calls grow with regions
 	// (and pages), never with the number of slots.
 	clouds := make([]pricing.Cloud, 0, len(r.Computes))
