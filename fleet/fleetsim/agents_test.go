@@ -1,6 +1,9 @@
 package fleetsim
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,5 +49,56 @@ func TestAgentListsReusedOnlyAfterTheClockMoves(t *testing.T) {
 	now = now.Add(time.Minute)
 	if later := list(); &later[0] != &next[0] || !later[1].LastHeartbeat.Equal(now) {
 		t.Fatalf("a minute later the last instant's answer was not reused: %v", later)
+	}
+}
+
+// The agents' lists, kept sorted as agents come and go (not re-sorted),
+// are always every agent of the workload by id, whatever the order of
+// comings, goings and listings.
+func TestAgentListsStaySortedAsAgentsComeAndGo(t *testing.T) {
+	now := DefaultStart
+	a := newAgents(func() time.Time { return now })
+	rng := rand.New(rand.NewPCG(13, 1))
+	want := map[string]string{} // id → workload
+	wls := []string{"svc-a", "svc-b", "svc-c"}
+	for step := range 3000 {
+		id := fmt.Sprintf("i-%03d", rng.IntN(200))
+		switch {
+		case want[id] == "":
+			w := wls[rng.IntN(len(wls))]
+			a.add(&store.InstanceRecord{ID: id, Workload: w, State: store.StateRunning})
+			want[id] = w
+		case rng.IntN(4) == 0:
+			// registered again, under the same workload
+			a.add(&store.InstanceRecord{ID: id, Workload: want[id], State: store.StateRunning})
+		default:
+			a.remove(id)
+			delete(want, id)
+		}
+		if rng.IntN(3) == 0 {
+			now = now.Add(time.Second)
+		}
+		workload := ""
+		if rng.IntN(2) == 0 {
+			workload = wls[rng.IntN(len(wls))]
+		}
+		var ids []string
+		for id, w := range want {
+			if workload == "" || w == workload {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		got, err := a.ListInstances(t.Context(), workload, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotIDs []string
+		for _, r := range got {
+			gotIDs = append(gotIDs, r.ID)
+		}
+		if !slices.Equal(gotIDs, ids) {
+			t.Fatalf("step %d, workload %q: listed %v, want %v", step, workload, gotIDs, ids)
+		}
 	}
 }
