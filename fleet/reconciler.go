@@ -614,6 +614,10 @@ func (p *passState) decideInstances() {
 		ids = slices.Clone(ids)
 		slices.Sort(ids)
 	}
+	// The slots' tokens are looked up under one lock (nothing else in the
+	// pass asks for one until it acts).
+	p.r.tokens.mu.Lock()
+	defer p.r.tokens.mu.Unlock()
 	for _, id := range ids {
 		in := p.cloud[id]
 		rec := p.records[id]
@@ -661,7 +665,7 @@ func (p *passState) decideInstances() {
 		}
 		// Owned: the slot's current instance, launched with the token of the
 		// slot's current generation.
-		owned := slot != nil && slot.InstanceID == id && token == p.r.tokens.token(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
+		owned := slot != nil && slot.InstanceID == id && token == p.r.tokens.tokenLocked(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
 		if owned {
 			if rec.SlotID != slot.ID || !rec.OrphanSince.IsZero() {
 				rec.SlotID, rec.OrphanSince = slot.ID, time.Time{}
