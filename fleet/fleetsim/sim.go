@@ -173,10 +173,9 @@ type Sim struct {
 	// plIndex is placements' index of plIndexOf (the last plan).
 	plIndex   map[string]*optimizer.Placement
 	plIndexOf *optimizer.Plan
-	// sampleBuf (sample's ledger entries of one instance) and readyBuf
-	// (ready's counts) are scratch of the simulation's goroutine.
+	// sampleBuf (sample's ledger entries of one instance) is scratch of
+	// the simulation's goroutine.
 	sampleBuf []ledger.Entry
-	readyBuf  map[string]int
 	traces    map[string]*traceIndex
 	timers    timeHeap
 	insts     map[string]*instInfo
@@ -674,16 +673,6 @@ func (s *Sim) register(now time.Time) {
 	s.readying = keep
 }
 
-// ready counts each workload's registered, un-noticed agents.
-// The map is the simulation's scratch, valid until the next call.
-func (s *Sim) ready() map[string]int {
-	if s.readyBuf == nil {
-		s.readyBuf = map[string]int{}
-	}
-	s.agents.runningCountsInto(s.readyBuf)
-	return s.readyBuf
-}
-
 // placements indexes the last plan's placements by workload; the index is
 // kept until the plan changes (read twice or more per instant).
 func (s *Sim) placements() map[string]*optimizer.Placement {
@@ -764,7 +753,6 @@ func (p simProgress) JobProgress(_ context.Context, workload string) (fleet.JobP
 // updateJobs starts and stops the jobs' progress with their slots, and
 // takes finished jobs out of the policy.
 func (s *Sim) updateJobs(now time.Time) {
-	ready := s.ready()
 	pl := s.placements()
 	keep := s.active[:0]
 	for _, j := range s.active {
@@ -784,7 +772,8 @@ func (s *Sim) updateJobs(now time.Time) {
 				j.planOD = p.OnDemandBaseline
 			}
 		}
-		run := j.desired > 0 && j.rate > 0 && ready[name] >= j.desired
+		// (Its registered, un-noticed agents: nothing here changes them.)
+		run := j.desired > 0 && j.rate > 0 && s.agents.runningOf(name) >= j.desired
 		switch {
 		case run && !j.running:
 			j.running, j.since = true, now
@@ -825,7 +814,6 @@ func (j *job) finishAt(start, now time.Time) (time.Time, bool) {
 // updateServices sets each service's target (its load now) and the
 // utilisation its agents report.
 func (s *Sim) updateServices(now time.Time) {
-	ready := s.ready()
 	var pl map[string]*optimizer.Placement
 	for name, sv := range s.svcs {
 		if sv.odPrice == 0 {
@@ -842,7 +830,7 @@ func (s *Sim) updateServices(now time.Time) {
 			}
 			sv.target = sv.profile[h%n]
 		}
-		sv.replicas = ready[name]
+		sv.replicas = s.agents.runningOf(name)
 		util := 1.0
 		if sv.replicas > 0 {
 			util = math.Min(1, float64(sv.target)*sv.tu/float64(sv.replicas))
