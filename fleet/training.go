@@ -246,6 +246,7 @@ func (t *TrainingSource) smooth(key string, price float64, now time.Time) float6
 type liveJob struct {
 	policy   spotpolicy.Training
 	name     string
+	anyKey   string // the tracker's "any pool" name of the job (made once)
 	start    time.Time
 	tick     int // last tick decided, -1 before the first
 	decision spotpolicy.Action
@@ -665,7 +666,10 @@ func (t *TrainingSource) prepare(jb *trainJob, u *Unavailable, gen int, now time
 		s.Pools[k] = t.Tracker.Pool(lp.key, now)
 		anyUp = anyUp || s.Pools[k].Available
 	}
-	anyKey := "any:" + w.Name
+	if j.anyKey == "" {
+		j.anyKey = "any:" + w.Name // (j is the workload's: t.jobs by name)
+	}
+	anyKey := j.anyKey
 	t.Tracker.Observe(anyKey, now, anyUp)
 	s.Any = t.Tracker.Pool(anyKey, now)
 	cheapest := 0
