@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpubroker/gpubroker/fleet"
+	"github.com/gpubroker/gpubroker/fleet/autoscale"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/store"
 )
 
@@ -76,18 +79,7 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	}
 	var recs []*store.InstanceRecord
 	if workload != "" {
-		// The autoscaler samples one service at a time.
-		var ok bool
-		if recs, ok = a.sorted[workload]; !ok {
-			for _, r := range a.byWL[workload] {
-				recs = append(recs, r)
-			}
-			sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
-			if a.sorted == nil {
-				a.sorted = map[string][]*store.InstanceRecord{}
-			}
-			a.sorted[workload] = recs
-		}
+		recs = a.sortedOf(workload)
 	} else {
 		if a.all == nil {
 			a.all = make([]*store.InstanceRecord, 0, len(a.recs))
@@ -123,6 +115,57 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	e.out, e.at, e.gen = out, now, a.gen
 	return out, nil
 }
+
+// sortedOf is the workload's agents sorted by id (a.mu held).
+func (a *agents) sortedOf(workload string) []*store.InstanceRecord {
+	recs, ok := a.sorted[workload]
+	if !ok {
+		for _, r := range a.byWL[workload] {
+			recs = append(recs, r)
+		}
+		sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
+		if a.sorted == nil {
+			a.sorted = map[string][]*store.InstanceRecord{}
+		}
+		a.sorted[workload] = recs
+	}
+	return recs
+}
+
+// agentLoad is the autoscaling stage's load source in the simulator:
+// fleet.AgentLoad's samples, read from the agents without listing them.
+// AgentLoad lists a service's running agents (a copy of each record, every
+// service, every pass) for their heartbeats and utilisations; a simulated
+// agent beats at every instant and carries its service's utilisation, so
+// the sample is the same counted in place.
+type agentLoad struct{ a *agents }
+
+// Sample implements fleet.LoadSource as fleet.AgentLoad{Agents: a} does
+// (its default freshness; a Prometheus metric is read by AgentLoad).
+func (l agentLoad) Sample(ctx context.Context, w policy.Workload, now time.Time) (autoscale.Sample, error) {
+	if w.Autoscale.Prometheus != nil {
+		return fleet.AgentLoad{Agents: l.a}.Sample(ctx, w, now)
+	}
+	var s autoscale.Sample
+	a := l.a
+	beat := a.now() // every listed agent's LastHeartbeat
+	if beat.IsZero() || now.Sub(beat) > agentLoadFresh {
+		return s, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.sortedOf(w.Name) {
+		if r.State != store.StateRunning {
+			continue
+		}
+		s.Ready++
+		s.Utilization = append(s.Utilization, a.util[r.Workload])
+	}
+	return s, nil
+}
+
+// agentLoadFresh is fleet.AgentLoad's default Fresh.
+const agentLoadFresh = 2 * time.Minute
 
 // changed drops the cached lists (a.mu held).
 func (a *agents) changed() { a.gen++ }

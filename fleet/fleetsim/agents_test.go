@@ -3,10 +3,13 @@ package fleetsim
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/gpubroker/gpubroker/fleet"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/store"
 )
 
@@ -99,6 +102,50 @@ func TestAgentListsStaySortedAsAgentsComeAndGo(t *testing.T) {
 		}
 		if !slices.Equal(gotIDs, ids) {
 			t.Fatalf("step %d, workload %q: listed %v, want %v", step, workload, gotIDs, ids)
+		}
+	}
+}
+
+// The simulator's load samples, counted in place, are fleet.AgentLoad's
+// read from the agents' listings, whatever agents come, go, are preempted
+// or change utilisation.
+func TestAgentLoadSamplesAsAgentLoad(t *testing.T) {
+	now := DefaultStart
+	a := newAgents(func() time.Time { return now })
+	rng := rand.New(rand.NewPCG(13, 2))
+	wls := []policy.Workload{{Name: "svc-a"}, {Name: "svc-b"}, {Name: "svc-c"}}
+	for step := range 2000 {
+		id := fmt.Sprintf("i-%03d", rng.IntN(60))
+		w := wls[rng.IntN(len(wls))].Name
+		switch rng.IntN(5) {
+		case 0, 1:
+			a.add(&store.InstanceRecord{ID: id, Workload: w, State: store.StateRunning})
+		case 2:
+			a.remove(id)
+		case 3:
+			a.preempting(id, now)
+		default:
+			a.setUtil(w, float64(rng.IntN(100))/97)
+		}
+		if rng.IntN(3) == 0 {
+			now = now.Add(time.Second)
+		}
+		at := now
+		if rng.IntN(10) == 0 {
+			at = now.Add(3 * time.Minute) // stale heartbeats: none ready
+		}
+		for _, wl := range wls {
+			want, err := fleet.AgentLoad{Agents: a}.Sample(t.Context(), wl, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := agentLoad{a}.Sample(t.Context(), wl, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d, %s: sampled %+v, want %+v", step, wl.Name, got, want)
+			}
 		}
 	}
 }

@@ -258,7 +258,7 @@ func New(cfg Config) (*Sim, error) {
 		Policy:  s.policy,
 		Now:     s.clk.Now,
 		Log:     cfg.Log,
-		Load:    fleet.AgentLoad{Agents: s.agents},
+		Load:    agentLoad{s.agents}, // (fleet.AgentLoad's samples)
 		// The clock stands still during a pass: the load can be sampled
 		// while the solver and the training stage plan.
 		PrefetchLoad: true,
