@@ -170,8 +170,11 @@ type Sim struct {
 	computes map[pricing.Cloud]*fake.Compute
 	rec      *fleet.Reconciler
 	tap      *planTap
-	// plIndex is placements' index of plIndexOf (the last plan).
-	plIndex   map[string]*optimizer.Placement
+	// plPos is placement's index of plIndexOf (the last plan): each
+	// workload's last placement's position, for the placements' workloads
+	// plNames.
+	plPos     map[string]int
+	plNames   []string
 	plIndexOf *optimizer.Plan
 	// sampleBuf (sample's ledger entries of one instance) is scratch of
 	// the simulation's goroutine.
@@ -673,22 +676,48 @@ func (s *Sim) register(now time.Time) {
 	s.readying = keep
 }
 
-// placements indexes the last plan's placements by workload; the index is
-// kept until the plan changes (read twice or more per instant).
-func (s *Sim) placements() map[string]*optimizer.Placement {
-	if s.plIndex != nil && s.plIndexOf == s.tap.last {
-		return s.plIndex
+// placement is the last plan's placement of the workload (its last one;
+// nil: none). The index of positions is rebuilt only when a plan places
+// other workloads, or in another order, than the plan it was built for
+// (every pass plans anew, most over the same workloads: a map of a
+// thousand placements per plan was a hundredth of a month's CPU).
+func (s *Sim) placement(name string) *optimizer.Placement {
+	last := s.tap.last
+	if last == nil {
+		return nil
 	}
-	out := map[string]*optimizer.Placement{}
-	if s.tap.last != nil {
-		out = make(map[string]*optimizer.Placement, len(s.tap.last.Placements))
-		for i := range s.tap.last.Placements {
-			p := &s.tap.last.Placements[i]
-			out[p.Workload] = p
+	if s.plPos == nil || s.plIndexOf != last {
+		if !s.samePlacements(last) {
+			s.plNames = s.plNames[:0]
+			if s.plPos == nil {
+				s.plPos = make(map[string]int, len(last.Placements))
+			}
+			clear(s.plPos)
+			for i := range last.Placements {
+				w := last.Placements[i].Workload
+				s.plNames = append(s.plNames, w)
+				s.plPos[w] = i
+			}
+		}
+		s.plIndexOf = last
+	}
+	if i, ok := s.plPos[name]; ok {
+		return &last.Placements[i]
+	}
+	return nil
+}
+
+// samePlacements says whether plan places the workloads plNames, in order.
+func (s *Sim) samePlacements(plan *optimizer.Plan) bool {
+	if s.plPos == nil || len(plan.Placements) != len(s.plNames) {
+		return false
+	}
+	for i := range plan.Placements {
+		if plan.Placements[i].Workload != s.plNames[i] {
+			return false
 		}
 	}
-	s.plIndex, s.plIndexOf = out, s.tap.last
-	return out
+	return true
 }
 
 // advance moves the jobs' work and the services' time at target from prev
@@ -753,7 +782,6 @@ func (p simProgress) JobProgress(_ context.Context, workload string) (fleet.JobP
 // updateJobs starts and stops the jobs' progress with their slots, and
 // takes finished jobs out of the policy.
 func (s *Sim) updateJobs(now time.Time) {
-	pl := s.placements()
 	keep := s.active[:0]
 	for _, j := range s.active {
 		name := j.w.Name
@@ -765,7 +793,7 @@ func (s *Sim) updateJobs(now time.Time) {
 			continue // (out of the policy: dropped from active)
 		}
 		keep = append(keep, j)
-		if p := pl[name]; p != nil {
+		if p := s.placement(name); p != nil {
 			j.desired = p.Instances
 			j.rate = float64(p.GPUs) * nonZero(p.RelativeSpeed) * nonZero(p.ScalingEfficiency)
 			if j.planOD == 0 {
@@ -814,13 +842,9 @@ func (j *job) finishAt(start, now time.Time) (time.Time, bool) {
 // updateServices sets each service's target (its load now) and the
 // utilisation its agents report.
 func (s *Sim) updateServices(now time.Time) {
-	var pl map[string]*optimizer.Placement
 	for name, sv := range s.svcs {
 		if sv.odPrice == 0 {
-			if pl == nil {
-				pl = s.placements()
-			}
-			sv.odPrice = s.onDemandPrice(pl[name])
+			sv.odPrice = s.onDemandPrice(s.placement(name))
 		}
 		sv.target = sv.baseline
 		if n := len(sv.profile); n > 0 {
