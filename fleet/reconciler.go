@@ -283,7 +283,11 @@ type passState struct {
 	records  map[string]*store.FleetInstanceRecord
 	cloud    map[string]*providers.Instance // listed, by id: into the listings, which the pass does not change
 	cloudIDs []string                       // cloud's ids, in the order listed
-	listed   map[pricing.Cloud]bool         // clouds whose listing succeeded
+	// cloudIns are cloud's instances by cloudIDs' order, unless an id was
+	// listed twice (cloudDup: then cloud has the last listing's).
+	cloudIns []*providers.Instance
+	cloudDup bool
+	listed   map[pricing.Cloud]bool // clouds whose listing succeeded
 	agents   map[string]*store.InstanceRecord
 	alive    map[pricing.Cloud]int
 	launches []*launchPlan
@@ -471,13 +475,19 @@ func (p *passState) read(ctx context.Context) error {
 				p.cloud = make(map[string]*providers.Instance, len(list)) // sized: built every pass
 			}
 			p.cloudIDs = make([]string, 0, len(list))
+			p.cloudIns = make([]*providers.Instance, 0, len(list))
 		}
 		for i := range list {
 			in := &list[i]
-			if _, dup := p.cloud[in.ID]; !dup {
-				p.cloudIDs = append(p.cloudIDs, in.ID)
-			}
+			// (One map operation per instance: an id listed before does
+			// not grow the map.)
+			n := len(p.cloud)
 			p.cloud[in.ID] = in
+			if len(p.cloud) > n {
+				p.cloudIDs, p.cloudIns = append(p.cloudIDs, in.ID), append(p.cloudIns, in)
+			} else {
+				p.cloudDup = true
+			}
 			if in.State != providers.StateTerminated {
 				p.alive[c]++
 				p.rep.Instances++
@@ -609,17 +619,26 @@ func (p *passState) decide() {
 // reports orphans and plans their termination after the grace period.
 func (p *passState) decideInstances() {
 	// In id order: the listings' order, unless it is not sorted already.
-	ids := p.cloudIDs
+	ids, ins := p.cloudIDs, p.cloudIns
 	if !slices.IsSorted(ids) {
 		ids = slices.Clone(ids)
 		slices.Sort(ids)
+		ins = nil
+	}
+	if p.cloudDup {
+		ins = nil // (the map has the last listing of an id listed twice)
 	}
 	// The slots' tokens are looked up under one lock (nothing else in the
 	// pass asks for one until it acts).
 	p.r.tokens.mu.Lock()
 	defer p.r.tokens.mu.Unlock()
-	for _, id := range ids {
-		in := p.cloud[id]
+	for i, id := range ids {
+		var in *providers.Instance
+		if ins != nil {
+			in = ins[i]
+		} else {
+			in = p.cloud[id]
+		}
 		rec := p.records[id]
 		if rec == nil {
 			rec = &store.FleetInstanceRecord{ID: id, FirstSeen: p.now}
