@@ -446,11 +446,12 @@ func (p *passState) read(ctx context.Context) error {
 		x := &st.Instances[i]
 		p.records[x.ID] = x
 	}
-	// (The slots' ids are unique: the slice is walked, not the map.)
+	// A slot's intent is the one of its current generation's token: found
+	// from the intents (the open and failed ones: a few), not by a token
+	// per slot. (One intent per token, so at most one per slot.)
 	r.tokens.mu.Lock()
-	for i := range st.Slots {
-		s := &st.Slots[i]
-		if in := p.intents[r.tokens.tokenLocked(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
+	for tok, in := range p.intents {
+		if s := p.slots[in.SlotID]; s != nil && tok == r.tokens.tokenLocked(r.Options.Name, s.ID, s.Generation) {
 			p.bySlot[s.ID] = in
 		}
 	}
