@@ -278,6 +278,7 @@ type passState struct {
 	specs    map[string]*Spec
 	order    []string // slot ids: desired first (plan order), then the rest
 	slots    map[string]*store.SlotRecord
+	loaded   []store.SlotRecord             // the slots as loaded (slots' records), by id
 	intents  map[string]*store.IntentRecord // by token
 	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
 	records  map[string]*store.FleetInstanceRecord
@@ -409,9 +410,11 @@ func (r *Reconciler) observe(ctx context.Context, write bool, f store.Fence) (*p
 		p.specs[s.ID] = s
 		p.order = append(p.order, s.ID)
 	}
+	// The slots the plan has left, by id (the loaded slots, not the map:
+	// the same ids, no map walk).
 	var rest []string
-	for id := range p.slots {
-		if p.specs[id] == nil {
+	for i := range p.loaded {
+		if id := p.loaded[i].ID; p.specs[id] == nil {
 			rest = append(rest, id)
 		}
 	}
@@ -431,6 +434,7 @@ func (p *passState) read(ctx context.Context) error {
 	// Sized from the state: a pass builds these every time.
 	pm := p.maps
 	p.slots = emptyMap(pm.slots, len(st.Slots))
+	p.loaded = st.Slots
 	p.bySlot = emptyMap(pm.bySlot, len(st.Slots))
 	p.intents = emptyMap(pm.intents, len(st.Intents))
 	p.records = emptyMap(pm.records, len(st.Instances))
