@@ -246,7 +246,8 @@ func (t *TrainingSource) smooth(key string, price float64, now time.Time) float6
 type liveJob struct {
 	policy   spotpolicy.Training
 	name     string
-	anyKey   string // the tracker's "any pool" name of the job (made once)
+	anyKey   string    // the tracker's "any pool" name of the job (made once)
+	groups   groupMemo // place's
 	start    time.Time
 	tick     int // last tick decided, -1 before the first
 	decision spotpolicy.Action
@@ -797,7 +798,7 @@ func (t *TrainingSource) finish(ctx context.Context, jb *trainJob, u *Unavailabl
 	j.decision = a
 	j.lastAt = now
 	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
-	np := place(p, pools, od, a, cur)
+	np := place(p, pools, od, a, cur, &j.groups)
 	if alt != nil && a.Capacity == spotpolicy.OnDemand && w.Spot != policy.SpotOnly {
 		np = placeAlt(*alt, cur)
 		if j.reason == "" {
@@ -1301,7 +1302,17 @@ func (t *TrainingSource) movePays(s *spotpolicy.State, target int, from, to floa
 // and group order kept so slot identities stay the same. Idle keeps the
 // job pending on its best spot pool: the reconciler launches when the pool
 // is unblocked, which is what waiting for spot means.
-func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spotpolicy.Action) optimizer.Placement {
+// groupMemo is a job's placement groups as place last handed them out
+// (never changed after: the plans share them) and the scratch the next are
+// built in, with the spot pool name last made (for spotFor: cloud, zone,
+// GPU).
+type groupMemo struct {
+	out, scratch []optimizer.Group
+	spotPool     string
+	spotFor      [3]string
+}
+
+func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spotpolicy.Action, m *groupMemo) optimizer.Placement {
 	ct, o := pricing.OnDemand, od
 	switch a.Capacity {
 	case spotpolicy.Spot:
@@ -1314,18 +1325,27 @@ func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spo
 	}
 	price, _ := o.Price(ct)
 	move := cur.Capacity != spotpolicy.None && cur != a
-	groups := make([]optimizer.Group, len(p.Groups))
+	// The groups are built in the job's scratch and handed out as the
+	// last ones when equal (m: every job, every plan, mostly unchanged).
+	groups := resized(m.scratch, len(p.Groups))
+	m.scratch = groups
 	total := 0.0
 	for i, g := range p.Groups {
 		g.Zone, g.Capacity, g.PricePerHour, g.Move = o.Zone, ct, price*float64(g.Instances), move
 		g.SpotPool = ""
 		if ct == pricing.Spot {
-			g.SpotPool = string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU) // the optimizer's naming
+			if k := [3]string{string(o.Cloud), zoneOf(o), string(o.GPU)}; m.spotPool == "" || m.spotFor != k {
+				m.spotPool, m.spotFor = k[0]+"/"+k[1]+"/"+k[2], k // the optimizer's naming
+			}
+			g.SpotPool = m.spotPool
 		}
 		total += g.PricePerHour
 		groups[i] = g
 	}
-	p.Groups = groups
+	if !equalGroups(groups, m.out) {
+		m.out = cloneGroups(groups)
+	}
+	p.Groups = m.out
 	p.Zone, p.Capacity, p.PricePerHour = o.Zone, ct, total
 	if r := p.RunnerUp; r != nil && (r.Cloud != o.Cloud || r.Region != o.Region || r.InstanceType != o.InstanceType) {
 		// The solver's runner-up becomes the slot's fallback pool when a

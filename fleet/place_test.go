@@ -1,0 +1,53 @@
+package fleet
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
+	"github.com/gpubroker/gpubroker/optimizer"
+	"github.com/gpubroker/gpubroker/pricing"
+)
+
+// place hands out a job's last groups when the new ones are equal (the
+// plans share them), and new groups, equal to those built afresh, when
+// anything changed: the pool, the capacity, the move, the planned groups.
+func TestPlaceHandsOutEqualGroupsOnce(t *testing.T) {
+	spotA := pricing.Offer{Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p3.2xlarge", GPU: pricing.V100, GPUCount: 1,
+		SpotPrice: 0.9, OnDemandPrice: 3.06}
+	spotB := spotA
+	spotB.Zone, spotB.SpotPrice = "us-east-1b", 0.8
+	od := spotA
+	pools := []livePool{{offer: &spotA, key: "a"}, {offer: &spotB, key: "b"}}
+	plan := optimizer.Placement{Workload: "job", Instances: 2, Groups: []optimizer.Group{
+		{Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p3.2xlarge", GPU: pricing.V100, GPUsPerInstance: 1, Instances: 2,
+			Capacity: pricing.OnDemand, PricePerHour: 6.12}}}
+	onB := spotpolicy.Action{Capacity: spotpolicy.Spot, Pool: 1}
+	steps := []struct {
+		a, cur spotpolicy.Action
+		p      optimizer.Placement
+		same   bool // the last step's groups handed out again
+	}{
+		{a: spotpolicy.RunOnDemand, cur: spotpolicy.Idle, p: plan},
+		{a: spotpolicy.RunOnDemand, cur: spotpolicy.Idle, p: plan, same: true},
+		{a: onB, cur: spotpolicy.RunOnDemand, p: plan},
+		{a: onB, cur: onB, p: plan},
+		{a: onB, cur: onB, p: plan, same: true},
+		{a: spotpolicy.Action{Capacity: spotpolicy.Spot}, cur: onB, p: plan},
+		{a: spotpolicy.Idle, cur: onB, p: plan},
+		{a: spotpolicy.Idle, cur: onB, p: plan, same: true},
+	}
+	var m groupMemo
+	var last []optimizer.Group
+	for i, st := range steps {
+		got := place(st.p, pools, od, st.a, st.cur, &m)
+		want := place(st.p, pools, od, st.a, st.cur, &groupMemo{})
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: placed %+v, want %+v", i, got.Groups, want.Groups)
+		}
+		if same := len(last) > 0 && &got.Groups[0] == &last[0]; same != st.same {
+			t.Fatalf("step %d: the last groups handed out again: %v, want %v", i, same, st.same)
+		}
+		last = got.Groups
+	}
+}
