@@ -1,12 +1,16 @@
 package fleet
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/store"
 )
 
 // place hands out a job's last groups when the new ones are equal (the
@@ -49,5 +53,32 @@ func TestPlaceHandsOutEqualGroupsOnce(t *testing.T) {
 			t.Fatalf("step %d: the last groups handed out again: %v, want %v", i, same, st.same)
 		}
 		last = got.Groups
+	}
+}
+
+// The training stage's slots by workload, kept between fleet reads, are
+// each read's slots of the workload in the read's order, whatever the
+// reads before held.
+func TestTrainingReadSlotsByWorkload(t *testing.T) {
+	var ts TrainingSource
+	rng := rand.New(rand.NewPCG(13, 6))
+	names := []string{"a", "b", "c", "d"}
+	for step := range 300 {
+		var all []store.SlotRecord
+		for i := range rng.IntN(12) {
+			all = append(all, store.SlotRecord{ID: fmt.Sprint(i), Workload: names[rng.IntN(len(names))]})
+		}
+		ts.readSlots(all)
+		for _, w := range append(names, "zz") {
+			var want []*store.SlotRecord
+			for i := range all {
+				if all[i].Workload == w {
+					want = append(want, &all[i])
+				}
+			}
+			if got := ts.slotsOf(w); !slices.Equal(got, want) {
+				t.Fatalf("step %d, %s: %d slots, want %d", step, w, len(got), len(want))
+			}
+		}
 	}
 }

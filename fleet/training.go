@@ -163,6 +163,11 @@ type TrainingSource struct {
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
 	bufs  placementBufs
+	// slots are the workloads' slots in the last fleet read (readSlots),
+	// kept between plans: a map of a thousand new lists per plan was a
+	// twentieth of the fleet simulator's allocated bytes.
+	slots map[string]*svcSlots
+	loads int // fleet reads so far (svcSlots.load)
 	index indexCache
 	// work is Plan's scratch: the plan's jobs (under mu); plans counts
 	// the plans (liveJob.plan).
@@ -324,8 +329,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		return plan, err
 	}
 	// The jobs' slots, by workload in the fleet's order: read once per
-	// plan, not scanned whole for every job.
-	var slots map[string][]*store.SlotRecord
+	// plan, not scanned whole for every job (t.slots, kept; t.mu held).
 	loaded := false
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -371,14 +375,10 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 				t.work = jobs
 				return nil, fmt.Errorf("training stage: reading the fleet: %w", err)
 			}
-			slots = make(map[string][]*store.SlotRecord, len(byName))
-			for i := range st.Slots {
-				s := &st.Slots[i]
-				slots[s.Workload] = append(slots[s.Workload], s)
-			}
+			t.readSlots(st.Slots)
 			loaded = true
 		}
-		jobs = append(jobs, trainJob{i: i, w: wp, p: out.Placements[i], mine: slots[wp.Name]})
+		jobs = append(jobs, trainJob{i: i, w: wp, p: out.Placements[i], mine: t.slotsOf(wp.Name)})
 		jb := &jobs[len(jobs)-1]
 		jb.j, jb.err = t.job(wp)
 		if jb.j != nil {
@@ -1302,6 +1302,40 @@ func (t *TrainingSource) movePays(s *spotpolicy.State, target int, from, to floa
 // and group order kept so slot identities stay the same. Idle keeps the
 // job pending on its best spot pool: the reconciler launches when the pool
 // is unblocked, which is what waiting for spot means.
+// readSlots files the fleet's slots by workload, the lists of the last
+// read emptied as their workloads come (slotsOf ignores the others). A
+// workload's slots come together (the fleet lists them by slot id): one
+// map lookup per run of them. t.mu is held.
+func (t *TrainingSource) readSlots(all []store.SlotRecord) {
+	if t.slots == nil {
+		t.slots = map[string]*svcSlots{}
+	}
+	t.loads++
+	var cur *svcSlots
+	for i := range all {
+		s := &all[i]
+		if cur == nil || cur.name != s.Workload {
+			if cur = t.slots[s.Workload]; cur == nil {
+				cur = &svcSlots{name: s.Workload}
+				t.slots[s.Workload] = cur
+			}
+			if cur.load != t.loads {
+				clear(cur.slots)
+				cur.slots, cur.load = cur.slots[:0], t.loads
+			}
+		}
+		cur.slots = append(cur.slots, s)
+	}
+}
+
+// slotsOf are the workload's slots in the last fleet read (nil: none).
+func (t *TrainingSource) slotsOf(name string) []*store.SlotRecord {
+	if v := t.slots[name]; v != nil && v.load == t.loads && len(v.slots) > 0 {
+		return v.slots
+	}
+	return nil
+}
+
 // groupMemo is a job's placement groups as place last handed them out
 // (never changed after: the plans share them) and the scratch the next are
 // built in, with the spot pool name last made (for spotFor: cloud, zone,
