@@ -69,6 +69,8 @@ type passMaps struct {
 	agents  map[string]*store.InstanceRecord
 	// gangSlots with each job's slice emptied (incompleteGangs).
 	gangSlots map[string][]string
+	// order is a pass's slot order, emptied.
+	order []string
 	// specs of the pass's plans (Desired), their memory for the next
 	// pass's: free holds the kept ones, used those the pass took.
 	free, used [][]Spec
@@ -106,6 +108,8 @@ func (r *Reconciler) takeMaps() *passMaps {
 func (r *Reconciler) keepMaps(p *passState) {
 	m := &passMaps{specs: p.specs, slots: p.slots, intents: p.intents, bySlot: p.bySlot, records: p.records, cloud: p.cloud, agents: p.agents,
 		free: append(p.maps.free, p.maps.used...)}
+	clear(p.order)
+	m.order = p.order[:0]
 	clear(m.specs)
 	clear(m.slots)
 	clear(m.intents)
@@ -347,7 +351,7 @@ type terminatePlan struct {
 func (r *Reconciler) observe(ctx context.Context, write bool, f store.Fence) (*passState, error) {
 	now := r.Now().UTC()
 	pm := r.takeMaps()
-	p := &passState{r: r, now: now, write: write, maps: pm, specs: emptyMap(pm.specs, 0), cloud: emptyMap(pm.cloud, 0),
+	p := &passState{r: r, now: now, write: write, maps: pm, specs: emptyMap(pm.specs, 0), cloud: emptyMap(pm.cloud, 0), order: pm.order,
 		listed: map[pricing.Cloud]bool{}, agents: emptyMap(pm.agents, 0), alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
 		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: make([]Action, 0, r.acts.Load())}}
