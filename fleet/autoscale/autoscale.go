@@ -99,12 +99,19 @@ type Decision struct {
 // Recommend is the stateless rule: the replicas one sample asks for, before
 // stabilisation, clamped to [Min, Max].
 func Recommend(c Config, s Sample) Decision {
+	var buf [128]byte
+	d, reason := recommend(c, s, buf[:0])
+	d.Reason = string(reason)
+	return d
+}
+
+// recommend is Recommend with its reason appended to buf, not in the
+// decision: the reasons joined by "; ", built without fmt (every service
+// is sized every plan).
+func recommend(c Config, s Sample, buf []byte) (Decision, []byte) {
 	c = c.withDefaults()
 	current := s.Ready
-	// The reasons joined by "; ", built in one buffer without fmt: every
-	// service is sized every plan.
-	var buf [128]byte
-	reason := buf[:0]
+	reason := buf
 	next := func() {
 		if len(reason) > 0 {
 			reason = append(reason, "; "...)
@@ -161,7 +168,7 @@ func Recommend(c Config, s Sample) Decision {
 		reason = fmt.Appendf(reason, "scale up limited to +%d", up)
 	}
 	desired = min(max(desired, c.Min), c.Max)
-	return Decision{Desired: desired, Raw: raw, Reason: string(reason)}
+	return Decision{Desired: desired, Raw: raw}, reason
 }
 
 // Autoscaler keeps a service's recent recommendations for the
@@ -171,6 +178,11 @@ type Autoscaler struct {
 	cfg     Config
 	history []rec
 	current int
+	// reason is the last decision's reason, buf the memory the next is
+	// built in: a service's reason changes with its load, not every plan,
+	// and is then handed out again.
+	reason string
+	buf    []byte
 }
 
 type rec struct {
@@ -202,7 +214,7 @@ func (a *Autoscaler) Current() int { return a.current }
 
 // Observe takes a sample and returns the replica count to run now.
 func (a *Autoscaler) Observe(s Sample) Decision {
-	d := Recommend(a.cfg, s)
+	d, reason := recommend(a.cfg, s, a.buf[:0])
 	a.history = append(a.history, rec{at: s.At, desired: d.Desired})
 	keep := max(a.cfg.ScaleDownWindow, a.cfg.ScaleUpWindow)
 	i := 0
@@ -234,11 +246,14 @@ func (a *Autoscaler) Observe(s Sample) Decision {
 		next = min(a.current, hi)
 	}
 	if next != d.Desired {
-		// d.Reason + fmt.Sprintf("; stabilised at %d", next), in one string
-		var buf [128]byte
-		r := append(append(buf[:0], d.Reason...), "; stabilised at "...)
-		d.Reason = string(strconv.AppendInt(r, int64(next), 10))
+		// + fmt.Sprintf("; stabilised at %d", next)
+		reason = strconv.AppendInt(append(reason, "; stabilised at "...), int64(next), 10)
 	}
+	a.buf = reason
+	if string(reason) != a.reason {
+		a.reason = string(reason)
+	}
+	d.Reason = a.reason
 	a.current = next
 	d.Desired = next
 	return d

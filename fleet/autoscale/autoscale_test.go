@@ -201,3 +201,26 @@ func TestReasonsAsFmtWritesThem(t *testing.T) {
 		}
 	}
 }
+
+// One autoscaler's reasons, sample after sample (its last reason handed out
+// again while it reads the same), are Recommend's with the stabilisation.
+func TestObserveReasonsSampleAfterSample(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 7))
+	c := Config{Min: 1, Max: 30, TargetUtilization: 0.6, ScaleDownWindow: 5 * time.Minute}
+	a := New(c, 4)
+	for i := range 2000 {
+		s := Sample{At: time.Unix(int64(60*i), 0), Ready: 1 + rng.IntN(3)}
+		for range s.Ready {
+			s.Utilization = append(s.Utilization, float64(rng.IntN(4))/3)
+		}
+		r := Recommend(c, s)
+		d := a.Observe(s)
+		want := r.Reason
+		if d.Desired != r.Desired {
+			want += fmt.Sprintf("; stabilised at %d", d.Desired)
+		}
+		if d.Reason != want {
+			t.Fatalf("sample %d: reason %q, want %q", i, d.Reason, want)
+		}
+	}
+}
