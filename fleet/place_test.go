@@ -82,3 +82,28 @@ func TestTrainingReadSlotsByWorkload(t *testing.T) {
 		}
 	}
 }
+
+// A job's spot pool name is spotPoolOf's, action after action, made anew
+// only when the pool changes.
+func TestSetPoolAsSpotPoolOf(t *testing.T) {
+	a := pricing.Offer{Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p3.2xlarge"}
+	b := a
+	b.Zone = "us-east-1b"
+	c := a
+	c.Zone = "" // a regional pool
+	d := a
+	d.InstanceType = "p3.8xlarge"
+	pools := []livePool{{offer: &a}, {offer: &b}, {offer: &c}, {offer: &d}}
+	var j liveJob
+	rng := rand.New(rand.NewPCG(13, 8))
+	for i := range 500 {
+		act := spotpolicy.Action{Capacity: spotpolicy.Capacity(rng.IntN(3)), Pool: rng.IntN(5)}
+		if act.Capacity != spotpolicy.Spot {
+			act.Pool = 0
+		}
+		j.setPool(pools, act)
+		if want := spotPoolOf(pools, act); j.pool != want {
+			t.Fatalf("step %d, %+v: pool %q, want %q", i, act, j.pool, want)
+		}
+	}
+}

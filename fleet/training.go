@@ -252,6 +252,7 @@ type liveJob struct {
 	policy   spotpolicy.Training
 	name     string
 	anyKey   string    // the tracker's "any pool" name of the job (made once)
+	poolFor  [3]string // the cloud, zone and instance type pool was made for
 	groups   groupMemo // place's
 	start    time.Time
 	tick     int // last tick decided, -1 before the first
@@ -797,7 +798,8 @@ func (t *TrainingSource) finish(ctx context.Context, jb *trainJob, u *Unavailabl
 	j.reported = reported
 	j.decision = a
 	j.lastAt = now
-	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
+	j.work, j.deadline = work, start.Add(w.Deadline)
+	j.setPool(pools, a)
 	np := place(p, pools, od, a, cur, &j.groups)
 	if alt != nil && a.Capacity == spotpolicy.OnDemand && w.Spot != policy.SpotOnly {
 		np = placeAlt(*alt, cur)
