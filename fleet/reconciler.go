@@ -71,6 +71,8 @@ type passMaps struct {
 	gangSlots map[string][]string
 	// order is a pass's slot order, emptied.
 	order []string
+	// ids are the slot ids desired made (kept: the same every pass).
+	ids slotIDs
 	// specs of the pass's plans (Desired), their memory for the next
 	// pass's: free holds the kept ones, used those the pass took.
 	free, used [][]Spec
@@ -83,7 +85,10 @@ func (p *passState) desired(plan *optimizer.Plan) []Spec {
 	if n := len(m.free); n > 0 {
 		buf, m.free = m.free[n-1], m.free[:n-1]
 	}
-	specs := desiredIn(buf, plan)
+	if m.ids == nil {
+		m.ids = slotIDs{}
+	}
+	specs := desiredIn(buf, plan, m.ids)
 	if specs != nil {
 		m.used = append(m.used, specs)
 	}
@@ -109,7 +114,7 @@ func (r *Reconciler) keepMaps(p *passState) {
 	m := &passMaps{specs: p.specs, slots: p.slots, intents: p.intents, bySlot: p.bySlot, records: p.records, cloud: p.cloud, agents: p.agents,
 		free: append(p.maps.free, p.maps.used...)}
 	clear(p.order)
-	m.order = p.order[:0]
+	m.order, m.ids = p.order[:0], p.maps.ids
 	clear(m.specs)
 	clear(m.slots)
 	clear(m.intents)
