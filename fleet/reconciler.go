@@ -290,15 +290,18 @@ type passState struct {
 	// nil ones are made sized.
 	maps *passMaps
 
-	specs    map[string]*Spec
-	order    []string // slot ids: desired first (plan order), then the rest
-	slots    map[string]*store.SlotRecord
-	loaded   []store.SlotRecord             // the slots as loaded (slots' records), by id
-	intents  map[string]*store.IntentRecord // by token
-	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
-	records  map[string]*store.FleetInstanceRecord
-	cloud    map[string]*providers.Instance // listed, by id: into the listings, which the pass does not change
-	cloudIDs []string                       // cloud's ids, in the order listed
+	specs map[string]*Spec
+	order []string // slot ids: desired first (plan order), then the rest
+	// orderSpecs are order's first ids' specs (the plan's, in order),
+	// nil when an id came twice (decide then reads specs).
+	orderSpecs []Spec
+	slots      map[string]*store.SlotRecord
+	loaded     []store.SlotRecord             // the slots as loaded (slots' records), by id
+	intents    map[string]*store.IntentRecord // by token
+	bySlot     map[string]*store.IntentRecord // open intent of the slot's current generation
+	records    map[string]*store.FleetInstanceRecord
+	cloud      map[string]*providers.Instance // listed, by id: into the listings, which the pass does not change
+	cloudIDs   []string                       // cloud's ids, in the order listed
 	// cloudIns are cloud's instances by cloudIDs' order, unless an id was
 	// listed twice (cloudDup: then cloud has the last listing's).
 	cloudIns []*providers.Instance
@@ -420,10 +423,17 @@ func (r *Reconciler) observe(ctx context.Context, write bool, f store.Fence) (*p
 	if pm.specs == nil {
 		p.specs = make(map[string]*Spec, len(specs))
 	}
+	unique := true
 	for i := range specs {
 		s := &specs[i]
+		n := len(p.specs)
 		p.specs[s.ID] = s
+		unique = unique && len(p.specs) > n
 		p.order = append(p.order, s.ID)
+	}
+	if unique {
+		// decide reads the first ids' specs here, not in the map.
+		p.orderSpecs = specs
 	}
 	// The slots the plan has left, by id (the loaded slots, not the map:
 	// the same ids, no map walk).
@@ -624,8 +634,17 @@ func (p *passState) decide() {
 	// observe has matched the listed instances to the records
 	// (decideInstances) while the plan was made.
 	p.gathering = p.incompleteGangs()
-	for _, id := range p.order {
-		p.decideSlot(id)
+	for i, id := range p.order {
+		// The plan's specs in order (each its id's: no id twice), then
+		// the slots the plan left (no spec).
+		var spec *Spec
+		switch {
+		case i < len(p.orderSpecs):
+			spec = &p.orderSpecs[i]
+		case p.orderSpecs == nil:
+			spec = p.specs[id]
+		}
+		p.decideSlot(id, spec)
 	}
 	for _, c := range p.byState {
 		p.rep.ByState[c.state] += c.n
@@ -761,8 +780,7 @@ const (
 )
 
 // decideSlot moves one slot along its state machine.
-func (p *passState) decideSlot(id string) {
-	spec := p.specs[id]
+func (p *passState) decideSlot(id string, spec *Spec) {
 	s := p.slots[id]
 	if s == nil {
 		s = &store.SlotRecord{ID: id, Workload: spec.Workload, Kind: spec.Kind, Index: spec.Index, CreatedAt: p.now}
