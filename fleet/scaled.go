@@ -45,9 +45,10 @@ type ScaledSource struct {
 	preMu  sync.Mutex
 	preGot map[string]loadSample
 
-	mu     sync.Mutex
-	scaler map[string]*autoscale.Autoscaler
-	last   map[string]autoscale.Decision
+	mu sync.Mutex
+	// scaler are the services' autoscalers and last decisions (one map:
+	// every service is looked up every plan).
+	scaler map[string]*scaledService
 	// The last plan in and out, and when: a re-plan inside a pass (InPass)
 	// at the same instant on the same inner plan gets the same answer.
 	lastIn, lastOut *optimizer.Plan
@@ -84,7 +85,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		return s.lastOut, nil
 	}
 	if s.scaler == nil {
-		s.scaler, s.last = map[string]*autoscale.Autoscaler{}, map[string]autoscale.Decision{}
+		s.scaler = map[string]*scaledService{}
 	}
 	// The inner plan's placements are shared until one is resized: most
 	// passes resize none, and copying every placement of a thousand-workload
@@ -103,12 +104,12 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		for _, g := range p.Groups {
 			planned += g.Instances
 		}
-		a := s.scaler[w.Name]
-		if a == nil {
-			a = autoscale.New(autoscale.FromPolicy(w), planned)
-			s.scaler[w.Name] = a
+		sv := s.scaler[w.Name]
+		if sv == nil {
+			sv = &scaledService{a: autoscale.New(autoscale.FromPolicy(w), planned)}
+			s.scaler[w.Name] = sv
 		} else {
-			a.Reconfigure(autoscale.FromPolicy(w)) // the policy may have been edited
+			sv.a.Reconfigure(autoscale.FromPolicy(w)) // the policy may have been edited
 		}
 		got, hit := pre.get(w, now)
 		sample, err := got.sample, got.err
@@ -119,11 +120,11 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 			s.Log.Warn("autoscale: load unavailable; deciding on what is known", "workload", w.Name, "err", err)
 		}
 		sample.At = now
-		d := a.Observe(sample)
+		d := sv.a.Observe(sample)
 		if s.StopScaling != nil && d.Desired > w.Replicas.Min && s.StopScaling(ctx, w, now) {
 			d.Desired, d.Reason = w.Replicas.Min, d.Reason+"; budget reached: held at replicas.min (stop-scaling)"
 		}
-		s.last[w.Name] = d
+		sv.last = d
 		if d.Desired != planned {
 			if !copied {
 				out.Placements = s.bufs.copyOf(plan.Placements, s.reuse)
@@ -136,7 +137,6 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	for name := range s.scaler {
 		if w := byName[name]; w == nil || w.Kind != policy.Inference {
 			delete(s.scaler, name)
-			delete(s.last, name)
 		}
 	}
 	s.lastIn, s.lastOut, s.lastAt = plan, &out, now
@@ -205,11 +205,17 @@ func (l *loadSamples) get(w policy.Workload, now time.Time) (loadSample, bool) {
 func (s *ScaledSource) Decisions() map[string]autoscale.Decision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]autoscale.Decision, len(s.last))
-	for k, v := range s.last {
-		out[k] = v
+	out := make(map[string]autoscale.Decision, len(s.scaler))
+	for k, v := range s.scaler {
+		out[k] = v.last
 	}
 	return out
+}
+
+// scaledService is a service's autoscaler and its last decision.
+type scaledService struct {
+	a    *autoscale.Autoscaler
+	last autoscale.Decision
 }
 
 // resize returns p with n replicas: extra ones in the first group, fewer
