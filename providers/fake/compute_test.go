@@ -183,7 +183,7 @@ func TestListPagesGrowWithRegionsAndPages(t *testing.T) {
 	// region named twice is paged twice, its instances listed once; an
 	// unknown one costs a page).
 	for _, tc := range []struct {
-		regions []string
+		regions  []string
 		n, pages int
 	}{
 		{[]string{"us-east-1"}, 25, 3},
