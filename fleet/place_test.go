@@ -107,3 +107,27 @@ func TestSetPoolAsSpotPoolOf(t *testing.T) {
 		}
 	}
 }
+
+// A service resized plan after plan gets the groups a fresh resize makes,
+// the last ones handed out again when equal.
+func TestScaledResizeHandsOutEqualGroupsOnce(t *testing.T) {
+	g := optimizer.Group{Cloud: "aws", Region: "us-east-1", Zone: "us-east-1a", InstanceType: "g5.xlarge", Capacity: pricing.Spot}
+	h := g
+	h.Zone, h.Capacity = "us-east-1b", pricing.OnDemand
+	p := optimizer.Placement{Workload: "svc", Groups: []optimizer.Group{g, h}}
+	p.Groups[0].Instances, p.Groups[1].Instances = 2, 1
+	var sv scaledService
+	var last []optimizer.Group
+	for i, n := range []int{3, 3, 5, 5, 1, 1, 0, 2, 2} {
+		got := sv.resize(p, n)
+		want := resizeIn(nil, p, n)
+		if !reflect.DeepEqual(got.Groups, want.Groups) && (len(got.Groups) > 0 || len(want.Groups) > 0) || got.Instances != n {
+			t.Fatalf("step %d, %d replicas: %+v, want %+v", i, n, got.Groups, want.Groups)
+		}
+		again := i > 0 && n == []int{3, 3, 5, 5, 1, 1, 0, 2, 2}[i-1] && len(got.Groups) > 0
+		if same := len(got.Groups) > 0 && len(last) > 0 && &got.Groups[0] == &last[0]; same != again {
+			t.Fatalf("step %d: the last groups handed out again: %v, want %v", i, same, again)
+		}
+		last = got.Groups
+	}
+}

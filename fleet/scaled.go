@@ -130,7 +130,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 				out.Placements = s.bufs.copyOf(plan.Placements, s.reuse)
 				copied = true
 			}
-			out.Placements[i] = resize(p, d.Desired)
+			out.Placements[i] = sv.resize(p, d.Desired)
 		}
 	}
 	// A service that left the policy takes its scaler and decision with it.
@@ -212,16 +212,32 @@ func (s *ScaledSource) Decisions() map[string]autoscale.Decision {
 	return out
 }
 
-// scaledService is a service's autoscaler and its last decision.
+// scaledService is a service's autoscaler and its last decision, and the
+// groups its placement was last resized to (never changed after: the plans
+// share them) with the scratch the next are built in.
 type scaledService struct {
-	a    *autoscale.Autoscaler
-	last autoscale.Decision
+	a            *autoscale.Autoscaler
+	last         autoscale.Decision
+	out, scratch []optimizer.Group
 }
 
-// resize returns p with n replicas: extra ones in the first group, fewer
+// resize is resizeIn with the last groups handed out again when equal
+// (every service is resized every plan, mostly to the same).
+func (sv *scaledService) resize(p optimizer.Placement, n int) optimizer.Placement {
+	r := resizeIn(sv.scratch, p, n)
+	sv.scratch = r.Groups[:0]
+	if !equalGroups(r.Groups, sv.out) {
+		sv.out = cloneGroups(r.Groups)
+	}
+	r.Groups = sv.out
+	return r
+}
+
+// resizeIn returns p with n replicas: extra ones in the first group, fewer
 // taken from the last groups.
-func resize(p optimizer.Placement, n int) optimizer.Placement {
-	groups := append([]optimizer.Group(nil), p.Groups...)
+// The groups are built in buf's memory.
+func resizeIn(buf []optimizer.Group, p optimizer.Placement, n int) optimizer.Placement {
+	groups := append(buf[:0], p.Groups...)
 	total := 0
 	for _, g := range groups {
 		total += g.Instances
