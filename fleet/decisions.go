@@ -116,6 +116,23 @@ func spotPoolOf(pools []livePool, a spotpolicy.Action) string {
 	return string(o.Cloud) + "/" + zoneOf(o) + "/" + o.InstanceType
 }
 
+// setPool sets j.pool to spotPoolOf(pools, a), made anew only when the
+// pool is not the one it names (every job, every plan).
+func (j *liveJob) setPool(pools []livePool, a spotpolicy.Action) {
+	if a.Capacity != spotpolicy.Spot || a.Pool >= len(pools) {
+		j.pool = ""
+		return
+	}
+	o := pools[a.Pool].offer
+	k := [3]string{string(o.Cloud), o.Zone, o.InstanceType}
+	if k[1] == "" {
+		k[1] = o.Region // (zoneOf)
+	}
+	if j.pool == "" || j.poolFor != k {
+		j.pool, j.poolFor = spotPoolOf(pools, a), k
+	}
+}
+
 func trainingDecision(name string, d TrainingDecision) Decision {
 	action := d.Action
 	switch action {

@@ -92,6 +92,12 @@ type HedgedSource struct {
 	poolIDs map[string]int
 	heard   []heardPool
 	heardAt []int
+	// use[id] is poolUse of the numbered pool poolKeys[id] when useAt[id]
+	// is this plan: looked up once per plan, not once per zone per service
+	// (a map hash of four strings each, on the calling goroutine).
+	poolKeys []providers.PoolKey
+	use      []int
+	useAt    []int
 	// blk are the numbered pools' blocks (poolCapacity): each looked up
 	// once per plan, not once per service.
 	blk   []blockMemo
@@ -717,6 +723,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 				id = len(h.poolIDs)
 				h.poolIDs[hg.names[k]] = id
 				h.heard, h.heardAt, h.blk = append(h.heard, heardPool{}), append(h.heardAt, 0), append(h.blk, blockMemo{})
+				h.poolKeys, h.use, h.useAt = append(h.poolKeys, hg.keys[k]), append(h.use, 0), append(h.useAt, 0)
 			}
 			hg.ids[k] = id
 		}
@@ -780,7 +787,7 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// this service's to take (admit hands out what is left). It keeps
 		// what it runs.
 		nominal := hg.nominal[k]
-		if others := h.poolUse[keys[k]] - spot[k]; others > 0 {
+		if others := h.poolUseOf(id, keys[k]) - spot[k]; others > 0 {
 			nominal = max(spot[k], nominal-others)
 		}
 		c, limited, avail := hg.poolCapacity(k, &h.blk[id], h.ugen, nominal, spot[k], u, now)
@@ -792,6 +799,17 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		zones[k].Capacity, zones[k].Limited = c, limited
 	}
 	j.zones = zones
+}
+
+// poolUseOf is h.poolUse[key], key the pool numbered id.
+func (h *HedgedSource) poolUseOf(id int, key providers.PoolKey) int {
+	if h.poolKeys[id] != key {
+		return h.poolUse[key] // (another key of the same name: not cached)
+	}
+	if h.useAt[id] != h.plans {
+		h.use[id], h.useAt[id] = h.poolUse[key], h.plans
+	}
+	return h.use[id]
 }
 
 // heardPool is a spot pool's signal and tracker view in one plan.

@@ -54,6 +54,8 @@ type SolverSource struct {
 	// builds its placements over the plan before the last).
 	reuse bool
 	bufs  placementBufs
+	// byName is replan's index, kept emptied between re-plans.
+	byName map[string]*optimizer.Placement
 }
 
 // Plan returns the current plan.
@@ -124,7 +126,13 @@ func (s *SolverSource) setExpiry(blocked []Entry) {
 func (s *SolverSource) replan(pol *policy.Policy, u *Unavailable, t time.Time, version int, blocked []Entry) *optimizer.Plan {
 	// Pointers into the last plan and the part solve, not copies: a
 	// placement is large and this runs at every block.
-	byName := make(map[string]*optimizer.Placement, len(s.plan.Placements))
+	// (The index is kept between re-plans, emptied: one per block.)
+	if s.byName == nil {
+		s.byName = make(map[string]*optimizer.Placement, len(s.plan.Placements))
+	}
+	byName := s.byName
+	clear(byName)
+	defer clear(byName) // (no pointers into the plans kept)
 	for i := range s.plan.Placements {
 		byName[s.plan.Placements[i].Workload] = &s.plan.Placements[i]
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpubroker/gpubroker/optimizer"
@@ -51,6 +52,10 @@ type Reconciler struct {
 	// instance and agent, and allocating those maps anew each pass was a
 	// good part of the fleet simulator's garbage.
 	spare *passMaps
+	// acts is the last pass's number of actions: the next pass's list
+	// starts that large (grown by doubling, a pass's actions were a
+	// twentieth of the fleet simulator's allocated bytes).
+	acts atomic.Int64
 }
 
 // passMaps are the maps a pass indexes the fleet in.
@@ -64,6 +69,10 @@ type passMaps struct {
 	agents  map[string]*store.InstanceRecord
 	// gangSlots with each job's slice emptied (incompleteGangs).
 	gangSlots map[string][]string
+	// order is a pass's slot order, emptied.
+	order []string
+	// ids are the slot ids desired made (kept: the same every pass).
+	ids slotIDs
 	// specs of the pass's plans (Desired), their memory for the next
 	// pass's: free holds the kept ones, used those the pass took.
 	free, used [][]Spec
@@ -76,7 +85,10 @@ func (p *passState) desired(plan *optimizer.Plan) []Spec {
 	if n := len(m.free); n > 0 {
 		buf, m.free = m.free[n-1], m.free[:n-1]
 	}
-	specs := desiredIn(buf, plan)
+	if m.ids == nil {
+		m.ids = slotIDs{}
+	}
+	specs := desiredIn(buf, plan, m.ids)
 	if specs != nil {
 		m.used = append(m.used, specs)
 	}
@@ -101,6 +113,8 @@ func (r *Reconciler) takeMaps() *passMaps {
 func (r *Reconciler) keepMaps(p *passState) {
 	m := &passMaps{specs: p.specs, slots: p.slots, intents: p.intents, bySlot: p.bySlot, records: p.records, cloud: p.cloud, agents: p.agents,
 		free: append(p.maps.free, p.maps.used...)}
+	clear(p.order)
+	m.order, m.ids = p.order[:0], p.maps.ids
 	clear(m.specs)
 	clear(m.slots)
 	clear(m.intents)
@@ -252,6 +266,7 @@ func (r *Reconciler) pass(ctx context.Context, f store.Fence, write bool) (Repor
 	}
 	p.rep.Took = time.Since(start)
 	slices.SortStableFunc(p.rep.Actions, func(a, b Action) int { return strings.Compare(a.Slot, b.Slot) })
+	r.acts.Store(int64(len(p.rep.Actions)))
 	if write {
 		r.mu.Lock()
 		r.last = p.rep
@@ -275,15 +290,23 @@ type passState struct {
 	// nil ones are made sized.
 	maps *passMaps
 
-	specs    map[string]*Spec
-	order    []string // slot ids: desired first (plan order), then the rest
-	slots    map[string]*store.SlotRecord
-	intents  map[string]*store.IntentRecord // by token
-	bySlot   map[string]*store.IntentRecord // open intent of the slot's current generation
-	records  map[string]*store.FleetInstanceRecord
-	cloud    map[string]*providers.Instance // listed, by id: into the listings, which the pass does not change
-	cloudIDs []string                       // cloud's ids, in the order listed
-	listed   map[pricing.Cloud]bool         // clouds whose listing succeeded
+	specs map[string]*Spec
+	order []string // slot ids: desired first (plan order), then the rest
+	// orderSpecs are order's first ids' specs (the plan's, in order),
+	// nil when an id came twice (decide then reads specs).
+	orderSpecs []Spec
+	slots      map[string]*store.SlotRecord
+	loaded     []store.SlotRecord             // the slots as loaded (slots' records), by id
+	intents    map[string]*store.IntentRecord // by token
+	bySlot     map[string]*store.IntentRecord // open intent of the slot's current generation
+	records    map[string]*store.FleetInstanceRecord
+	cloud      map[string]*providers.Instance // listed, by id: into the listings, which the pass does not change
+	cloudIDs   []string                       // cloud's ids, in the order listed
+	// cloudIns are cloud's instances by cloudIDs' order, unless an id was
+	// listed twice (cloudDup: then cloud has the last listing's).
+	cloudIns []*providers.Instance
+	cloudDup bool
+	listed   map[pricing.Cloud]bool // clouds whose listing succeeded
 	agents   map[string]*store.InstanceRecord
 	alive    map[pricing.Cloud]int
 	launches []*launchPlan
@@ -336,10 +359,10 @@ type terminatePlan struct {
 func (r *Reconciler) observe(ctx context.Context, write bool, f store.Fence) (*passState, error) {
 	now := r.Now().UTC()
 	pm := r.takeMaps()
-	p := &passState{r: r, now: now, write: write, maps: pm, specs: emptyMap(pm.specs, 0), cloud: emptyMap(pm.cloud, 0),
+	p := &passState{r: r, now: now, write: write, maps: pm, specs: emptyMap(pm.specs, 0), cloud: emptyMap(pm.cloud, 0), order: pm.order,
 		listed: map[pricing.Cloud]bool{}, agents: emptyMap(pm.agents, 0), alive: map[pricing.Cloud]int{},
 		dirtyS: map[string]bool{}, dirtyI: map[string]bool{}, dirtyN: map[string]bool{},
-		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: []Action{}}}
+		rep: Report{At: now, Mode: r.Options.Mode, ByState: map[State]int{}, Actions: make([]Action, 0, r.acts.Load())}}
 	if d, ok := r.Store.(EventDiscarder); ok && f.Lease == "" {
 		p.noEvents = d.DiscardsEvents()
 	}
@@ -400,14 +423,23 @@ func (r *Reconciler) observe(ctx context.Context, write bool, f store.Fence) (*p
 	if pm.specs == nil {
 		p.specs = make(map[string]*Spec, len(specs))
 	}
+	unique := true
 	for i := range specs {
 		s := &specs[i]
+		n := len(p.specs)
 		p.specs[s.ID] = s
+		unique = unique && len(p.specs) > n
 		p.order = append(p.order, s.ID)
 	}
+	if unique {
+		// decide reads the first ids' specs here, not in the map.
+		p.orderSpecs = specs
+	}
+	// The slots the plan has left, by id (the loaded slots, not the map:
+	// the same ids, no map walk).
 	var rest []string
-	for id := range p.slots {
-		if p.specs[id] == nil {
+	for i := range p.loaded {
+		if id := p.loaded[i].ID; p.specs[id] == nil {
 			rest = append(rest, id)
 		}
 	}
@@ -427,6 +459,7 @@ func (p *passState) read(ctx context.Context) error {
 	// Sized from the state: a pass builds these every time.
 	pm := p.maps
 	p.slots = emptyMap(pm.slots, len(st.Slots))
+	p.loaded = st.Slots
 	p.bySlot = emptyMap(pm.bySlot, len(st.Slots))
 	p.intents = emptyMap(pm.intents, len(st.Intents))
 	p.records = emptyMap(pm.records, len(st.Instances))
@@ -442,11 +475,16 @@ func (p *passState) read(ctx context.Context) error {
 		x := &st.Instances[i]
 		p.records[x.ID] = x
 	}
-	for _, s := range p.slots {
-		if in := p.intents[r.tokens.token(r.Options.Name, s.ID, s.Generation)]; in != nil && in.SlotID == s.ID {
+	// A slot's intent is the one of its current generation's token: found
+	// from the intents (the open and failed ones: a few), not by a token
+	// per slot. (One intent per token, so at most one per slot.)
+	r.tokens.mu.Lock()
+	for tok, in := range p.intents {
+		if s := p.slots[in.SlotID]; s != nil && tok == r.tokens.tokenLocked(r.Options.Name, s.ID, s.Generation) {
 			p.bySlot[s.ID] = in
 		}
 	}
+	r.tokens.mu.Unlock()
 	// One listing per cloud, all regions: the calls grow with regions
 	// (and pages), never with the number of slots.
 	clouds := make([]pricing.Cloud, 0, len(r.Computes))
@@ -467,13 +505,19 @@ func (p *passState) read(ctx context.Context) error {
 				p.cloud = make(map[string]*providers.Instance, len(list)) // sized: built every pass
 			}
 			p.cloudIDs = make([]string, 0, len(list))
+			p.cloudIns = make([]*providers.Instance, 0, len(list))
 		}
 		for i := range list {
 			in := &list[i]
-			if _, dup := p.cloud[in.ID]; !dup {
-				p.cloudIDs = append(p.cloudIDs, in.ID)
-			}
+			// (One map operation per instance: an id listed before does
+			// not grow the map.)
+			n := len(p.cloud)
 			p.cloud[in.ID] = in
+			if len(p.cloud) > n {
+				p.cloudIDs, p.cloudIns = append(p.cloudIDs, in.ID), append(p.cloudIns, in)
+			} else {
+				p.cloudDup = true
+			}
 			if in.State != providers.StateTerminated {
 				p.alive[c]++
 				p.rep.Instances++
@@ -590,8 +634,17 @@ func (p *passState) decide() {
 	// observe has matched the listed instances to the records
 	// (decideInstances) while the plan was made.
 	p.gathering = p.incompleteGangs()
-	for _, id := range p.order {
-		p.decideSlot(id)
+	for i, id := range p.order {
+		// The plan's specs in order (each its id's: no id twice), then
+		// the slots the plan left (no spec).
+		var spec *Spec
+		switch {
+		case i < len(p.orderSpecs):
+			spec = &p.orderSpecs[i]
+		case p.orderSpecs == nil:
+			spec = p.specs[id]
+		}
+		p.decideSlot(id, spec)
 	}
 	for _, c := range p.byState {
 		p.rep.ByState[c.state] += c.n
@@ -605,13 +658,26 @@ func (p *passState) decide() {
 // reports orphans and plans their termination after the grace period.
 func (p *passState) decideInstances() {
 	// In id order: the listings' order, unless it is not sorted already.
-	ids := p.cloudIDs
+	ids, ins := p.cloudIDs, p.cloudIns
 	if !slices.IsSorted(ids) {
 		ids = slices.Clone(ids)
 		slices.Sort(ids)
+		ins = nil
 	}
-	for _, id := range ids {
-		in := p.cloud[id]
+	if p.cloudDup {
+		ins = nil // (the map has the last listing of an id listed twice)
+	}
+	// The slots' tokens are looked up under one lock (nothing else in the
+	// pass asks for one until it acts).
+	p.r.tokens.mu.Lock()
+	defer p.r.tokens.mu.Unlock()
+	for i, id := range ids {
+		var in *providers.Instance
+		if ins != nil {
+			in = ins[i]
+		} else {
+			in = p.cloud[id]
+		}
 		rec := p.records[id]
 		if rec == nil {
 			rec = &store.FleetInstanceRecord{ID: id, FirstSeen: p.now}
@@ -657,7 +723,7 @@ func (p *passState) decideInstances() {
 		}
 		// Owned: the slot's current instance, launched with the token of the
 		// slot's current generation.
-		owned := slot != nil && slot.InstanceID == id && token == p.r.tokens.token(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
+		owned := slot != nil && slot.InstanceID == id && token == p.r.tokens.tokenLocked(p.r.Options.Name, slot.ID, slot.Generation) && !rec.Retired
 		if owned {
 			if rec.SlotID != slot.ID || !rec.OrphanSince.IsZero() {
 				rec.SlotID, rec.OrphanSince = slot.ID, time.Time{}
@@ -714,8 +780,7 @@ const (
 )
 
 // decideSlot moves one slot along its state machine.
-func (p *passState) decideSlot(id string) {
-	spec := p.specs[id]
+func (p *passState) decideSlot(id string, spec *Spec) {
 	s := p.slots[id]
 	if s == nil {
 		s = &store.SlotRecord{ID: id, Workload: spec.Workload, Kind: spec.Kind, Index: spec.Index, CreatedAt: p.now}

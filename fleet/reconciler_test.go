@@ -769,11 +769,16 @@ func TestDesiredOverAnEarlierAnswerIsDesired(t *testing.T) {
 	grown := *base
 	grown.Placements = append(slices.Clone(base.Placements), renamed.Placements[0])
 	plans := []*optimizer.Plan{base, &pinned, &renamed, &grown, {}}
+	ids := slotIDs{}
 	for i, before := range plans {
 		for j, plan := range plans {
-			got := desiredIn(Desired(before), plan)
+			got := desiredIn(Desired(before), plan, nil)
 			if want := Desired(plan); !reflect.DeepEqual(got, want) {
 				t.Errorf("plan %d over plan %d's slots:\n%+v\nwant\n%+v", j, i, got, want)
+			}
+			// and with the ids kept (by a pass's maps) over the plans
+			if got := desiredIn(Desired(before), plan, ids); !reflect.DeepEqual(got, Desired(plan)) {
+				t.Errorf("plan %d over plan %d's slots, ids kept:\n%+v\nwant\n%+v", j, i, got, Desired(plan))
 			}
 		}
 	}

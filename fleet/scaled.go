@@ -45,9 +45,10 @@ type ScaledSource struct {
 	preMu  sync.Mutex
 	preGot map[string]loadSample
 
-	mu     sync.Mutex
-	scaler map[string]*autoscale.Autoscaler
-	last   map[string]autoscale.Decision
+	mu sync.Mutex
+	// scaler are the services' autoscalers and last decisions (one map:
+	// every service is looked up every plan).
+	scaler map[string]*scaledService
 	// The last plan in and out, and when: a re-plan inside a pass (InPass)
 	// at the same instant on the same inner plan gets the same answer.
 	lastIn, lastOut *optimizer.Plan
@@ -84,7 +85,7 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		return s.lastOut, nil
 	}
 	if s.scaler == nil {
-		s.scaler, s.last = map[string]*autoscale.Autoscaler{}, map[string]autoscale.Decision{}
+		s.scaler = map[string]*scaledService{}
 	}
 	// The inner plan's placements are shared until one is resized: most
 	// passes resize none, and copying every placement of a thousand-workload
@@ -103,12 +104,12 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		for _, g := range p.Groups {
 			planned += g.Instances
 		}
-		a := s.scaler[w.Name]
-		if a == nil {
-			a = autoscale.New(autoscale.FromPolicy(w), planned)
-			s.scaler[w.Name] = a
+		sv := s.scaler[w.Name]
+		if sv == nil {
+			sv = &scaledService{a: autoscale.New(autoscale.FromPolicy(w), planned)}
+			s.scaler[w.Name] = sv
 		} else {
-			a.Reconfigure(autoscale.FromPolicy(w)) // the policy may have been edited
+			sv.a.Reconfigure(autoscale.FromPolicy(w)) // the policy may have been edited
 		}
 		got, hit := pre.get(w, now)
 		sample, err := got.sample, got.err
@@ -119,24 +120,23 @@ func (s *ScaledSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 			s.Log.Warn("autoscale: load unavailable; deciding on what is known", "workload", w.Name, "err", err)
 		}
 		sample.At = now
-		d := a.Observe(sample)
+		d := sv.a.Observe(sample)
 		if s.StopScaling != nil && d.Desired > w.Replicas.Min && s.StopScaling(ctx, w, now) {
 			d.Desired, d.Reason = w.Replicas.Min, d.Reason+"; budget reached: held at replicas.min (stop-scaling)"
 		}
-		s.last[w.Name] = d
+		sv.last = d
 		if d.Desired != planned {
 			if !copied {
 				out.Placements = s.bufs.copyOf(plan.Placements, s.reuse)
 				copied = true
 			}
-			out.Placements[i] = resize(p, d.Desired)
+			out.Placements[i] = sv.resize(p, d.Desired)
 		}
 	}
 	// A service that left the policy takes its scaler and decision with it.
 	for name := range s.scaler {
 		if w := byName[name]; w == nil || w.Kind != policy.Inference {
 			delete(s.scaler, name)
-			delete(s.last, name)
 		}
 	}
 	s.lastIn, s.lastOut, s.lastAt = plan, &out, now
@@ -205,17 +205,39 @@ func (l *loadSamples) get(w policy.Workload, now time.Time) (loadSample, bool) {
 func (s *ScaledSource) Decisions() map[string]autoscale.Decision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]autoscale.Decision, len(s.last))
-	for k, v := range s.last {
-		out[k] = v
+	out := make(map[string]autoscale.Decision, len(s.scaler))
+	for k, v := range s.scaler {
+		out[k] = v.last
 	}
 	return out
 }
 
-// resize returns p with n replicas: extra ones in the first group, fewer
+// scaledService is a service's autoscaler and its last decision, and the
+// groups its placement was last resized to (never changed after: the plans
+// share them) with the scratch the next are built in.
+type scaledService struct {
+	a            *autoscale.Autoscaler
+	last         autoscale.Decision
+	out, scratch []optimizer.Group
+}
+
+// resize is resizeIn with the last groups handed out again when equal
+// (every service is resized every plan, mostly to the same).
+func (sv *scaledService) resize(p optimizer.Placement, n int) optimizer.Placement {
+	r := resizeIn(sv.scratch, p, n)
+	sv.scratch = r.Groups[:0]
+	if !equalGroups(r.Groups, sv.out) {
+		sv.out = cloneGroups(r.Groups)
+	}
+	r.Groups = sv.out
+	return r
+}
+
+// resizeIn returns p with n replicas: extra ones in the first group, fewer
 // taken from the last groups.
-func resize(p optimizer.Placement, n int) optimizer.Placement {
-	groups := append([]optimizer.Group(nil), p.Groups...)
+// The groups are built in buf's memory.
+func resizeIn(buf []optimizer.Group, p optimizer.Placement, n int) optimizer.Placement {
+	groups := append(buf[:0], p.Groups...)
 	total := 0
 	for _, g := range groups {
 		total += g.Instances

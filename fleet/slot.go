@@ -87,12 +87,34 @@ func SlotID(workload string, index int) string { return workload + "/" + strconv
 // job, one per inference replica (hedge replicas included), numbered in
 // the plan's group order so the same plan gives the same identities, or by
 // the groups' pinned Slots where a live stage set them.
-func Desired(plan *optimizer.Plan) []Spec { return desiredIn(nil, plan) }
+func Desired(plan *optimizer.Plan) []Spec { return desiredIn(nil, plan, nil) }
+
+// slotIDs are SlotID's answers kept by workload and index (a pass's specs
+// over the last pass's rename every slot after a placement that grew or
+// shrank: a new string each, every pass).
+type slotIDs map[string][]string
+
+// id is SlotID(workload, index), from ids when kept (ids may be nil).
+func (ids slotIDs) id(workload string, index int) string {
+	if ids == nil || index < 0 || index > 4096 {
+		return SlotID(workload, index)
+	}
+	l := ids[workload]
+	if index < len(l) && l[index] != "" {
+		return l[index]
+	}
+	if index >= len(l) {
+		l = append(l, make([]string, index+1-len(l))...)
+	}
+	l[index] = SlotID(workload, index)
+	ids[workload] = l
+	return l[index]
+}
 
 // desiredIn is Desired in buf's memory, which may hold an earlier answer:
 // a slot's id string is taken from the entry it replaces when that was the
 // same slot (plans change little from pass to pass).
-func desiredIn(buf []Spec, plan *optimizer.Plan) []Spec {
+func desiredIn(buf []Spec, plan *optimizer.Plan, ids slotIDs) []Spec {
 	if plan == nil {
 		return nil
 	}
@@ -138,7 +160,7 @@ func desiredIn(buf []Spec, plan *optimizer.Plan) []Spec {
 				i := len(out)
 				id := old[i].ID
 				if old[i].Index != slot || old[i].Workload != p.Workload || id == "" {
-					id = SlotID(p.Workload, slot)
+					id = ids.id(p.Workload, slot)
 				}
 				out = append(out, Spec{ID: id, Workload: p.Workload, Kind: p.Kind, Index: slot,
 					Offer: pricing.Offer{Cloud: g.Cloud, Region: g.Region, Zone: g.Zone, InstanceType: g.InstanceType,

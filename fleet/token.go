@@ -42,6 +42,12 @@ type memoToken struct {
 func (t *tokenMemo) token(fleetName, slotID string, generation int) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.tokenLocked(fleetName, slotID, generation)
+}
+
+// tokenLocked is token with t.mu held: a pass looks up every slot's token
+// under one lock.
+func (t *tokenMemo) tokenLocked(fleetName, slotID string, generation int) string {
 	if e, ok := t.m[slotID]; ok && e.gen == generation && e.fleet == fleetName {
 		return e.token
 	}

@@ -163,6 +163,11 @@ type TrainingSource struct {
 	// reuse and bufs: ChainConfig.ReusePlanMemory.
 	reuse bool
 	bufs  placementBufs
+	// slots are the workloads' slots in the last fleet read (readSlots),
+	// kept between plans: a map of a thousand new lists per plan was a
+	// twentieth of the fleet simulator's allocated bytes.
+	slots map[string]*svcSlots
+	loads int // fleet reads so far (svcSlots.load)
 	index indexCache
 	// work is Plan's scratch: the plan's jobs (under mu); plans counts
 	// the plans (liveJob.plan).
@@ -246,6 +251,9 @@ func (t *TrainingSource) smooth(key string, price float64, now time.Time) float6
 type liveJob struct {
 	policy   spotpolicy.Training
 	name     string
+	anyKey   string    // the tracker's "any pool" name of the job (made once)
+	poolFor  [3]string // the cloud, zone and instance type pool was made for
+	groups   groupMemo // place's
 	start    time.Time
 	tick     int // last tick decided, -1 before the first
 	decision spotpolicy.Action
@@ -322,8 +330,7 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 		return plan, err
 	}
 	// The jobs' slots, by workload in the fleet's order: read once per
-	// plan, not scanned whole for every job.
-	var slots map[string][]*store.SlotRecord
+	// plan, not scanned whole for every job (t.slots, kept; t.mu held).
 	loaded := false
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -369,14 +376,10 @@ func (t *TrainingSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.P
 				t.work = jobs
 				return nil, fmt.Errorf("training stage: reading the fleet: %w", err)
 			}
-			slots = make(map[string][]*store.SlotRecord, len(byName))
-			for i := range st.Slots {
-				s := &st.Slots[i]
-				slots[s.Workload] = append(slots[s.Workload], s)
-			}
+			t.readSlots(st.Slots)
 			loaded = true
 		}
-		jobs = append(jobs, trainJob{i: i, w: wp, p: out.Placements[i], mine: slots[wp.Name]})
+		jobs = append(jobs, trainJob{i: i, w: wp, p: out.Placements[i], mine: t.slotsOf(wp.Name)})
 		jb := &jobs[len(jobs)-1]
 		jb.j, jb.err = t.job(wp)
 		if jb.j != nil {
@@ -665,7 +668,10 @@ func (t *TrainingSource) prepare(jb *trainJob, u *Unavailable, gen int, now time
 		s.Pools[k] = t.Tracker.Pool(lp.key, now)
 		anyUp = anyUp || s.Pools[k].Available
 	}
-	anyKey := "any:" + w.Name
+	if j.anyKey == "" {
+		j.anyKey = "any:" + w.Name // (j is the workload's: t.jobs by name)
+	}
+	anyKey := j.anyKey
 	t.Tracker.Observe(anyKey, now, anyUp)
 	s.Any = t.Tracker.Pool(anyKey, now)
 	cheapest := 0
@@ -792,8 +798,9 @@ func (t *TrainingSource) finish(ctx context.Context, jb *trainJob, u *Unavailabl
 	j.reported = reported
 	j.decision = a
 	j.lastAt = now
-	j.work, j.deadline, j.pool = work, start.Add(w.Deadline), spotPoolOf(pools, a)
-	np := place(p, pools, od, a, cur)
+	j.work, j.deadline = work, start.Add(w.Deadline)
+	j.setPool(pools, a)
+	np := place(p, pools, od, a, cur, &j.groups)
 	if alt != nil && a.Capacity == spotpolicy.OnDemand && w.Spot != policy.SpotOnly {
 		np = placeAlt(*alt, cur)
 		if j.reason == "" {
@@ -1297,7 +1304,51 @@ func (t *TrainingSource) movePays(s *spotpolicy.State, target int, from, to floa
 // and group order kept so slot identities stay the same. Idle keeps the
 // job pending on its best spot pool: the reconciler launches when the pool
 // is unblocked, which is what waiting for spot means.
-func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spotpolicy.Action) optimizer.Placement {
+// readSlots files the fleet's slots by workload, the lists of the last
+// read emptied as their workloads come (slotsOf ignores the others). A
+// workload's slots come together (the fleet lists them by slot id): one
+// map lookup per run of them. t.mu is held.
+func (t *TrainingSource) readSlots(all []store.SlotRecord) {
+	if t.slots == nil {
+		t.slots = map[string]*svcSlots{}
+	}
+	t.loads++
+	var cur *svcSlots
+	for i := range all {
+		s := &all[i]
+		if cur == nil || cur.name != s.Workload {
+			if cur = t.slots[s.Workload]; cur == nil {
+				cur = &svcSlots{name: s.Workload}
+				t.slots[s.Workload] = cur
+			}
+			if cur.load != t.loads {
+				clear(cur.slots)
+				cur.slots, cur.load = cur.slots[:0], t.loads
+			}
+		}
+		cur.slots = append(cur.slots, s)
+	}
+}
+
+// slotsOf are the workload's slots in the last fleet read (nil: none).
+func (t *TrainingSource) slotsOf(name string) []*store.SlotRecord {
+	if v := t.slots[name]; v != nil && v.load == t.loads && len(v.slots) > 0 {
+		return v.slots
+	}
+	return nil
+}
+
+// groupMemo is a job's placement groups as place last handed them out
+// (never changed after: the plans share them) and the scratch the next are
+// built in, with the spot pool name last made (for spotFor: cloud, zone,
+// GPU).
+type groupMemo struct {
+	out, scratch []optimizer.Group
+	spotPool     string
+	spotFor      [3]string
+}
+
+func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spotpolicy.Action, m *groupMemo) optimizer.Placement {
 	ct, o := pricing.OnDemand, od
 	switch a.Capacity {
 	case spotpolicy.Spot:
@@ -1310,18 +1361,27 @@ func place(p optimizer.Placement, pools []livePool, od pricing.Offer, a, cur spo
 	}
 	price, _ := o.Price(ct)
 	move := cur.Capacity != spotpolicy.None && cur != a
-	groups := make([]optimizer.Group, len(p.Groups))
+	// The groups are built in the job's scratch and handed out as the
+	// last ones when equal (m: every job, every plan, mostly unchanged).
+	groups := resized(m.scratch, len(p.Groups))
+	m.scratch = groups
 	total := 0.0
 	for i, g := range p.Groups {
 		g.Zone, g.Capacity, g.PricePerHour, g.Move = o.Zone, ct, price*float64(g.Instances), move
 		g.SpotPool = ""
 		if ct == pricing.Spot {
-			g.SpotPool = string(o.Cloud) + "/" + zoneOf(o) + "/" + string(o.GPU) // the optimizer's naming
+			if k := [3]string{string(o.Cloud), zoneOf(o), string(o.GPU)}; m.spotPool == "" || m.spotFor != k {
+				m.spotPool, m.spotFor = k[0]+"/"+k[1]+"/"+k[2], k // the optimizer's naming
+			}
+			g.SpotPool = m.spotPool
 		}
 		total += g.PricePerHour
 		groups[i] = g
 	}
-	p.Groups = groups
+	if !equalGroups(groups, m.out) {
+		m.out = cloneGroups(groups)
+	}
+	p.Groups = m.out
 	p.Zone, p.Capacity, p.PricePerHour = o.Zone, ct, total
 	if r := p.RunnerUp; r != nil && (r.Cloud != o.Cloud || r.Region != o.Region || r.InstanceType != o.InstanceType) {
 		// The solver's runner-up becomes the slot's fallback pool when a

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpubroker/gpubroker/policy"
@@ -100,9 +99,24 @@ type Decision struct {
 // Recommend is the stateless rule: the replicas one sample asks for, before
 // stabilisation, clamped to [Min, Max].
 func Recommend(c Config, s Sample) Decision {
+	var buf [128]byte
+	d, reason := recommend(c, s, buf[:0])
+	d.Reason = string(reason)
+	return d
+}
+
+// recommend is Recommend with its reason appended to buf, not in the
+// decision: the reasons joined by "; ", built without fmt (every service
+// is sized every plan).
+func recommend(c Config, s Sample, buf []byte) (Decision, []byte) {
 	c = c.withDefaults()
 	current := s.Ready
-	var reasons []string
+	reason := buf
+	next := func() {
+		if len(reason) > 0 {
+			reason = append(reason, "; "...)
+		}
+	}
 	desired := -1
 	consider := func(name string, observed, target float64) {
 		if target <= 0 || current <= 0 {
@@ -113,17 +127,15 @@ func Recommend(c Config, s Sample) Decision {
 		if math.Abs(ratio-1) > c.Tolerance {
 			d = int(math.Ceil(float64(current) * ratio))
 		}
-		// fmt.Sprintf("%s %.3g vs target %.3g → %d", ...) without fmt:
-		// every service is sized every plan.
-		r := make([]byte, 0, len(name)+40)
-		r = append(r, name...)
-		r = append(r, ' ')
-		r = strconv.AppendFloat(r, observed, 'g', 3, 64)
-		r = append(r, " vs target "...)
-		r = strconv.AppendFloat(r, target, 'g', 3, 64)
-		r = append(r, " → "...)
-		r = strconv.AppendInt(r, int64(d), 10)
-		reasons = append(reasons, string(r))
+		// "%s %.3g vs target %.3g → %d"
+		next()
+		reason = append(reason, name...)
+		reason = append(reason, ' ')
+		reason = strconv.AppendFloat(reason, observed, 'g', 3, 64)
+		reason = append(reason, " vs target "...)
+		reason = strconv.AppendFloat(reason, target, 'g', 3, 64)
+		reason = append(reason, " → "...)
+		reason = strconv.AppendInt(reason, int64(d), 10)
 		desired = max(desired, d)
 	}
 	if c.TargetUtilization > 0 && len(s.Utilization) > 0 {
@@ -137,7 +149,8 @@ func Recommend(c Config, s Sample) Decision {
 		if current <= 0 {
 			// Nothing ready yet: size straight from the load.
 			d := int(math.Ceil(*s.Load / c.TargetPerReplica))
-			reasons = append(reasons, fmt.Sprintf("load %.3g with no ready replica → %d", *s.Load, d))
+			next()
+			reason = fmt.Appendf(reason, "load %.3g with no ready replica → %d", *s.Load, d)
 			desired = max(desired, d)
 		} else {
 			consider("load per replica", *s.Load/float64(current), c.TargetPerReplica)
@@ -145,15 +158,17 @@ func Recommend(c Config, s Sample) Decision {
 	}
 	if desired < 0 {
 		desired = max(current, c.Min)
-		reasons = append(reasons, "no load figures: keep")
+		next()
+		reason = append(reason, "no load figures: keep"...)
 	}
 	raw := desired
 	if up := max(c.MaxScaleUpStep, current); current > 0 && desired > current+up {
 		desired = current + up
-		reasons = append(reasons, fmt.Sprintf("scale up limited to +%d", up))
+		next()
+		reason = fmt.Appendf(reason, "scale up limited to +%d", up)
 	}
 	desired = min(max(desired, c.Min), c.Max)
-	return Decision{Desired: desired, Raw: raw, Reason: strings.Join(reasons, "; ")}
+	return Decision{Desired: desired, Raw: raw}, reason
 }
 
 // Autoscaler keeps a service's recent recommendations for the
@@ -163,6 +178,11 @@ type Autoscaler struct {
 	cfg     Config
 	history []rec
 	current int
+	// reason is the last decision's reason, buf the memory the next is
+	// built in: a service's reason changes with its load, not every plan,
+	// and is then handed out again.
+	reason string
+	buf    []byte
 }
 
 type rec struct {
@@ -194,7 +214,7 @@ func (a *Autoscaler) Current() int { return a.current }
 
 // Observe takes a sample and returns the replica count to run now.
 func (a *Autoscaler) Observe(s Sample) Decision {
-	d := Recommend(a.cfg, s)
+	d, reason := recommend(a.cfg, s, a.buf[:0])
 	a.history = append(a.history, rec{at: s.At, desired: d.Desired})
 	keep := max(a.cfg.ScaleDownWindow, a.cfg.ScaleUpWindow)
 	i := 0
@@ -226,8 +246,14 @@ func (a *Autoscaler) Observe(s Sample) Decision {
 		next = min(a.current, hi)
 	}
 	if next != d.Desired {
-		d.Reason += fmt.Sprintf("; stabilised at %d", next)
+		// + fmt.Sprintf("; stabilised at %d", next)
+		reason = strconv.AppendInt(append(reason, "; stabilised at "...), int64(next), 10)
 	}
+	a.buf = reason
+	if string(reason) != a.reason {
+		a.reason = string(reason)
+	}
+	d.Reason = a.reason
 	a.current = next
 	d.Desired = next
 	return d

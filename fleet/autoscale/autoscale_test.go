@@ -1,6 +1,9 @@
 package autoscale
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +125,102 @@ func TestReconfigure(t *testing.T) {
 	a.Reconfigure(c)
 	if a.Current() != 6 {
 		t.Fatalf("min 6: current %d, want 6", a.Current())
+	}
+}
+
+// The reasons read as fmt would write them, joined by "; ": Recommend
+// builds them in one buffer, Observe appends the stabilisation.
+func TestReasonsAsFmtWritesThem(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 5))
+	for i := range 3000 {
+		c := Config{Min: 1 + rng.IntN(3), Max: 4 + rng.IntN(30), MaxScaleUpStep: rng.IntN(5)}
+		if rng.IntN(4) > 0 {
+			c.TargetUtilization = float64(rng.IntN(100)) / 99
+		}
+		if rng.IntN(3) == 0 {
+			c.TargetPerReplica = float64(rng.IntN(200)) / 3
+		}
+		s := Sample{Ready: rng.IntN(12)}
+		for range rng.IntN(5) {
+			s.Utilization = append(s.Utilization, float64(rng.IntN(1000))/997)
+		}
+		if rng.IntN(2) == 0 {
+			s.Load = load(float64(rng.IntN(5000)) / 7)
+		}
+		got := Recommend(c, s)
+		// The rule as it was written with fmt.
+		cd := c.withDefaults()
+		var reasons []string
+		desired := -1
+		consider := func(name string, observed, target float64) {
+			if target <= 0 || s.Ready <= 0 {
+				return
+			}
+			d, ratio := s.Ready, observed/target
+			if math.Abs(ratio-1) > cd.Tolerance {
+				d = int(math.Ceil(float64(s.Ready) * ratio))
+			}
+			reasons = append(reasons, fmt.Sprintf("%s %.3g vs target %.3g → %d", name, observed, target, d))
+			desired = max(desired, d)
+		}
+		if cd.TargetUtilization > 0 && len(s.Utilization) > 0 {
+			sum := 0.0
+			for _, u := range s.Utilization {
+				sum += u
+			}
+			consider("GPU utilisation", sum/float64(len(s.Utilization)), cd.TargetUtilization)
+		}
+		if cd.TargetPerReplica > 0 && s.Load != nil {
+			if s.Ready <= 0 {
+				d := int(math.Ceil(*s.Load / cd.TargetPerReplica))
+				reasons = append(reasons, fmt.Sprintf("load %.3g with no ready replica → %d", *s.Load, d))
+				desired = max(desired, d)
+			} else {
+				consider("load per replica", *s.Load/float64(s.Ready), cd.TargetPerReplica)
+			}
+		}
+		if desired < 0 {
+			desired = max(s.Ready, cd.Min)
+			reasons = append(reasons, "no load figures: keep")
+		}
+		if up := max(cd.MaxScaleUpStep, s.Ready); s.Ready > 0 && desired > s.Ready+up {
+			reasons = append(reasons, fmt.Sprintf("scale up limited to +%d", up))
+		}
+		if want := strings.Join(reasons, "; "); got.Reason != want {
+			t.Fatalf("case %d (%+v, %+v): reason %q, want %q", i, c, s, got.Reason, want)
+		}
+		a := New(c, rng.IntN(20))
+		s.At = time.Unix(int64(i), 0)
+		d := a.Observe(s)
+		want := Recommend(c, s).Reason
+		if d.Desired != Recommend(c, s).Desired {
+			want += fmt.Sprintf("; stabilised at %d", d.Desired)
+		}
+		if d.Reason != want {
+			t.Fatalf("case %d: observed reason %q, want %q", i, d.Reason, want)
+		}
+	}
+}
+
+// One autoscaler's reasons, sample after sample (its last reason handed out
+// again while it reads the same), are Recommend's with the stabilisation.
+func TestObserveReasonsSampleAfterSample(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 7))
+	c := Config{Min: 1, Max: 30, TargetUtilization: 0.6, ScaleDownWindow: 5 * time.Minute}
+	a := New(c, 4)
+	for i := range 2000 {
+		s := Sample{At: time.Unix(int64(60*i), 0), Ready: 1 + rng.IntN(3)}
+		for range s.Ready {
+			s.Utilization = append(s.Utilization, float64(rng.IntN(4))/3)
+		}
+		r := Recommend(c, s)
+		d := a.Observe(s)
+		want := r.Reason
+		if d.Desired != r.Desired {
+			want += fmt.Sprintf("; stabilised at %d", d.Desired)
+		}
+		if d.Reason != want {
+			t.Fatalf("sample %d: reason %q, want %q", i, d.Reason, want)
+		}
 	}
 }

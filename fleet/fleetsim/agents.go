@@ -2,11 +2,15 @@ package fleetsim
 
 import (
 	"context"
-	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/gpubroker/gpubroker/fleet"
+	"github.com/gpubroker/gpubroker/fleet/autoscale"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/store"
 )
 
@@ -29,7 +33,7 @@ type agents struct {
 	// the autoscaler lists each service's agents every pass.
 	all    []*store.InstanceRecord
 	sorted map[string][]*store.InstanceRecord
-	// running counts each workload's agents in state running (Sim.ready).
+	// running counts each workload's agents in state running (runningOf).
 	running map[string]int
 	// util is each inference service's per-replica utilisation (0..1).
 	util map[string]float64
@@ -75,18 +79,7 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	}
 	var recs []*store.InstanceRecord
 	if workload != "" {
-		// The autoscaler samples one service at a time.
-		var ok bool
-		if recs, ok = a.sorted[workload]; !ok {
-			for _, r := range a.byWL[workload] {
-				recs = append(recs, r)
-			}
-			sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
-			if a.sorted == nil {
-				a.sorted = map[string][]*store.InstanceRecord{}
-			}
-			a.sorted[workload] = recs
-		}
+		recs = a.sortedOf(workload)
 	} else {
 		if a.all == nil {
 			a.all = make([]*store.InstanceRecord, 0, len(a.recs))
@@ -123,6 +116,57 @@ func (a *agents) ListInstances(_ context.Context, workload, state string) ([]sto
 	return out, nil
 }
 
+// sortedOf is the workload's agents sorted by id (a.mu held).
+func (a *agents) sortedOf(workload string) []*store.InstanceRecord {
+	recs, ok := a.sorted[workload]
+	if !ok {
+		for _, r := range a.byWL[workload] {
+			recs = append(recs, r)
+		}
+		sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
+		if a.sorted == nil {
+			a.sorted = map[string][]*store.InstanceRecord{}
+		}
+		a.sorted[workload] = recs
+	}
+	return recs
+}
+
+// agentLoad is the autoscaling stage's load source in the simulator:
+// fleet.AgentLoad's samples, read from the agents without listing them.
+// AgentLoad lists a service's running agents (a copy of each record, every
+// service, every pass) for their heartbeats and utilisations; a simulated
+// agent beats at every instant and carries its service's utilisation, so
+// the sample is the same counted in place.
+type agentLoad struct{ a *agents }
+
+// Sample implements fleet.LoadSource as fleet.AgentLoad{Agents: a} does
+// (its default freshness; a Prometheus metric is read by AgentLoad).
+func (l agentLoad) Sample(ctx context.Context, w policy.Workload, now time.Time) (autoscale.Sample, error) {
+	if w.Autoscale.Prometheus != nil {
+		return fleet.AgentLoad{Agents: l.a}.Sample(ctx, w, now)
+	}
+	var s autoscale.Sample
+	a := l.a
+	beat := a.now() // every listed agent's LastHeartbeat
+	if beat.IsZero() || now.Sub(beat) > agentLoadFresh {
+		return s, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.sortedOf(w.Name) {
+		if r.State != store.StateRunning {
+			continue
+		}
+		s.Ready++
+		s.Utilization = append(s.Utilization, a.util[r.Workload])
+	}
+	return s, nil
+}
+
+// agentLoadFresh is fleet.AgentLoad's default Fresh.
+const agentLoadFresh = 2 * time.Minute
+
 // changed drops the cached lists (a.mu held).
 func (a *agents) changed() { a.gen++ }
 
@@ -150,8 +194,20 @@ func (a *agents) preempting(id string, at time.Time) {
 func (a *agents) add(r *store.InstanceRecord) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.all = nil
-	delete(a.sorted, r.Workload)
+	if a.recs[r.ID] != nil {
+		// Registered again: the lists are rebuilt.
+		a.all = nil
+		clear(a.sorted)
+	} else {
+		// The sorted lists take the agent in place (sorting thousands
+		// after every agent that came was a hundredth of a month's CPU).
+		if a.all != nil { // (nil: not built)
+			a.all = insertByID(a.all, r)
+		}
+		if l, ok := a.sorted[r.Workload]; ok { // (built, perhaps empty)
+			a.sorted[r.Workload] = insertByID(l, r)
+		}
+	}
 	a.changed()
 	a.recs[r.ID] = r
 	a.countRunning(r, 1)
@@ -165,14 +221,32 @@ func (a *agents) remove(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if r := a.recs[id]; r != nil {
-		a.all = nil
-		delete(a.sorted, r.Workload)
+		a.all = deleteByID(a.all, id)
+		if l, ok := a.sorted[r.Workload]; ok {
+			a.sorted[r.Workload] = deleteByID(l, id)
+		}
 		a.changed()
 		delete(a.byWL[r.Workload], id)
 		delete(a.recs, id)
 		a.countRunning(r, -1)
 	}
 }
+
+// insertByID adds r to recs sorted by id.
+func insertByID(recs []*store.InstanceRecord, r *store.InstanceRecord) []*store.InstanceRecord {
+	i, _ := slices.BinarySearchFunc(recs, r.ID, byID)
+	return slices.Insert(recs, i, r)
+}
+
+// deleteByID takes the record id out of recs sorted by id.
+func deleteByID(recs []*store.InstanceRecord, id string) []*store.InstanceRecord {
+	if i, found := slices.BinarySearchFunc(recs, id, byID); found {
+		return slices.Delete(recs, i, i+1)
+	}
+	return recs
+}
+
+func byID(r *store.InstanceRecord, id string) int { return strings.Compare(r.ID, id) }
 
 // countRunning adds d to r's workload's running count if r is running
 // (a.mu held).
@@ -187,11 +261,11 @@ func (a *agents) countRunning(r *store.InstanceRecord, d int) {
 	}
 }
 
-// runningCountsInto sets dst to each workload's count of running agents
-// (a copy: a clone per call was a twentieth of a month's allocations).
-func (a *agents) runningCountsInto(dst map[string]int) {
+// runningOf is the workload's count of running agents (registered, not
+// preempting). The simulator asks per workload: a copy of every count, three
+// times an instant, was a hundredth of a month's CPU on its goroutine.
+func (a *agents) runningOf(workload string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	clear(dst)
-	maps.Copy(dst, a.running)
+	return a.running[workload]
 }

@@ -170,13 +170,15 @@ type Sim struct {
 	computes map[pricing.Cloud]*fake.Compute
 	rec      *fleet.Reconciler
 	tap      *planTap
-	// plIndex is placements' index of plIndexOf (the last plan).
-	plIndex   map[string]*optimizer.Placement
+	// plPos is placement's index of plIndexOf (the last plan): each
+	// workload's last placement's position, for the placements' workloads
+	// plNames.
+	plPos     map[string]int
+	plNames   []string
 	plIndexOf *optimizer.Plan
-	// sampleBuf (sample's ledger entries of one instance) and readyBuf
-	// (ready's counts) are scratch of the simulation's goroutine.
+	// sampleBuf (sample's ledger entries of one instance) is scratch of
+	// the simulation's goroutine.
 	sampleBuf []ledger.Entry
-	readyBuf  map[string]int
 	traces    map[string]*traceIndex
 	timers    timeHeap
 	insts     map[string]*instInfo
@@ -259,7 +261,7 @@ func New(cfg Config) (*Sim, error) {
 		Policy:  s.policy,
 		Now:     s.clk.Now,
 		Log:     cfg.Log,
-		Load:    fleet.AgentLoad{Agents: s.agents},
+		Load:    agentLoad{s.agents}, // (fleet.AgentLoad's samples)
 		// The clock stands still during a pass: the load can be sampled
 		// while the solver and the training stage plan.
 		PrefetchLoad: true,
@@ -674,32 +676,48 @@ func (s *Sim) register(now time.Time) {
 	s.readying = keep
 }
 
-// ready counts each workload's registered, un-noticed agents.
-// The map is the simulation's scratch, valid until the next call.
-func (s *Sim) ready() map[string]int {
-	if s.readyBuf == nil {
-		s.readyBuf = map[string]int{}
+// placement is the last plan's placement of the workload (its last one;
+// nil: none). The index of positions is rebuilt only when a plan places
+// other workloads, or in another order, than the plan it was built for
+// (every pass plans anew, most over the same workloads: a map of a
+// thousand placements per plan was a hundredth of a month's CPU).
+func (s *Sim) placement(name string) *optimizer.Placement {
+	last := s.tap.last
+	if last == nil {
+		return nil
 	}
-	s.agents.runningCountsInto(s.readyBuf)
-	return s.readyBuf
+	if s.plPos == nil || s.plIndexOf != last {
+		if !s.samePlacements(last) {
+			s.plNames = s.plNames[:0]
+			if s.plPos == nil {
+				s.plPos = make(map[string]int, len(last.Placements))
+			}
+			clear(s.plPos)
+			for i := range last.Placements {
+				w := last.Placements[i].Workload
+				s.plNames = append(s.plNames, w)
+				s.plPos[w] = i
+			}
+		}
+		s.plIndexOf = last
+	}
+	if i, ok := s.plPos[name]; ok {
+		return &last.Placements[i]
+	}
+	return nil
 }
 
-// placements indexes the last plan's placements by workload; the index is
-// kept until the plan changes (read twice or more per instant).
-func (s *Sim) placements() map[string]*optimizer.Placement {
-	if s.plIndex != nil && s.plIndexOf == s.tap.last {
-		return s.plIndex
+// samePlacements says whether plan places the workloads plNames, in order.
+func (s *Sim) samePlacements(plan *optimizer.Plan) bool {
+	if s.plPos == nil || len(plan.Placements) != len(s.plNames) {
+		return false
 	}
-	out := map[string]*optimizer.Placement{}
-	if s.tap.last != nil {
-		out = make(map[string]*optimizer.Placement, len(s.tap.last.Placements))
-		for i := range s.tap.last.Placements {
-			p := &s.tap.last.Placements[i]
-			out[p.Workload] = p
+	for i := range plan.Placements {
+		if plan.Placements[i].Workload != s.plNames[i] {
+			return false
 		}
 	}
-	s.plIndex, s.plIndexOf = out, s.tap.last
-	return out
+	return true
 }
 
 // advance moves the jobs' work and the services' time at target from prev
@@ -764,8 +782,6 @@ func (p simProgress) JobProgress(_ context.Context, workload string) (fleet.JobP
 // updateJobs starts and stops the jobs' progress with their slots, and
 // takes finished jobs out of the policy.
 func (s *Sim) updateJobs(now time.Time) {
-	ready := s.ready()
-	pl := s.placements()
 	keep := s.active[:0]
 	for _, j := range s.active {
 		name := j.w.Name
@@ -777,14 +793,15 @@ func (s *Sim) updateJobs(now time.Time) {
 			continue // (out of the policy: dropped from active)
 		}
 		keep = append(keep, j)
-		if p := pl[name]; p != nil {
+		if p := s.placement(name); p != nil {
 			j.desired = p.Instances
 			j.rate = float64(p.GPUs) * nonZero(p.RelativeSpeed) * nonZero(p.ScalingEfficiency)
 			if j.planOD == 0 {
 				j.planOD = p.OnDemandBaseline
 			}
 		}
-		run := j.desired > 0 && j.rate > 0 && ready[name] >= j.desired
+		// (Its registered, un-noticed agents: nothing here changes them.)
+		run := j.desired > 0 && j.rate > 0 && s.agents.runningOf(name) >= j.desired
 		switch {
 		case run && !j.running:
 			j.running, j.since = true, now
@@ -825,14 +842,9 @@ func (j *job) finishAt(start, now time.Time) (time.Time, bool) {
 // updateServices sets each service's target (its load now) and the
 // utilisation its agents report.
 func (s *Sim) updateServices(now time.Time) {
-	ready := s.ready()
-	var pl map[string]*optimizer.Placement
 	for name, sv := range s.svcs {
 		if sv.odPrice == 0 {
-			if pl == nil {
-				pl = s.placements()
-			}
-			sv.odPrice = s.onDemandPrice(pl[name])
+			sv.odPrice = s.onDemandPrice(s.placement(name))
 		}
 		sv.target = sv.baseline
 		if n := len(sv.profile); n > 0 {
@@ -842,7 +854,7 @@ func (s *Sim) updateServices(now time.Time) {
 			}
 			sv.target = sv.profile[h%n]
 		}
-		sv.replicas = ready[name]
+		sv.replicas = s.agents.runningOf(name)
 		util := 1.0
 		if sv.replicas > 0 {
 			util = math.Min(1, float64(sv.target)*sv.tu/float64(sv.replicas))

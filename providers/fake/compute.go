@@ -181,6 +181,9 @@ type simInstance struct {
 	token    string
 	seq      int  // creation order: ids sort in it
 	deleted  bool // left the listing
+	// region is the instance's region's index in Compute.regions (-1:
+	// none of them): a List of all regions counts it without a map.
+	region int
 	// The last one-tag List filter checked against the instance's tags
 	// (which never change) and its answer: the reconciler lists with the
 	// same filter every pass.
@@ -484,6 +487,7 @@ func (c *Compute) syncLocked() {
 // addLocked lists a new instance and indexes it.
 func (c *Compute) addLocked(s *simInstance) {
 	s.seq = c.seq
+	s.region = slices.Index(c.regions, s.inst.Region) // (regions are fixed at New)
 	c.insts[s.inst.ID] = s
 	c.order = append(c.order, s)
 	c.activate(s)
@@ -735,12 +739,22 @@ func (c *Compute) List(ctx context.Context, f providers.Filter) ([]providers.Ins
 
 func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 	regions := f.Regions
-	if len(regions) == 0 {
+	// matched counts the listed instances per region (regions[i]): by the
+	// instances' region index when every region is listed (the fleet's
+	// listing, every pass), through a map of the filter's otherwise.
+	all := len(regions) == 0
+	if all {
 		regions = c.regions
 	}
-	matched := make(map[string]int, len(regions))
-	for _, r := range regions {
-		matched[r] = 0
+	matched := make([]int, len(regions))
+	var at map[string]int
+	if !all {
+		at = make(map[string]int, len(regions))
+		for i, r := range regions {
+			if _, dup := at[r]; !dup {
+				at[r] = i
+			}
+		}
 	}
 	// The filter's tags as pairs: looked up in every instance's tags.
 	want := make([][2]string, 0, len(f.Tags))
@@ -759,8 +773,13 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 		if s.deleted {
 			continue
 		}
-		n, ok := matched[s.inst.Region]
-		if !ok {
+		r := s.region
+		if !all {
+			var ok bool
+			if r, ok = at[s.inst.Region]; !ok {
+				continue
+			}
+		} else if r < 0 {
 			continue
 		}
 		if len(want) == 1 {
@@ -775,10 +794,14 @@ func (c *Compute) listLocked(f providers.Filter) ([]providers.Instance, error) {
 		} else {
 			out = append(out, cloneInstance(s.inst))
 		}
-		matched[s.inst.Region] = n + 1
+		matched[r]++
 	}
-	for _, r := range regions {
-		pages := max(1, (matched[r]+c.pageSize-1)/c.pageSize)
+	for i, r := range regions {
+		n := matched[i]
+		if !all {
+			n = matched[at[r]] // (a region named twice: counted once, paged twice)
+		}
+		pages := max(1, (n+c.pageSize-1)/c.pageSize)
 		for range pages {
 			if err := c.call(APIListPage); err != nil {
 				return nil, fmt.Errorf("fake %s list %s: %w", c.cloud, r, err)

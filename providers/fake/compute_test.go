@@ -179,6 +179,29 @@ func TestListPagesGrowWithRegionsAndPages(t *testing.T) {
 	if got := c.Calls()[APIListPage]; got != 5 {
 		t.Fatalf("list pages = %d, want 5", got)
 	}
+	// Listed by region: the same instances, the same pages per region (a
+	// region named twice is paged twice, its instances listed once; an
+	// unknown one costs a page).
+	for _, tc := range []struct {
+		regions  []string
+		n, pages int
+	}{
+		{[]string{"us-east-1"}, 25, 3},
+		{[]string{"us-west-2", "eu-west-1"}, 0, 2},
+		{[]string{"us-east-1", "us-east-1", "mars-1"}, 25, 7},
+	} {
+		c.ResetCalls()
+		got, err := c.List(ctx, providers.Filter{Regions: tc.regions, Tags: map[string]string{"gpubroker-fleet": "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.n || c.Calls()[APIListPage] != tc.pages {
+			t.Fatalf("list in %v: %d instances in %d pages, want %d in %d", tc.regions, len(got), c.Calls()[APIListPage], tc.n, tc.pages)
+		}
+	}
+	if all, err := c.List(ctx, providers.Filter{}); err != nil || len(all) != 26 {
+		t.Fatalf("untagged list: %d instances (%v), want 26", len(all), err)
+	}
 	c.FailNext(APIListPage, providers.ErrThrottled)
 	if _, err := c.List(ctx, providers.Filter{}); !errors.Is(err, providers.ErrThrottled) {
 		t.Fatalf("list error: %v", err)
