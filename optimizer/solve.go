@@ -582,7 +582,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			// change the sets' columns, and hardgen 99 / seed 4 at 0.6
 			// then ended at 58,415.45 instead of 58,363.81 (TestSubMIP).
 			// The first run ends with the RINS-anchored pairs
-			// (TestSubMIPAnchored); in the second they found nothing on
+			// (TestSubMIP, seed 6); in the second they found nothing on
 			// the hard fleets, at about 5,500 nodes each.
 			choice = s.subMIPLNS(evals, choice, subMIPWork*len(evals), true)
 			added := false
