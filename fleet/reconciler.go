@@ -85,7 +85,9 @@ func (p *passState) desired(plan *optimizer.Plan) []Spec {
 	if n := len(m.free); n > 0 {
 		buf, m.free = m.free[n-1], m.free[:n-1]
 	}
-	if m.ids == nil {
+	if m.ids == nil || (plan != nil && len(m.ids) > 2*len(plan.Placements)+1024) {
+		// (Started afresh when most of its workloads have left the
+		// plans: a broker runs for months while policies change.)
 		m.ids = slotIDs{}
 	}
 	specs := desiredIn(buf, plan, m.ids)

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -837,5 +838,24 @@ func TestNoEventsForAStoreThatKeepsNone(t *testing.T) {
 	}
 	if slotsWritten["keeps none"] != slotsWritten["keeps events"] || slotsWritten["keeps none"] == 0 {
 		t.Errorf("slot records written: %v; want the same, with or without events", slotsWritten)
+	}
+}
+
+// TestPassSlotIDsForgetLeftWorkloads: the slot ids a reconciler keeps
+// between passes do not grow without end as workloads come and go over
+// the months a broker runs.
+func TestPassSlotIDsForgetLeftWorkloads(t *testing.T) {
+	base := planOf(t, testPolicy)
+	p := &passState{maps: &passMaps{}}
+	for i := 0; i < 5000; i++ {
+		plan := *base
+		plan.Placements = slices.Clone(base.Placements)
+		plan.Placements[0].Workload = fmt.Sprintf("gone-%d", i)
+		if got, want := p.desired(&plan), Desired(&plan); !reflect.DeepEqual(got, want) {
+			t.Fatalf("pass %d: %+v, want %+v", i, got, want)
+		}
+	}
+	if n := len(p.maps.ids); n > 2*len(base.Placements)+1024+1 {
+		t.Errorf("%d workloads' slot ids kept after 5,000 plans of a few workloads each", n)
 	}
 }
