@@ -367,7 +367,7 @@ func (a *AdaptiveInference) search(s *InferenceState, rho, risk, spotP, odP floa
 	// one before with its spread carried on (spread places one replica at
 	// a time, round after round: the first n of n+1 are placed as for n),
 	// in the policy's memory; the best one is returned in its own.
-	a.cand = resizedInts(a.cand, len(s.Zones))
+	a.cand = zeroed(a.cand, len(s.Zones))
 	spr := spreader{out: a.cand, order: a.order}
 	for extra := cfg.Extra; extra <= cfg.Extra+s.Target; extra++ {
 		for spr.placed < s.Target+extra && spr.step(s.Zones) {
@@ -428,10 +428,10 @@ func (x *spreader) step(zones []Zone) bool {
 	}
 }
 
-// resizedInts is buf resized to n zeros.
-func resizedInts(buf []int, n int) []int {
+// zeroed is buf resized to n zeros (its memory kept when large enough).
+func zeroed[T int | float64](buf []T, n int) []T {
 	if cap(buf) < n {
-		return make([]int, n)
+		return make([]T, n)
 	}
 	buf = buf[:n]
 	clear(buf)
@@ -900,16 +900,6 @@ type step struct {
 	zone int
 }
 
-// floats is buf resized to n zeros.
-func floats(buf []float64, n int) []float64 {
-	if cap(buf) < n {
-		return make([]float64, n)
-	}
-	buf = buf[:n]
-	clear(buf)
-	return buf
-}
-
 // hedge is riskHedge in x's memory.
 func (x *riskScratch) hedge(target int, surv [][]float64, risk, rho float64) int {
 	// Only the outcomes a zone can have count: a zone that loses all or
@@ -947,8 +937,8 @@ func (x *riskScratch) hedge(target int, surv [][]float64, risk, rho float64) int
 	}
 	// indep[j] = probability that exactly j spot replicas survive when
 	// zones fail independently.
-	indep := floats(x.indep, total+1)
-	nd := floats(x.nd, total+1)
+	indep := zeroed(x.indep, total+1)
+	nd := zeroed(x.nd, total+1)
 	x.indep, x.nd = indep, nd
 	indep[0] = 1
 	for _, m := range zones {
@@ -966,7 +956,7 @@ func (x *riskScratch) hedge(target int, surv [][]float64, risk, rho float64) int
 	// Comonotone: a uniform u picks, in every zone, the survivors at
 	// cumulative chance u. Sweeping u upwards, the sum changes only where
 	// some zone's cumulative chance steps to its next outcome.
-	como := floats(x.como, total+1)
+	como := zeroed(x.como, total+1)
 	x.como = como
 	steps := x.steps[:0]
 	n := 0
