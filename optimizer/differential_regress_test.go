@@ -513,3 +513,44 @@ func TestRepairAfterPolish(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairKeepsLayouts: a partly infeasible fleet whose plan, kept
+// across polishPlaced's second repair, pointed at candidates of the
+// services' re-sorted lists: differential seed 7042 at MAXN=100 put 21
+// GPUs under a 19-GPU europe-* quota. Every quota is checked from the
+// plan's placements.
+func TestRepairKeepsLayouts(t *testing.T) {
+	cat := embedded(t)
+	p := loadDiffPolicy(t, "repair-keeps-layouts.yaml")
+	p.SetDefaults()
+	plan, err := Solve(Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
+	if plan == nil || err != nil && !errors.Is(err, ErrInfeasible) {
+		t.Fatalf("want a plan, got %v", err)
+	}
+	offers := map[string]pricing.Offer{}
+	for _, o := range cat.Offers() {
+		offers[string(o.Cloud)+"/"+o.InstanceType+"/"+o.Region+"/"+o.Zone] = o
+	}
+	used := make([]int, len(p.Quotas))
+	for _, pl := range plan.Placements {
+		for _, g := range pl.Groups {
+			o, ok := offers[string(g.Cloud)+"/"+g.InstanceType+"/"+g.Region+"/"+g.Zone]
+			if !ok {
+				t.Fatalf("%s: group %+v is no catalog offer", pl.Workload, g)
+			}
+			for qi, q := range p.Quotas {
+				if quotaMatches(q, &o) {
+					used[qi] += g.Instances * o.GPUCount
+				}
+			}
+		}
+	}
+	for qi, q := range p.Quotas {
+		if used[qi] > q.MaxGPUs {
+			t.Errorf("quota %d (%s/%s/%s): %d GPUs of %d", qi, q.Cloud, q.Region, q.Family, used[qi], q.MaxGPUs)
+		}
+	}
+	if len(plan.Blocked) == 0 {
+		t.Error("no workload blocked; this fleet has workloads with no option of their own")
+	}
+}

@@ -647,21 +647,52 @@ func (s *solver) polishPlaced(evals []*eval, choice []int, blocked []Blocked, lb
 		// exhaustive search's "proof" while CBC placed every workload
 		// with a layout added later; seed 5947 left 4 out where 3
 		// suffice (TestRepairAfterPolish).
+		// The repair and the solve re-sort the services' candidate lists:
+		// a choice kept across them is found again by its layouts
+		// (without, differential seed 7042 at MAXN=100 kept stale
+		// indexes and broke a quota).
+		sigs := layouts(evals, res.choice)
 		c, b := s.repair(evals, slices.Clone(res.choice), mu, true)
 		switch {
 		case len(b) == 0:
 			// A full plan: the whole fleet solved from it.
-			s.polishing, s.start, s.lb = true, c, nil
-			full := s.solveFleet(evals)
+			full := layouts(evals, c)
+			s.polishing, s.start, s.lb = true, slices.Clone(c), nil
+			again := s.solveFleet(evals)
 			s.polishing, s.start, s.lb = false, nil, nil
-			if len(full.blocked) == 0 {
-				return full
+			if len(again.blocked) == 0 {
+				return again
 			}
+			findLayouts(evals, c, full)
 			return fleetResult{choice: c, lb: res.lb}
 		case len(b) < len(res.blocked):
 			res.choice, res.blocked = c, b
 		default:
+			findLayouts(evals, res.choice, sigs)
 			return res
+		}
+	}
+}
+
+// layouts are the layout signatures of the services' options in choice
+// ("" for jobs and the left out), for findLayouts.
+func layouts(evals []*eval, choice []int) []string {
+	sigs := make([]string, len(choice))
+	for w, c := range choice {
+		if c >= 0 && len(evals[w].svcBound) > 0 {
+			sigs[w] = layoutSig(&evals[w].cands[c])
+		}
+	}
+	return sigs
+}
+
+// findLayouts points choice at the services' options of layouts sigs
+// again, after their candidate lists were extended or re-sorted (a job's
+// list keeps its order).
+func findLayouts(evals []*eval, choice []int, sigs []string) {
+	for w, sig := range sigs {
+		if sig != "" {
+			choice[w] = evals[w].layoutIndex(sig)
 		}
 	}
 }
