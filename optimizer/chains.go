@@ -24,6 +24,15 @@ import (
 // the plan is still far from the bound (chainGap).
 const chainFleet = 150
 
+// oneOffFleet is the largest fleet whose plans made once (not the live
+// fleet's re-plans, which keep chainFleet) get the chain search from each
+// restart's plan and the steps after it: priced chains, holder layouts,
+// partial-row layouts and the sub-MIPs. At 150 the 200-workload hardgen
+// fleet of docs/BENCHMARKS.md (session 14) stopped 1.205% above CBC's
+// optimum over the same candidates (23 CPU-s); at 250, with the sub-MIPs'
+// regret sets, 0.011% (53 CPU-s).
+const oneOffFleet = 250
+
 // chainGap is the gap to the lower bound above which a fleet larger than
 // chainFleet gets the chain search, with a larger budget (chainWorkLarge,
 // chainMaxWork) and patience (chainStaleLarge). Fleets whose plan is that

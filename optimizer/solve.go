@@ -491,7 +491,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			}
 			alt = s.lns(evals, alt, mu, budget/restarts)
 			c := planCost(evals, alt)
-			if len(evals) <= chainFleet && !s.in.Replan {
+			if len(evals) <= oneOffFleet && !s.in.Replan {
 				// Kept for their own chain searches below.
 				alts = append(alts, altPlan{alt, c})
 			}
@@ -505,7 +505,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		case len(evals) <= chainFleet && s.in.Replan:
 			choice = s.chains(evals, choice, mu, chainWork*len(evals), chainStale)
 			ub = planCost(evals, choice)
-		case len(evals) <= chainFleet:
+		case len(evals) <= oneOffFleet && !s.in.Replan:
 			choice = s.multiChains(evals, choice, mu, chainWork*len(evals), chainStale)
 			ub = planCost(evals, choice)
 			sort.SliceStable(alts, func(i, j int) bool { return alts[i].cost < alts[j].cost })
@@ -567,7 +567,7 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		}
 		// The steps below run in plans made once, of fleets small enough,
 		// while the plan is above the bound (each can close the gap).
-		oneOff := len(evals) <= chainFleet && !s.in.Replan && !s.probe
+		oneOff := len(evals) <= oneOffFleet && !s.in.Replan && !s.probe
 		if oneOff && planCost(evals, choice)-lb > eps*lb {
 			// Targeted chains the sampled ones miss, each set searched
 			// with its own multipliers (pricedlns.go).

@@ -674,7 +674,7 @@ func (s *solver) addFrontierLayouts(e *eval) {
 // than its own moves to it, and when any layout was new the
 // large-neighbourhood search runs again from the plan with them (one
 // service's partial layout often needs another workload to move first).
-// On fleets of up to chainFleet workloads the search runs even with
+// On fleets of up to oneOffFleet workloads the search runs even with
 // nothing new, taking holders by what leaving a row costs them (lnsBy).
 // Run last, it returns the plan it got or a cheaper one. As candidates
 // from the start they changed the searches' paths: a 35-workload hard
@@ -716,7 +716,7 @@ func (s *solver) fitColumns(evals []*eval, choice []int, mu []float64, budget in
 	if added {
 		s.resort(evals, st.choice)
 	}
-	if len(evals) > chainFleet {
+	if len(evals) > oneOffFleet {
 		if !added {
 			return choice
 		}
