@@ -647,6 +647,7 @@ func (s *solver) polishPlaced(evals []*eval, choice []int, blocked []Blocked, lb
 		// exhaustive search's "proof" while CBC placed every workload
 		// with a layout added later; seed 5947 left 4 out where 3
 		// suffice (TestRepairAfterPolish).
+		//
 		// The repair and the solve re-sort the services' candidate lists:
 		// a choice kept across them is found again by its layouts
 		// (without, differential seed 7042 at MAXN=100 kept stale

@@ -70,12 +70,6 @@ const (
 	subMIPWork    = 100
 )
 
-// subMIPFleet is the largest fleet the sub-MIPs run on (plans made
-// once). At 250 they reach the 200-workload hard fleet of
-// docs/BENCHMARKS.md (session 14) within 0.011% of CBC's optimum, with
-// the regret sets; the chains stop at chainFleet.
-const subMIPFleet = 250
-
 // subMIPRINS is the most workloads a RINS neighbourhood frees.
 const subMIPRINS = 60
 
@@ -125,6 +119,13 @@ type subMIP struct {
 // limit); keep[i] is a candidate of ws[i] always kept (-1: none). Nil when
 // some workload has no column.
 func (s *solver) newSubMIP(st *state, ws []int, keep []int, limit float64) *subMIP {
+	return s.subMIPOf(st, ws, keep, limit, false)
+}
+
+// subMIPOf is newSubMIP; with leftOut, every candidate column costs 0
+// and each workload also gets a column that leaves it out, costing 1
+// (colJ -1), so the sub-MIP minimises the count left out (leastOutMIP).
+func (s *solver) subMIPOf(st *state, ws []int, keep []int, limit float64, leftOut bool) *subMIP {
 	m := &subMIP{ws: ws}
 	rowIdx := make(map[int32]int)
 	var b []float64
@@ -159,13 +160,19 @@ func (s *solver) newSubMIP(st *state, ws []int, keep []int, limit float64) *subM
 			js = append(js, j)
 			minC = min(minC, e.cands[j].cost)
 		}
-		if len(js) == 0 {
+		if len(js) == 0 && !leftOut {
 			return nil
+		}
+		if leftOut {
+			minC = 0
 		}
 		m.shift += minC
 		for _, j := range js {
 			o := &e.cands[j]
 			c := o.cost - minC
+			if leftOut {
+				c = 0
+			}
 			if c > limit && j != keep[i] {
 				continue
 			}
@@ -180,6 +187,12 @@ func (s *solver) newSubMIP(st *state, ws []int, keep []int, limit float64) *subM
 			cols = append(cols, col)
 			m.colW = append(m.colW, i)
 			m.colJ = append(m.colJ, j)
+		}
+		if leftOut {
+			cost = append(cost, 1)
+			cols = append(cols, []lpCol{{row: i, coef: 1}})
+			m.colW = append(m.colW, i)
+			m.colJ = append(m.colJ, -1)
 		}
 	}
 	m.amts = tightenRows(cols, m.colW, b, eq)
@@ -427,17 +440,7 @@ func (s *solver) solveSet(st *state, set []int, nodes int) (bool, int) {
 		orig[i] = st.choice[w]
 		old += st.evals[w].cands[orig[i]].cost
 	}
-	for _, w := range ws {
-		st.set(w, -1)
-	}
-	restore := func() {
-		for _, w := range ws {
-			st.set(w, -1)
-		}
-		for i, w := range ws {
-			st.set(w, orig[i])
-		}
-	}
+	restore := release(st, ws)
 	// No column whose cost above its workload's cheapest exceeds the
 	// whole set's (old less the cheapest options') can be in a cheaper
 	// plan.
@@ -600,7 +603,6 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 		}
 		rs := s.rowSets(st, subMIPRowSize)
 		sets := slices.Clone(rs)
-
 		for a := 0; a < len(rs) && a < subMIPPairRows; a++ {
 			for b := a + 1; b < len(rs) && b < subMIPPairRows; b++ {
 				u := slices.Clone(rs[a])
@@ -691,90 +693,26 @@ const leastOutNodes = 200
 // that is the answer is skipped. The LP relaxation sees the whole group
 // at once (differential seed 5740 at GPUBROKER_DIFF_MAXN=60: a 64-GPU
 // and a 16-GPU job left out where leaving one service out suffices;
-// TestLeastOutMIP).
+// TestRepairAfterPolish).
 func (s *solver) leastOutMIP(st *state, ws []int) bool {
-	orig := make([]int, len(ws))
 	left := 0
+	keep := make([]int, len(ws))
 	for i, w := range ws {
-		orig[i] = st.choice[w]
-		if orig[i] < 0 {
+		keep[i] = -1
+		if st.choice[w] < 0 {
 			left++
 		}
 	}
 	if left == 0 {
 		return false
 	}
-	for _, w := range ws {
-		st.set(w, -1)
-	}
-	restore := func() {
-		for _, w := range ws {
-			st.set(w, -1)
-		}
-		for i, w := range ws {
-			st.set(w, orig[i])
-		}
-	}
-	m := &subMIP{ws: ws}
-	rowIdx := make(map[int32]int)
-	b := make([]float64, len(ws))
-	eq := make([]bool, len(ws))
-	for i := range ws {
-		b[i], eq[i] = 1, true
-	}
-	row := func(r int32) int {
-		i, ok := rowIdx[r]
-		if !ok {
-			i = len(b)
-			rowIdx[r] = i
-			b = append(b, max(0, st.rem[r]))
-			eq = append(eq, false)
-		}
-		return i
-	}
-	// fitting[i] are the columns of ws[i].
-	fitting := make([][]int, len(ws))
-	for i, w := range ws {
-		e := st.evals[w]
-		for j := range e.cands {
-			if len(fitting[i]) < subMIPOpts && st.fits(e, &e.cands[j]) {
-				fitting[i] = append(fitting[i], j)
-			}
-		}
-	}
-	var cost []float64
-	var cols [][]lpCol
-	for i, w := range ws {
-		e := st.evals[w]
-		for _, j := range fitting[i] {
-			o := &e.cands[j]
-			col := []lpCol{{row: i, coef: 1}}
-			for _, u := range o.uses {
-				col = append(col, lpCol{row: row(u.row), coef: u.amt})
-			}
-			for _, r := range e.budgetRows {
-				col = append(col, lpCol{row: row(r), coef: o.budgetUse})
-			}
-			cost = append(cost, 0)
-			cols = append(cols, col)
-			m.colW = append(m.colW, i)
-			m.colJ = append(m.colJ, j)
-		}
-		cost = append(cost, 1)
-		cols = append(cols, []lpCol{{row: i, coef: 1}})
-		m.colW = append(m.colW, i)
-		m.colJ = append(m.colJ, -1)
-	}
-	m.amts = tightenRows(cols, m.colW, b, eq)
-	m.p = newLP(cost, cols, b, eq, subMIPCuts)
+	restore := release(st, ws)
+	m := s.subMIPOf(st, ws, keep, math.Inf(1), true)
 	// Plans that leave out left-1 or fewer cost less than left.
 	pick, _, _ := m.bb(float64(left), leastOutNodes)
 	if pick == nil {
 		restore()
 		return false
-	}
-	for _, w := range ws {
-		st.set(w, -1)
 	}
 	out := 0
 	for i, w := range ws {
@@ -794,6 +732,24 @@ func (s *solver) leastOutMIP(st *state, ws []int) bool {
 		return false
 	}
 	return true
+}
+
+// release takes the workloads ws out of st's plan; restore puts their
+// options back.
+func release(st *state, ws []int) (restore func()) {
+	orig := make([]int, len(ws))
+	for i, w := range ws {
+		orig[i] = st.choice[w]
+		st.set(w, -1)
+	}
+	return func() {
+		for _, w := range ws {
+			st.set(w, -1)
+		}
+		for i, w := range ws {
+			st.set(w, orig[i])
+		}
+	}
 }
 
 // subMIPRegrets is how many regret sets a round tries.
