@@ -18,10 +18,11 @@ import (
 // other options lack room in to theirs, and the workloads that want the
 // room a holder would leave; each set is re-solved exactly by search.
 
-// chainFleet is the largest constrained fleet chains always runs on. On
-// the 200-workload bench/placement instance it found nothing even with five
-// times the sets (docs/BENCHMARKS.md), so larger fleets run it only when
-// the plan is still far from the bound (chainGap).
+// chainFleet is the largest constrained fleet the live fleet's re-plans
+// always run chains on (plans made once: oneOffFleet). On the
+// 200-workload bench/placement instance of 2026-12-03 they found nothing
+// even with five times the sets (docs/BENCHMARKS.md), so larger fleets run
+// them only when the plan is still far from the bound (chainGap).
 const chainFleet = 150
 
 // oneOffFleet is the largest fleet whose plans made once (not the live
