@@ -626,6 +626,9 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 // they are about the rows, not about a plan). One-off plans only.
 func (s *solver) polishPlaced(evals []*eval, choice []int, blocked []Blocked, lb float64, mu []float64) fleetResult {
 	res := fleetResult{choice: choice, lb: lb, blocked: blocked}
+	// The candidates the last repair of the whole fleet saw (the placed
+	// part's solve may run a repair of its own).
+	repaired := s.repaired
 	for pass := 0; ; pass++ {
 		// A workload placed greedily after a round joins the next round's
 		// fleet, so the plan around it is solved again too (differential
@@ -637,7 +640,7 @@ func (s *solver) polishPlaced(evals []*eval, choice []int, blocked []Blocked, lb
 				break
 			}
 		}
-		if len(res.blocked) == 0 || pass == polishRepairs || candidates(evals) == s.repaired {
+		if len(res.blocked) == 0 || pass == polishRepairs || candidates(evals) == repaired {
 			return res
 		}
 		// Solving the placed part adds service layouts (column
@@ -654,6 +657,7 @@ func (s *solver) polishPlaced(evals []*eval, choice []int, blocked []Blocked, lb
 		// indexes and broke a quota).
 		sigs := layouts(evals, res.choice)
 		c, b := s.repair(evals, slices.Clone(res.choice), mu, true)
+		repaired = s.repaired
 		switch {
 		case len(b) == 0:
 			// A full plan: the whole fleet solved from it.
