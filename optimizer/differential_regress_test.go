@@ -488,7 +488,10 @@ func TestPolishPlaced(t *testing.T) {
 // workload, with layouts that only solving the placed part added; seed
 // 5947: four left out where three suffice; seed 5740: two large jobs left
 // out where leaving one service out suffices, which the depth-first
-// searches could not show on the other 46 workloads (leastOutMIP).
+// searches could not show on the other 46 workloads (leastOutMIP); seed
+// 7054 (at MAXN=100): three left out where two suffice, the 68 others
+// placed only by filling two region quotas to the GPU, which no
+// depth-first search found (placeByMIP in fewestOut).
 func TestRepairAfterPolish(t *testing.T) {
 	cat := embedded(t)
 	for _, tc := range []struct {
@@ -501,6 +504,7 @@ func TestRepairAfterPolish(t *testing.T) {
 		{"repair-after-polish.yaml", map[string]float64{"": 38758.32}},
 		{"repair-after-polish-fewer.yaml", map[string]float64{"w00 w01 w02": 12350.27, "w01 w02 w16": 12473.86}},
 		{"least-out-mip.yaml", map[string]float64{"w09": 306698.89}},
+		{"exact-fill-quotas.yaml", map[string]float64{"w21 w82": 162070.86}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			plan := solveDiffFleet(t, cat, tc.file)

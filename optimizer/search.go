@@ -859,6 +859,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 		return slices.ContainsFunc(skipped, func(x []int) bool { return slices.Equal(x, set) })
 	}
 	rest := make([]int, 0, len(ws))
+	mips := 0
 	// least: every hitting set so far was a smallest one and no search
 	// was cut short, so a hitting set placed is the fewest left out.
 	least := func() bool { return len(skipped) == 0 && hsNodes <= hittingNodes }
@@ -895,6 +896,21 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 			}
 			return least()
 		}
+		// The depth-first search ran out: the sub-MIP's LP sees the
+		// whole set at once (differential seed 7054 at MAXN=100: the 68
+		// workloads left after leaving out the right two fill two
+		// region quotas to the GPU; 12.6·10⁶ search nodes found no
+		// plan, the sub-MIP finds one). A few sets per call: each is up
+		// to fewestMIPNodes LPs.
+		if !r.complete && mips < fewestMIPs && len(rest) <= fewestMIPSize {
+			ok, used := s.placeByMIP(st, rest, fewestMIPNodes)
+			if ok {
+				return least()
+			}
+			if used > 1 {
+				mips++
+			}
+		}
 		if !r.complete || len(r.core) == 0 {
 			skipped = append(skipped, slices.Sorted(slices.Values(out)))
 			continue
@@ -905,6 +921,15 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 	reset()
 	return proven
 }
+
+// fewestMIPs is how many hitting sets one fewestOut call checks by
+// sub-MIP once the search ran out on them, fewestMIPSize the most
+// workloads such a set may place, fewestMIPNodes the node limit of each.
+const (
+	fewestMIPs     = 3
+	fewestMIPSize  = 150
+	fewestMIPNodes = 4000
+)
 
 // hittingNodes bounds minHittingSet's branch and bound, over all the calls
 // of one fewestOut.
