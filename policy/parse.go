@@ -401,8 +401,24 @@ func (d *decoder) number(n *yaml.Node, what string, dst *float64) {
 }
 
 func (d *decoder) duration(n *yaml.Node, what string, dst *time.Duration) {
+	d.durationAllowing(n, what, dst, false)
+}
+
+// durationOrZero is duration for fields where 0 is meaningful
+// (restart_overhead: 0 = restarts are free, checkpoint_interval: 0 =
+// never), written any way a zero duration can be: 0, 0s, 0m, 0h (a
+// generated fleet's restart_overhead: 0m was refused while 0s was taken).
+func (d *decoder) durationOrZero(n *yaml.Node, what string, dst *time.Duration) {
+	d.durationAllowing(n, what, dst, true)
+}
+
+func (d *decoder) durationAllowing(n *yaml.Node, what string, dst *time.Duration, zero bool) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float") {
 		d.typeErr(n, "%s: want a duration such as 72h, 90m or 3d, got %s", what, describe(n))
+		return
+	}
+	if zero && n.Value == "0" {
+		*dst = 0
 		return
 	}
 	v, err := ParseDuration(n.Value)
@@ -410,21 +426,11 @@ func (d *decoder) duration(n *yaml.Node, what string, dst *time.Duration) {
 		d.typeErr(n, "%s: %v", what, err)
 		return
 	}
-	if v == 0 {
+	if v == 0 && !zero {
 		d.typeErr(n, "%s: want a positive duration, or leave it out", what)
 		return
 	}
 	*dst = v
-}
-
-// durationOrZero is duration for fields where 0 is meaningful
-// (restart_overhead: 0 = restarts are free, checkpoint_interval: 0 = never).
-func (d *decoder) durationOrZero(n *yaml.Node, what string, dst *time.Duration) {
-	if n.Kind == yaml.ScalarNode && (n.Value == "0" || n.Value == "0s") {
-		*dst = 0
-		return
-	}
-	d.duration(n, what, dst)
 }
 
 // list decodes a sequence, calling fn with each element and its index path.

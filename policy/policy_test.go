@@ -53,6 +53,10 @@ func TestWorkloadDefaults(t *testing.T) {
 			return Workload{Name: "a", Kind: Training, GPU: GPUNeed{Count: 1}, WorkGPUHours: 1,
 				ReferenceGPU: pricing.A100_80, Spot: SpotNever, Pos: w.Pos}
 		}},
+		{"explicit zeros with a unit kept", "{name: a, kind: training, work: {gpu_hours: 1}, restart_overhead: 0m, checkpoint_interval: 0h, spot: never}", func(w *Workload) Workload {
+			return Workload{Name: "a", Kind: Training, GPU: GPUNeed{Count: 1}, WorkGPUHours: 1,
+				ReferenceGPU: pricing.A100_80, Spot: SpotNever, Pos: w.Pos}
+		}},
 		{"inference", "{name: s, kind: inference, replicas: {min: 3}}", func(w *Workload) Workload {
 			return Workload{Name: "s", Kind: Inference, GPU: GPUNeed{Count: 1}, RestartOverhead: 10 * time.Minute, Spot: SpotPrefer,
 				Replicas: Replicas{Min: 3, Max: 3, TargetUtilization: 0.7}, Spread: Spread{MinZones: 1, MinClouds: 1}, Pos: w.Pos}
