@@ -51,6 +51,7 @@ func TestPricedChains(t *testing.T) {
 		{"99 seed 4 tightness 0.4", 100, 4, 0.4, 59460.10, 59563.37, 59474.83},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // as TestSubMIP's
 			got := solveHard(t, cat, tc.n, tc.seed, tc.tight).Totals.ExpectedCost
 			if got < tc.optimum-0.02 {
 				t.Fatalf("plan %.2f below the proven optimum %.2f", got, tc.optimum)

@@ -72,6 +72,9 @@ func TestSubMIP(t *testing.T) {
 			n = 100
 		}
 		t.Run(fmt.Sprintf("n%d-seed%d-t%.1f", n, tc.seed, tc.tightness), func(t *testing.T) {
+			// Each solve is minutes of CPU on one core: in parallel the
+			// package stays well inside go test's 10-minute limit.
+			t.Parallel()
 			want := tc.want
 			if want == 0 {
 				want = tc.optimum * 1.001
