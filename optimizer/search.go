@@ -907,7 +907,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 			if ok {
 				return least()
 			}
-			if used > 1 {
+			if used > 0 {
 				mips++
 			}
 		}

@@ -376,7 +376,7 @@ const placeMIPCells = 1 << 19
 // placeByMIP places every workload of ws (released from st) by the
 // sub-MIP of ws when it finds a plan within nodes; false (st unchanged)
 // otherwise, also when its tableau would exceed placeMIPCells. used is
-// the nodes it took.
+// the nodes it took (0 when the root LP has no solution).
 func (s *solver) placeByMIP(st *state, ws []int, nodes int) (ok bool, used int) {
 	keep := make([]int, len(ws))
 	for i := range keep {
@@ -385,6 +385,9 @@ func (s *solver) placeByMIP(st *state, ws []int, nodes int) (ok bool, used int) 
 	m := s.newSubMIP(st, ws, keep, math.Inf(1))
 	if m == nil || m.p.m*(m.p.n+m.p.m) > placeMIPCells {
 		return false, 0
+	}
+	if root := m.p.clone(); root.solve(subMIPIters, math.Inf(1)) != lpOptimal {
+		return false, 0 // no LP solution: no plan, and no nodes spent
 	}
 	pick, _, used := m.bbTwice(math.Inf(1), nodes)
 	if pick == nil {
