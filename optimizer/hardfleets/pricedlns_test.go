@@ -1,4 +1,4 @@
-package optimizer_test
+package hardfleets_test
 
 import (
 	"testing"

@@ -1,0 +1,7 @@
+// Package hardfleets holds the optimizer's slowest regression tests: the
+// hardgen fleets whose plans the priced chains and the exact sub-MIPs
+// must bring within reach of CBC's proven optima (TestPricedChains,
+// TestSubMIP). They take minutes of CPU, so they are a test binary of
+// their own: go test gives each binary ten minutes, and beside the rest
+// of the optimizer's tests they came close to that limit.
+package hardfleets
