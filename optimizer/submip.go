@@ -386,7 +386,9 @@ func (s *solver) placeByMIP(st *state, ws []int, nodes int) (ok bool, used int) 
 	if m == nil || m.p.m*(m.p.n+m.p.m) > placeMIPCells {
 		return false, 0
 	}
-	if root := m.p.clone(); root.solve(subMIPIters, math.Inf(1)) != lpOptimal {
+	// The root LP solved in place: bb's root starts from its optimal
+	// basis, so the screen costs no second solve.
+	if m.p.solve(subMIPIters, math.Inf(1)) != lpOptimal {
 		return false, 0 // no LP solution: no plan, and no nodes spent
 	}
 	pick, _, used := m.bbTwice(math.Inf(1), nodes)
