@@ -491,7 +491,9 @@ func TestPolishPlaced(t *testing.T) {
 // searches could not show on the other 46 workloads (leastOutMIP); seed
 // 7054 (at MAXN=100): three left out where two suffice, the 68 others
 // placed only by filling two region quotas to the GPU, which no
-// depth-first search found (placeByMIP in fewestOut).
+// depth-first search found (placeByMIP in fewestOut); seed 7112 (at
+// MAXN=100): a job left out with a "proof" over Solve's own layouts while
+// the search over the model's ran out of nodes (placeWhole).
 func TestRepairAfterPolish(t *testing.T) {
 	cat := embedded(t)
 	for _, tc := range []struct {
@@ -505,6 +507,7 @@ func TestRepairAfterPolish(t *testing.T) {
 		{"repair-after-polish-fewer.yaml", map[string]float64{"w00 w01 w02": 12350.27, "w01 w02 w16": 12473.86}},
 		{"least-out-mip.yaml", map[string]float64{"w09": 306698.89}},
 		{"exact-fill-quotas.yaml", map[string]float64{"w21 w82": 162070.86}},
+		{"model-layouts-search-out.yaml", map[string]float64{"": 79745.67}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			plan := solveDiffFleet(t, cat, tc.file)

@@ -812,6 +812,9 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 			continue
 		}
 		r := s.search(st, comp, math.Inf(1), searchWork, true, nil)
+		// proved: a complete search without a plan is a proof over the
+		// layouts the exact model holds, not only over Solve's own.
+		proved := true
 		if r.pick == nil && final {
 			// The group's services get the layouts the exact model holds
 			// (modelColumns) and the search runs again, so that no fleet
@@ -821,10 +824,22 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 			// and 4173 at MAXN=60 then left one more out).
 			if undo := s.modelColumns(st, comp); undo != nil {
 				s.resort(evals, st.choice)
-				if again := s.search(st, comp, math.Inf(1), searchWork, true, nil); again.pick != nil {
+				again := s.search(st, comp, math.Inf(1), searchWork, true, nil)
+				if again.pick == nil && !again.complete {
+					// The longer lists ran the search out: the sub-MIP
+					// sees the group whole (differential seed 7112 at
+					// MAXN=100: Solve's own layouts proved no full plan,
+					// the model's placed every workload, and the search
+					// over them ran out; TestRepairAfterPolish).
+					again.pick = s.placeWhole(st, comp)
+				}
+				if again.pick != nil {
 					r = again
 				} else {
 					undo()
+					// A proof over the shorter lists is no proof: the
+					// exact model may place what they cannot.
+					proved = again.complete
 				}
 			}
 		}
@@ -838,7 +853,7 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 			}
 		default:
 			p := proofSearch
-			if !r.complete {
+			if !r.complete || !proved {
 				p = proofLimit
 			}
 			for _, w := range comp {
@@ -856,7 +871,7 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 				// smallestFirst, which only take a plan that leaves fewer
 				// out, cannot change it; maxPlaced may still find one as
 				// short for less.
-				proven := s.fewestOut(st, comp, r.core, 4*searchWork)
+				proven := s.fewestOut(st, comp, r.core, 4*searchWork) && proved
 				if !proven {
 					s.leaveOneOut(st, comp)
 					s.smallestFirst(st, comp, mu)

@@ -408,6 +408,26 @@ func (s *solver) placeByMIP(st *state, ws []int, nodes int) (ok bool, used int) 
 	return true, used
 }
 
+// placeWhole places the whole group ws by its sub-MIP (placeByMIP, at
+// most fewestMIPNodes nodes, groups of at most fewestMIPSize) and returns
+// the choices, in ws's order; nil, with st's plan of ws untouched, when
+// it finds none.
+func (s *solver) placeWhole(st *state, ws []int) []int {
+	if len(ws) > fewestMIPSize {
+		return nil
+	}
+	restore := release(st, ws)
+	if ok, _ := s.placeByMIP(st, ws, fewestMIPNodes); !ok {
+		restore()
+		return nil
+	}
+	pick := make([]int, len(ws))
+	for i, w := range ws {
+		pick[i] = st.choice[w]
+	}
+	return pick
+}
+
 // cutRounds adds Gomory mixed-integer cuts at the root, a few per round
 // from the most fractional rows, while they raise the bound.
 func (m *subMIP) cutRounds(p *lp) {

@@ -58,8 +58,13 @@ const (
 // SetDefaults fills in every field left at its zero value with its default,
 // for policies built in code. A zero that is meant (no restart overhead) must
 // be set after calling it. Parse applies the same defaults, but only to the
-// fields the file leaves out, so a written zero is kept and validated.
+// fields the file leaves out, so a written zero is kept and validated; on a
+// policy Parse or Load returned, SetDefaults does nothing (it would turn a
+// written `restart_overhead: 0` into the default and plan another fleet).
 func (p *Policy) SetDefaults() {
+	if p.parsed {
+		return
+	}
 	p.applyDefaults(func(scope, int, string) bool { return false })
 }
 

@@ -54,7 +54,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 // its errors are the nodes' lines and columns in the text name names.
 func decodePolicy(name string, root *yaml.Node) (*Policy, error) {
 	d := &decoder{file: name, loc: newLocator()}
-	p := &Policy{File: name}
+	p := &Policy{File: name, parsed: true}
 	d.policy(root, p)
 	p.applyDefaults(d.loc.isSet)
 	r := &reporter{p: p, loc: d.loc}

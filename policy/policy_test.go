@@ -341,6 +341,24 @@ func TestQuotaMatches(t *testing.T) {
 	}
 }
 
+// TestSetDefaultsAfterParse: SetDefaults on a parsed policy keeps the zeros
+// the file wrote. The optimizer's fixture tests called it after Load and
+// planned a fleet with the default restart overhead in place of a written
+// 0 (differential seed 7112, whose "proof" then did not show).
+func TestSetDefaultsAfterParse(t *testing.T) {
+	p, err := Parse("zero.yaml", []byte("version: 1\nworkloads:\n  - {name: a, kind: training, work: {gpu_hours: 1}, restart_overhead: 0m, spot: never}\n  - {name: b, kind: training, work: {gpu_hours: 1}, spot: never}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetDefaults()
+	if got := p.Workloads[0].RestartOverhead; got != 0 {
+		t.Errorf("written restart_overhead 0m became %v", got)
+	}
+	if got := p.Workloads[1].RestartOverhead; got != DefaultRestartOverhead {
+		t.Errorf("unwritten restart_overhead is %v, want the default %v", got, DefaultRestartOverhead)
+	}
+}
+
 // TestValidateInCode checks policies built in code, the way the optimizer's
 // tests build them: SetDefaults then Validate.
 func TestValidateInCode(t *testing.T) {

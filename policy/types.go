@@ -42,6 +42,9 @@ type Pos struct {
 type Policy struct {
 	// File is the path the policy was read from.
 	File string
+	// parsed: Parse built it, with its defaults applied to the fields the
+	// file left out; SetDefaults leaves it alone, so a written zero stays.
+	parsed bool
 	// Clouds allowed for every workload; defaults to all.
 	Clouds []pricing.Cloud
 	// Regions are glob patterns allowed for every workload; defaults to "*".
