@@ -801,6 +801,12 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 			left++
 		}
 	}
+	// lpCores: some core came from the LP relaxation (lpCore), not from a
+	// complete search; it steers the hitting sets but proves nothing.
+	lpCores := false
+	if left >= 2 && len(core) == 0 {
+		core, lpCores = s.lpCore(st, ws, true), true
+	}
 	if left < 2 || len(core) == 0 {
 		// One left out of a group with a core is the least.
 		return left == 0 || left == 1 && len(core) > 0
@@ -814,6 +820,21 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 		dear[w] = st.evals[w].cands[max(0, orig[i])].cost
 	}
 	cost := func(w int) float64 { return dear[w] }
+	if lpCores {
+		// No core from a search: the hitting sets go first to what the
+		// LP relaxation leaves out, then to the dearest.
+		if shares := s.lpOutShares(st, ws); shares != nil {
+			top := 0.0
+			for _, c := range dear {
+				top = max(top, c)
+			}
+			lp := make(map[int]float64, len(ws))
+			for i, w := range ws {
+				lp[w] = math.Round(shares[i]*1e6) + dear[w]/(top+1)
+			}
+			cost = func(w int) float64 { return lp[w] }
+		}
+	}
 	spent, hsNodes := 0, 0
 	clearAll := func() {
 		for _, w := range ws {
@@ -859,10 +880,10 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 		return slices.ContainsFunc(skipped, func(x []int) bool { return slices.Equal(x, set) })
 	}
 	rest := make([]int, 0, len(ws))
-	mips := 0
+	mips, lpTries := 0, 0
 	// least: every hitting set so far was a smallest one and no search
 	// was cut short, so a hitting set placed is the fewest left out.
-	least := func() bool { return len(skipped) == 0 && hsNodes <= hittingNodes }
+	least := func() bool { return len(skipped) == 0 && hsNodes <= hittingNodes && !lpCores }
 	for spent < budget {
 		out, ok := minHittingSet(cores, left-1, cost, skip, &hsNodes)
 		if !ok {
@@ -889,6 +910,16 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 			return least()
 		}
 		clearAll()
+		// Once a core came from the LP, no proof is left to keep: rest's
+		// LP goes before the search, a millisecond against the search's
+		// eighth of the budget.
+		if lpCores && lpTries < fewestLPTries {
+			lpTries++
+			if c := s.lpCore(st, rest, len(cores) < fewestLPCores); c != nil {
+				cores = append(cores, c)
+				continue
+			}
+		}
 		r := feasible(rest, budget/8)
 		if r.pick != nil {
 			for i, w := range rest {
@@ -929,6 +960,15 @@ const (
 	fewestMIPs     = 3
 	fewestMIPSize  = 150
 	fewestMIPNodes = 4000
+)
+
+// fewestLPTries is how many sets one fewestOut call asks lpCore for a
+// core (an LP each), fewestLPCores how many cores it may have before
+// those stop being shrunk (up to an LP per member): a set's LP is a
+// millisecond or two on a hundred workloads, a shrink a hundred of them.
+const (
+	fewestLPTries = 256
+	fewestLPCores = 16
 )
 
 // hittingNodes bounds minHittingSet's branch and bound, over all the calls

@@ -121,13 +121,15 @@ type subMIP struct {
 // limit); keep[i] is a candidate of ws[i] always kept (-1: none). Nil when
 // some workload has no column.
 func (s *solver) newSubMIP(st *state, ws []int, keep []int, limit float64) *subMIP {
-	return s.subMIPOf(st, ws, keep, limit, false)
+	return s.subMIPOf(st, ws, keep, limit, false, subMIPOpts)
 }
 
 // subMIPOf is newSubMIP; with leftOut, every candidate column costs 0
 // and each workload also gets a column that leaves it out, costing 1
 // (colJ -1), so the sub-MIP minimises the count left out (leastOutMIP).
-func (s *solver) subMIPOf(st *state, ws []int, keep []int, limit float64, leftOut bool) *subMIP {
+// Each workload gets at most opts of its options that fit (and its kept
+// one).
+func (s *solver) subMIPOf(st *state, ws []int, keep []int, limit float64, leftOut bool, opts int) *subMIP {
 	m := &subMIP{ws: ws}
 	rowIdx := make(map[int32]int)
 	var b []float64
@@ -153,7 +155,7 @@ func (s *solver) subMIPOf(st *state, ws []int, keep []int, limit float64, leftOu
 		minC := math.Inf(1)
 		var js []int
 		for j := range e.cands {
-			if len(js) >= subMIPOpts && j != keep[i] {
+			if len(js) >= opts && j != keep[i] {
 				continue
 			}
 			if j != keep[i] && !st.fits(e, &e.cands[j]) {
@@ -408,6 +410,90 @@ func (s *solver) placeByMIP(st *state, ws []int, nodes int) (ok bool, used int) 
 	return true, used
 }
 
+// lpCoreSize is the largest set lpCore examines, lpCoreCells the largest
+// LP tableau (rows × columns): a core is up to one LP per member.
+const (
+	lpCoreSize  = 150
+	lpCoreCells = 1 << 20
+)
+
+// lpCore returns a subset of set, with set's workloads placed nowhere
+// (released from st), whose LP relaxation over every candidate that fits
+// has no solution, shrunk by dropping members while the others' LP still
+// has none; nil when set's own LP has a solution or is too large to
+// solve. Such a set cannot be placed whole, so it serves fewestOut as a
+// core where the depth-first feasibility search ran out of nodes
+// before it could give one (differential seed 7371 at MAXN=150: every
+// search over the 73-workload group ran out, so the hitting sets never
+// started; its LP shows {w46, w67, w74, w111} cannot all be placed).
+// The dual simplex decides infeasibility within a tolerance, so a core
+// from here steers the search but proves nothing.
+func (s *solver) lpCore(st *state, set []int, shrink bool) []int {
+	if len(set) == 0 || len(set) > lpCoreSize {
+		return nil
+	}
+	restore := releaseExact(st, set)
+	defer restore()
+	keep := make([]int, len(set))
+	for i := range keep {
+		keep[i] = -1
+	}
+	infeasible := func(ws []int) bool {
+		m := s.subMIPOf(st, ws, keep[:len(ws)], math.Inf(1), false, math.MaxInt)
+		if m == nil {
+			// A workload with no option that fits: it alone cannot be placed.
+			return true
+		}
+		if m.p.m*(m.p.n+m.p.m) > lpCoreCells {
+			return false
+		}
+		return m.p.solve(subMIPIters, math.Inf(1)) == lpInfeasible
+	}
+	if !infeasible(set) {
+		return nil
+	}
+	core := slices.Clone(set)
+	if !shrink {
+		return core
+	}
+	for i := 0; i < len(core); {
+		sub := slices.Delete(slices.Clone(core), i, i+1)
+		if len(sub) > 0 && infeasible(sub) {
+			core = sub
+			continue
+		}
+		i++
+	}
+	return core
+}
+
+// lpOutShares solves the LP relaxation of leastOutMIP's model over ws
+// (released from st, every option that fits) and returns, in ws's order,
+// how much of each workload it leaves out; nil when it has no solution
+// or is too large.
+func (s *solver) lpOutShares(st *state, ws []int) []float64 {
+	if len(ws) > lpCoreSize {
+		return nil
+	}
+	restore := releaseExact(st, ws)
+	defer restore()
+	keep := make([]int, len(ws))
+	for i := range keep {
+		keep[i] = -1
+	}
+	m := s.subMIPOf(st, ws, keep, math.Inf(1), true, math.MaxInt)
+	if m == nil || m.p.m*(m.p.n+m.p.m) > lpCoreCells || m.p.solve(subMIPIters, math.Inf(1)) != lpOptimal {
+		return nil
+	}
+	out := make([]float64, len(ws))
+	for j, w := range m.colW {
+		if m.colJ[j] < 0 {
+			out[w] = m.p.value(j)
+		}
+	}
+	return out
+}
+
 // placeWhole places the whole group ws by its sub-MIP (placeByMIP, at
 // most fewestMIPNodes nodes, groups of at most fewestMIPSize) and returns
 // the choices, in ws's order; nil, with st's plan of ws untouched, when
@@ -416,7 +502,7 @@ func (s *solver) placeWhole(st *state, ws []int) []int {
 	if len(ws) > fewestMIPSize {
 		return nil
 	}
-	restore := release(st, ws)
+	restore := releaseExact(st, ws)
 	if ok, _ := s.placeByMIP(st, ws, fewestMIPNodes); !ok {
 		restore()
 		return nil
@@ -788,7 +874,7 @@ func (s *solver) leastOutMIP(st *state, ws []int) bool {
 		return false
 	}
 	restore := release(st, ws)
-	m := s.subMIPOf(st, ws, keep, math.Inf(1), true)
+	m := s.subMIPOf(st, ws, keep, math.Inf(1), true, subMIPOpts)
 	// Plans that leave out left-1 or fewer cost less than left.
 	pick, _, _ := m.bb(float64(left), leastOutNodes)
 	if pick == nil {
@@ -813,6 +899,20 @@ func (s *solver) leastOutMIP(st *state, ws []int) bool {
 		return false
 	}
 	return true
+}
+
+// releaseExact is release whose restore also puts back st's remaining
+// capacities bit for bit: taking budget amounts out and back in rounds,
+// and on hard fleets a budget row one ulp off turns a later fit the
+// other way (a look at the LP that changed nothing moved hardgen 148 /
+// seed 1 from 98,005.54 to 102,137.68; TestPricedChains).
+func releaseExact(st *state, ws []int) (restore func()) {
+	rem := slices.Clone(st.rem)
+	back := release(st, ws)
+	return func() {
+		back()
+		copy(st.rem, rem)
+	}
 }
 
 // release takes the workloads ws out of st's plan; restore puts their
