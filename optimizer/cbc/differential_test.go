@@ -655,7 +655,12 @@ func compareFleet(ctx context.Context, s *Solver, cat *pricing.Catalog, offers m
 		// model lacks a candidate the heuristic used (or the plan breaks a
 		// row the check above missed).
 		// Each placement's cost is rounded to the cent before the sum.
-		if h < opt*(1-1e-9)-0.005*float64(len(plan.Placements))-1e-6 {
+		// CBC's "optimal" is within its own tolerances: on seed 7036 at
+		// MAXN=100 (a spot-only job without checkpoints makes the total
+		// $18.2 billion) its cold run stopped $139 (7.6·10⁻⁹) above the
+		// heuristic's plan, and warm-started from that plan (`plan
+		// --solver exact`) it calls that plan optimal.
+		if h < opt*(1-1e-8)-0.005*float64(len(plan.Placements))-1e-6 {
 			res.heuristicBelowModel = true
 			bad("heuristic %.4f below CBC's optimum %.4f over the model", h, opt)
 		}
