@@ -803,9 +803,9 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 	}
 	// lpCores: some core came from the LP relaxation (lpCore), not from a
 	// complete search; it steers the hitting sets but proves nothing.
-	lpCores := false
+	lpCores, lps := false, fewestLPs
 	if left >= 2 && len(core) == 0 {
-		core, lpCores = s.lpCore(st, ws, true), true
+		core, lpCores = s.lpCore(st, ws, true, &lps), true
 	}
 	if left < 2 || len(core) == 0 {
 		// One left out of a group with a core is the least.
@@ -880,7 +880,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 		return slices.ContainsFunc(skipped, func(x []int) bool { return slices.Equal(x, set) })
 	}
 	rest := make([]int, 0, len(ws))
-	mips, lpTries := 0, 0
+	mips := 0
 	// least: every hitting set so far was a smallest one and no search
 	// was cut short, so a hitting set placed is the fewest left out.
 	least := func() bool { return len(skipped) == 0 && hsNodes <= hittingNodes && !lpCores }
@@ -913,9 +913,8 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 		// Once a core came from the LP, no proof is left to keep: rest's
 		// LP goes before the search, a millisecond against the search's
 		// eighth of the budget.
-		if lpCores && lpTries < fewestLPTries {
-			lpTries++
-			if c := s.lpCore(st, rest, len(cores) < fewestLPCores); c != nil {
+		if lpCores {
+			if c := s.lpCore(st, rest, len(cores) < fewestLPCores, &lps); c != nil {
 				cores = append(cores, c)
 				continue
 			}
@@ -962,13 +961,13 @@ const (
 	fewestMIPNodes = 4000
 )
 
-// fewestLPTries is how many sets one fewestOut call asks lpCore for a
-// core (an LP each), fewestLPCores how many cores it may have before
-// those stop being shrunk (up to an LP per member): a set's LP is a
-// millisecond or two on a hundred workloads, a shrink a hundred of them.
+// fewestLPs is how many LPs one fewestOut call solves for lpCore (a set's
+// LP is a millisecond or two on a hundred workloads, so about a second or
+// two), fewestLPCores how many cores it may have before new ones stop
+// being shrunk (up to an LP per member).
 const (
-	fewestLPTries = 256
-	fewestLPCores = 16
+	fewestLPs     = 1024
+	fewestLPCores = 8
 )
 
 // hittingNodes bounds minHittingSet's branch and bound, over all the calls

@@ -419,17 +419,19 @@ const (
 
 // lpCore returns a subset of set, with set's workloads placed nowhere
 // (released from st), whose LP relaxation over every candidate that fits
-// has no solution, shrunk by dropping members while the others' LP still
-// has none; nil when set's own LP has a solution or is too large to
-// solve. Such a set cannot be placed whole, so it serves fewestOut as a
-// core where the depth-first feasibility search ran out of nodes
-// before it could give one (differential seed 7371 at MAXN=150: every
-// search over the 73-workload group ran out, so the hitting sets never
-// started; its LP shows {w46, w67, w74, w111} cannot all be placed).
-// The dual simplex decides infeasibility within a tolerance, so a core
-// from here steers the search but proves nothing.
-func (s *solver) lpCore(st *state, set []int, shrink bool) []int {
-	if len(set) == 0 || len(set) > lpCoreSize {
+// has no solution, shrunk (when shrink is set) by dropping members while
+// the others' LP still has none; nil when set's own LP has a solution or
+// is too large to solve. Such a set cannot be placed whole, so it serves
+// fewestOut as a core where the depth-first feasibility search ran out of
+// nodes before it could give one (differential seed 7371 at MAXN=150:
+// every search over the 73-workload group ran out, so the hitting sets
+// never started; its LP shows {w46, w67, w74, w111} cannot all be
+// placed). Each LP solved takes one from *lps; at zero it solves no more
+// (a shrink stops where it is, still a core). The dual simplex decides
+// infeasibility within a tolerance, so a core from here steers the search
+// but proves nothing.
+func (s *solver) lpCore(st *state, set []int, shrink bool, lps *int) []int {
+	if len(set) == 0 || len(set) > lpCoreSize || *lps <= 0 {
 		return nil
 	}
 	restore := releaseExact(st, set)
@@ -447,6 +449,7 @@ func (s *solver) lpCore(st *state, set []int, shrink bool) []int {
 		if m.p.m*(m.p.n+m.p.m) > lpCoreCells {
 			return false
 		}
+		*lps--
 		return m.p.solve(subMIPIters, math.Inf(1)) == lpInfeasible
 	}
 	if !infeasible(set) {
@@ -456,7 +459,7 @@ func (s *solver) lpCore(st *state, set []int, shrink bool) []int {
 	if !shrink {
 		return core
 	}
-	for i := 0; i < len(core); {
+	for i := 0; i < len(core) && *lps > 0; {
 		sub := slices.Delete(slices.Clone(core), i, i+1)
 		if len(sub) > 0 && infeasible(sub) {
 			core = sub
