@@ -803,9 +803,9 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 	}
 	// lpCores: some core came from the LP relaxation (lpCore), not from a
 	// complete search; it steers the hitting sets but proves nothing.
-	lpCores, lps := false, fewestLPs
+	lpCores, lpCells := false, fewestLPCells
 	if left >= 2 && len(core) == 0 {
-		core, lpCores = s.lpCore(st, ws, true, &lps), true
+		core, lpCores = s.lpCore(st, ws, true, &lpCells), true
 	}
 	if left < 2 || len(core) == 0 {
 		// One left out of a group with a core is the least.
@@ -914,7 +914,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 		// LP goes before the search, a millisecond against the search's
 		// eighth of the budget.
 		if lpCores {
-			if c := s.lpCore(st, rest, len(cores) < fewestLPCores, &lps); c != nil {
+			if c := s.lpCore(st, rest, len(cores) < fewestLPCores, &lpCells); c != nil {
 				cores = append(cores, c)
 				continue
 			}
@@ -961,12 +961,13 @@ const (
 	fewestMIPNodes = 4000
 )
 
-// fewestLPs is how many LPs one fewestOut call solves for lpCore (a set's
-// LP is a millisecond or two on a hundred workloads, so about a second or
-// two), fewestLPCores how many cores it may have before new ones stop
-// being shrunk (up to an LP per member).
+// fewestLPCells is the LP work one fewestOut call gives lpCore, in
+// tableau cells summed over the LPs it solves (seed 7371's 73-workload
+// group: about 10⁵ cells and a millisecond or two an LP, so about a
+// thousand LPs), fewestLPCores how many cores it may have before new ones
+// stop being shrunk (up to an LP per member).
 const (
-	fewestLPs     = 1024
+	fewestLPCells = 1 << 27
 	fewestLPCores = 8
 )
 

@@ -426,12 +426,13 @@ const (
 // nodes before it could give one (differential seed 7371 at MAXN=150:
 // every search over the 73-workload group ran out, so the hitting sets
 // never started; its LP shows {w46, w67, w74, w111} cannot all be
-// placed). Each LP solved takes one from *lps; at zero it solves no more
-// (a shrink stops where it is, still a core). The dual simplex decides
+// placed). Each LP solved takes its tableau's cells (rows × columns)
+// from *cells; with none left it solves no more (a shrink stops where it
+// is, still a core). The dual simplex decides
 // infeasibility within a tolerance, so a core from here steers the search
 // but proves nothing.
-func (s *solver) lpCore(st *state, set []int, shrink bool, lps *int) []int {
-	if len(set) == 0 || len(set) > lpCoreSize || *lps <= 0 {
+func (s *solver) lpCore(st *state, set []int, shrink bool, cells *int) []int {
+	if len(set) == 0 || len(set) > lpCoreSize || *cells <= 0 {
 		return nil
 	}
 	restore := releaseExact(st, set)
@@ -446,10 +447,11 @@ func (s *solver) lpCore(st *state, set []int, shrink bool, lps *int) []int {
 			// A workload with no option that fits: it alone cannot be placed.
 			return true
 		}
-		if m.p.m*(m.p.n+m.p.m) > lpCoreCells {
+		size := m.p.m * (m.p.n + m.p.m)
+		if size > lpCoreCells || size > *cells {
 			return false
 		}
-		*lps--
+		*cells -= size
 		return m.p.solve(subMIPIters, math.Inf(1)) == lpInfeasible
 	}
 	if !infeasible(set) {
@@ -459,7 +461,7 @@ func (s *solver) lpCore(st *state, set []int, shrink bool, lps *int) []int {
 	if !shrink {
 		return core
 	}
-	for i := 0; i < len(core) && *lps > 0; {
+	for i := 0; i < len(core) && *cells > 0; {
 		sub := slices.Delete(slices.Clone(core), i, i+1)
 		if len(sub) > 0 && infeasible(sub) {
 			core = sub
