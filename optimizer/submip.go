@@ -380,10 +380,7 @@ const placeMIPCells = 1 << 19
 // otherwise, also when its tableau would exceed placeMIPCells. used is
 // the nodes it took (0 when the root LP has no solution).
 func (s *solver) placeByMIP(st *state, ws []int, nodes int) (ok bool, used int) {
-	keep := make([]int, len(ws))
-	for i := range keep {
-		keep[i] = -1
-	}
+	keep := noneKept(len(ws))
 	m := s.newSubMIP(st, ws, keep, math.Inf(1))
 	if m == nil || m.p.m*(m.p.n+m.p.m) > placeMIPCells {
 		return false, 0
@@ -437,10 +434,7 @@ func (s *solver) lpCore(st *state, set []int, shrink bool, cells *int) []int {
 	}
 	restore := releaseExact(st, set)
 	defer restore()
-	keep := make([]int, len(set))
-	for i := range keep {
-		keep[i] = -1
-	}
+	keep := noneKept(len(set))
 	infeasible := func(ws []int) bool {
 		m := s.subMIPOf(st, ws, keep[:len(ws)], math.Inf(1), false, math.MaxInt)
 		if m == nil {
@@ -482,10 +476,7 @@ func (s *solver) lpOutShares(st *state, ws []int) []float64 {
 	}
 	restore := releaseExact(st, ws)
 	defer restore()
-	keep := make([]int, len(ws))
-	for i := range keep {
-		keep[i] = -1
-	}
+	keep := noneKept(len(ws))
 	m := s.subMIPOf(st, ws, keep, math.Inf(1), true, math.MaxInt)
 	if m == nil || m.p.m*(m.p.n+m.p.m) > lpCoreCells || m.p.solve(subMIPIters, math.Inf(1)) != lpOptimal {
 		return nil
@@ -904,6 +895,15 @@ func (s *solver) leastOutMIP(st *state, ws []int) bool {
 		return false
 	}
 	return true
+}
+
+// noneKept is a sub-MIP's keep for n workloads that keep no option.
+func noneKept(n int) []int {
+	keep := make([]int, n)
+	for i := range keep {
+		keep[i] = -1
+	}
+	return keep
 }
 
 // releaseExact is release whose restore also puts back st's remaining

@@ -781,6 +781,10 @@ func TestDifferentialCBC(t *testing.T) {
 				_ = os.WriteFile(filepath.Join(dir, f.name), []byte(f.yaml), 0o644)
 			}
 		}
+		// A long run (-v) says how far it got, should it be stopped.
+		if done := seed - first + 1; testing.Verbose() && done%10 == 0 {
+			t.Logf("%d of %d fleets checked (through seed %d), %d failed", done, fleets, seed, failed)
+		}
 	}
 	t.Logf("%d fleets: %d compared at CBC's optimum (%d with services, %d where the heuristic beat the static model), %d partly infeasible (%d of them compared with CBC's optimum for the same left out, max gap %.4f%%), %d failed; max gap %.4f%%",
 		fleets, compared, withSvc, below, partly, partlyCompared, maxPartlyGap, failed, maxGap)
