@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,6 +83,45 @@ func TestSimulateInference(t *testing.T) {
 	}
 }
 
+func TestSimulateMixedTicks(t *testing.T) {
+	// A pool measured every 150 s beside zone-a's 300-s ticks: zone-a is
+	// resampled to 150 s and says so.
+	csv := filepath.Join(t.TempDir(), "fine.csv")
+	var b strings.Builder
+	b.WriteString("seconds,available\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "%d,%d\n", i*150, 1-i/40%2)
+	}
+	if err := os.WriteFile(csv, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"simulate", "inference", "--trace", filepath.Join(testTraces, "zone-a.json") + "," + csv, "--target", "2"}
+	code, out, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "zone zone-a") || !strings.Contains(out, "ticks of 150 s (resampled from 300 s)") {
+		t.Errorf("output does not say zone-a was resampled:\n%s", out)
+	}
+	code, out, stderr = runCLI(t, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Traces []struct {
+			Name     string `json:"name"`
+			Gap      int    `json:"gap_seconds"`
+			Measured int    `json:"measured_gap_seconds"`
+		} `json:"traces"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Traces) != 2 || rep.Traces[0].Gap != 150 || rep.Traces[0].Measured != 300 || rep.Traces[1].Measured != 0 {
+		t.Errorf("traces %+v; want both on 150 s, zone-a measured at 300 s", rep.Traces)
+	}
+}
+
 func TestSimulateBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
@@ -105,7 +145,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{"infeasible", []string{"simulate", "training", "--trace", good, "--work", "30h", "--deadline", "30h"}, "does not fit in the deadline"},
 		{"deadline longer than trace", []string{"simulate", "training", "--trace", good, "--work", "100h", "--deadline", "200h"}, "the traces have 1500"},
 		{"bad output", []string{"simulate", "training", "--trace", good, "-o", "xml"}, "want table or json"},
-		{"mixed ticks", []string{"simulate", "inference", "--trace", good + "," + other}, "all pools must share one tick"},
+		{"mixed ticks, too short", []string{"simulate", "training", "--trace", good + "," + other}, "ticks of 60 s; the traces have 2"},
 		{"bad target", []string{"simulate", "inference", "--trace", good, "--target", "0"}, "target must be at least 1"},
 		{"unknown instance", []string{"simulate", "training", "--trace", good, "--instance-type", "z9.huge"}, "no on-demand and spot price"},
 	}

@@ -11,19 +11,29 @@ import (
 
 // TraceInfo describes a replayed trace.
 type TraceInfo struct {
-	Name         string  `json:"name"`
-	Ticks        int     `json:"ticks"`
-	GapSeconds   int     `json:"gap_seconds"`
-	Availability float64 `json:"availability"`
+	Name       string `json:"name"`
+	Ticks      int    `json:"ticks"`
+	GapSeconds int    `json:"gap_seconds"`
+	// MeasuredGapSeconds is the file's tick where it differs from the
+	// simulation's (the trace was resampled to the finest tick of the set).
+	MeasuredGapSeconds int     `json:"measured_gap_seconds,omitempty"`
+	Availability       float64 `json:"availability"`
 }
 
 // Infos describes the pools' traces.
 func (p *Pools) Infos() []TraceInfo {
 	out := make([]TraceInfo, len(p.Traces))
 	for i, t := range p.Traces {
-		out[i] = TraceInfo{Name: t.Name, Ticks: len(t.Avail), GapSeconds: t.Gap, Availability: round(t.Fraction(), 4)}
+		out[i] = TraceInfo{Name: t.Name, Ticks: len(t.Avail), GapSeconds: t.Gap, MeasuredGapSeconds: t.Measured, Availability: round(t.Fraction(), 4)}
 	}
 	return out
+}
+
+func (t TraceInfo) resampled() string {
+	if t.MeasuredGapSeconds == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (resampled from %d s)", t.MeasuredGapSeconds)
 }
 
 // OptimumSummary is the exact optimum over the same starts.
@@ -118,7 +128,7 @@ func (r TrainingReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "Training: %.4g h of work, deadline %.4g h, changeover %.4g h, %s; on-demand $%.4g/h, spot $%.4g/h; %d starts (seed %d)\n",
 		r.WorkHours, r.DeadlineHours, r.ChangeoverHours, ckpt, r.OnDemandPrice, r.SpotPrice, r.Starts, r.Seed)
 	for _, t := range r.Traces {
-		fmt.Fprintf(w, "  pool %-28s %d ticks of %d s, spot available %.1f%% of the time\n", t.Name, t.Ticks, t.GapSeconds, t.Availability*100)
+		fmt.Fprintf(w, "  pool %-28s %d ticks of %d s%s, spot available %.1f%% of the time\n", t.Name, t.Ticks, t.GapSeconds, t.resampled(), t.Availability*100)
 	}
 	fmt.Fprintf(w, "Costs are fractions of on-demand only ($%.2f per job).\n\n", r.OnDemandCostUSD)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -177,6 +187,11 @@ func BuildInferenceReport(c Inference, p *Pools, policies []string) (InferenceRe
 func (r InferenceReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "Inference: target %d ready replicas, ready delay %.4g min; on-demand $%.4g/h, spot $%.4g/h; %d zones\n",
 		r.Target, r.ReadyDelayMinutes, r.OnDemandPrice, r.SpotPrice, len(r.Traces))
+	for _, t := range r.Traces {
+		if t.MeasuredGapSeconds > 0 {
+			fmt.Fprintf(w, "  zone %-28s %d ticks of %d s%s\n", t.Name, t.Ticks, t.GapSeconds, t.resampled())
+		}
+	}
 	fmt.Fprintf(w, "Costs are fractions of %d on-demand replicas.\n\n", r.Target)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "POLICY\tAT TARGET\tCOST\tSPOT REPLICA-H\tON-DEMAND REPLICA-H\tPREEMPTIONS\tLAUNCHES\tLONGEST BELOW (H)\t")

@@ -25,6 +25,9 @@ type Trace struct {
 	Name  string // pool name, from the file name ("us-west-2a_v100_1")
 	Gap   int    // seconds per tick
 	Avail []int
+	// Measured is the file's own tick when the trace was resampled to Gap
+	// (0: Gap is the file's tick).
+	Measured int
 }
 
 // Available reports whether at least one spot instance can be had at tick i.

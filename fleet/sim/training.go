@@ -40,27 +40,65 @@ const DefaultHistory = 48 * time.Hour
 // ErrSetting marks a simulation setting that cannot be run.
 var ErrSetting = errors.New("invalid simulation setting")
 
-// Pools are the spot pools of one simulation: traces with the same tick,
-// cut to the shortest.
+// Pools are the spot pools of one simulation: traces on one tick, cut to the
+// shortest.
 type Pools struct {
 	Traces []*Trace
 	Gap    int
 	Len    int
 }
 
-// NewPools checks that traces can be replayed together.
+// NewPools checks that traces can be replayed together. Traces measured at
+// different ticks (the shared folders use 30 s to 600 s) are resampled to the
+// finest of them, so zones from several measurement campaigns can be mixed;
+// see Resample for how a coarse tick is split.
 func NewPools(traces []*Trace) (*Pools, error) {
 	if len(traces) == 0 {
 		return nil, fmt.Errorf("%w: no traces", ErrSetting)
 	}
-	p := &Pools{Traces: traces, Gap: traces[0].Gap, Len: len(traces[0].Avail)}
-	for _, t := range traces[1:] {
-		if t.Gap != p.Gap {
-			return nil, fmt.Errorf("%w: trace %s has ticks of %d s, %s of %d s; all pools must share one tick", ErrSetting, t.Name, t.Gap, traces[0].Name, p.Gap)
+	gap := traces[0].Gap
+	for _, t := range traces {
+		if t.Gap <= 0 {
+			return nil, fmt.Errorf("%w: trace %s has ticks of %d s; want a positive tick", ErrSetting, t.Name, t.Gap)
 		}
+		gap = min(gap, t.Gap)
+	}
+	p := &Pools{Gap: gap, Len: math.MaxInt}
+	for _, t := range traces {
+		if t.Gap != gap {
+			t = t.Resample(gap)
+		}
+		p.Traces = append(p.Traces, t)
 		p.Len = min(p.Len, len(t.Avail))
 	}
+	if p.Len == 0 {
+		return nil, fmt.Errorf("%w: trace of no whole %d-s tick among %d traces", ErrSetting, gap, len(traces))
+	}
 	return p, nil
+}
+
+// Resample returns the trace on ticks of gap seconds (at most its own). A new
+// tick gets the least capacity of the old ticks it overlaps, so a loss is
+// never seen later than it happened, only up to one new tick earlier; the
+// trace ends with the last new tick it covers whole.
+func (t *Trace) Resample(gap int) *Trace {
+	if gap <= 0 || gap >= t.Gap {
+		return t
+	}
+	old, n := int64(t.Gap), int64(len(t.Avail))*int64(t.Gap)/int64(gap)
+	out := &Trace{Name: t.Name, Gap: gap, Avail: make([]int, n), Measured: t.Gap}
+	if t.Measured > 0 {
+		out.Measured = t.Measured
+	}
+	for k := range n {
+		from, to := k*int64(gap)/old, ((k+1)*int64(gap)-1)/old
+		a := t.Avail[from]
+		for j := from + 1; j <= to; j++ {
+			a = min(a, t.Avail[j])
+		}
+		out.Avail[k] = a
+	}
+	return out
 }
 
 // Available reports whether pool k has capacity at tick i.

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -248,10 +250,33 @@ func TestOptimumErrors(t *testing.T) {
 	}
 }
 
-func TestNewPoolsRejectsMixedTicks(t *testing.T) {
-	_, err := NewPools([]*Trace{{Name: "a", Gap: 60, Avail: []int{1}}, {Name: "b", Gap: 120, Avail: []int{1}}})
-	if err == nil {
-		t.Fatal("mixed ticks accepted")
+func TestNewPoolsResamplesMixedTicks(t *testing.T) {
+	// b's ticks of 90 s end at 90, 180, 270: the 60-s tick [60,120)
+	// overlaps b's first two and takes the least of them.
+	p, err := NewPools([]*Trace{
+		{Name: "a", Gap: 60, Avail: []int{1, 1, 1, 1, 1, 1, 1}},
+		{Name: "b", Gap: 90, Avail: []int{3, 0, 2}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Gap != 60 || p.Len != 4 {
+		t.Fatalf("gap %d len %d; want 60 and 4 (270 s of b)", p.Gap, p.Len)
+	}
+	if got, want := p.Traces[1].Avail, []int{3, 0, 0, 2}; !slices.Equal(got, want) {
+		t.Fatalf("b resampled to %v; want %v", got, want)
+	}
+	if p.Traces[0].Gap != 60 || p.Traces[1].Gap != 60 {
+		t.Fatal("resampled trace keeps its old tick")
+	}
+	for _, bad := range [][]*Trace{
+		nil,
+		{{Name: "a", Gap: 0, Avail: []int{1}}},
+		{{Name: "a", Gap: 60, Avail: []int{1}}, {Name: "b", Gap: 120}},
+	} {
+		if _, err := NewPools(bad); !errors.Is(err, ErrSetting) {
+			t.Errorf("%v: err %v; want ErrSetting", bad, err)
+		}
 	}
 }
 
