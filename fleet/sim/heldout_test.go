@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -143,6 +144,85 @@ func TestInferenceHeldOutTable(t *testing.T) {
 		}
 		t.Log(line)
 	}
+}
+
+// crossFolderSets draws n seeded sets of 2 to 6 zones from all the trace
+// files of heldOutFolders together, so zones of different folders (and
+// ticks, resampled by NewPools) are replayed as one service's pools.
+func crossFolderSets(t testing.TB, n int, seed uint64) []heldOutSet {
+	t.Helper()
+	root := shareddata.Dir(t, "spot-traces")
+	var all []*Trace
+	var names []string
+	for _, folder := range heldOutFolders {
+		files, err := filepath.Glob(filepath.Join(root, folder, "*.json"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no traces in %s", folder)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			tr, err := LoadTrace(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, tr)
+			names = append(names, folder[strings.LastIndexByte(folder, '/')+1:]+"/"+tr.Name)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 2))
+	sets := make([]heldOutSet, 0, n)
+	for range n {
+		idx := rng.Perm(len(all))[:2+rng.IntN(5)]
+		ts := make([]*Trace, len(idx))
+		nm := make([]string, len(idx))
+		for i, j := range idx {
+			ts[i], nm[i] = all[j], names[j]
+		}
+		p, err := NewPools(ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets = append(sets, heldOutSet{Name: strings.Join(nm, "+"), Pools: p})
+	}
+	return sets
+}
+
+// TestInferenceCrossFolderTable prints the default policy and the bound on
+// crossFolderSets (docs/BENCHMARKS.md, "Zones of different folders").
+func TestInferenceCrossFolderTable(t *testing.T) {
+	if os.Getenv("GPUBROKER_HELDOUT_TABLE") == "" {
+		t.Skip("set GPUBROKER_HELDOUT_TABLE=1 to print the table")
+	}
+	reach, met, short := 0, 0, 0
+	for _, s := range crossFolderSets(t, 100, 1) {
+		lb, err := InferenceCostBound(heldOutSetting, s.Pools, 0.99)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol, _ := spotpolicy.NewInference(spotpolicy.DefaultInference)
+		r, err := RunInference(heldOutSetting, s.Pools, pol, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := "out of reach"
+		switch {
+		case r.AtTarget < 0.99:
+			status = "below 99%"
+			short++
+		case lb > 0.60:
+		case r.Normalized <= 0.60:
+			status = "met"
+			met++
+		default:
+			status = "open"
+		}
+		if lb <= 0.60 {
+			reach++
+		}
+		t.Logf("| %s | %d | %d s, %.0f h | %.3f | %.3f%% / %.3f | %s |", s.Name, len(s.Pools.Traces), s.Pools.Gap,
+			float64(s.Pools.Len*s.Pools.Gap)/3600, lb, r.AtTarget*100, r.Normalized, status)
+	}
+	t.Logf("bound ≤ 0.60 on %d sets; goal met on %d; below 99%% at target on %d", reach, met, short)
 }
 
 // costGoalSets are the sets on which the default policy meets the issue's
