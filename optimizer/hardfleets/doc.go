@@ -3,5 +3,7 @@
 // must bring within reach of CBC's proven optima (TestPricedChains,
 // TestSubMIP). They take minutes of CPU, so they are a test binary of
 // their own: go test gives each binary ten minutes, and beside the rest
-// of the optimizer's tests they came close to that limit.
+// of the optimizer's tests they came close to that limit. The slowest
+// single fleet (hardgen 100 / seed 9) is optimizer/hardfleets/rinscore's,
+// so that neither binary nears it on a loaded machine.
 package hardfleets

@@ -2,7 +2,6 @@ package hardfleets_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/optimizer/hardgen"
@@ -67,11 +66,7 @@ func TestPricedChains(t *testing.T) {
 // solveHard generates the hardgen fleet (n, seed, tightness) and plans it.
 func solveHard(t *testing.T, cat *pricing.Catalog, n int, seed uint64, tight float64) *optimizer.Plan {
 	t.Helper()
-	p, err := hardgen.Generate(cat, n, seed, hardgen.Options{Tightness: tight})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
+	plan, err := hardgen.Plan(cat, n, seed, hardgen.Options{Tightness: tight})
 	if err != nil {
 		t.Fatal(err)
 	}

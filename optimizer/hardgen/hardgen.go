@@ -36,6 +36,17 @@ type Options struct {
 	SpotPools float64
 }
 
+// Plan generates the instance (n, seed, opt) and plans it as `gpubroker
+// plan` would, an hour after the catalog's snapshot (the time Generate
+// checks feasibility at): the one-off solve the hard-fleet tests bound.
+func Plan(cat *pricing.Catalog, n int, seed uint64, opt Options) (*optimizer.Plan, error) {
+	p, err := Generate(cat, n, seed, opt)
+	if err != nil {
+		return nil, err
+	}
+	return optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
+}
+
 // Generate returns a policy of n workloads over cat, deterministic for a
 // seed. It errors when no loosening makes the instance feasible.
 func Generate(cat *pricing.Catalog, n int, seed uint64, opt Options) (*policy.Policy, error) {
