@@ -38,7 +38,7 @@ type simPriceOptions struct {
 }
 
 func (o *simPriceOptions) register(f *pflag.FlagSet) {
-	f.StringSliceVar(&o.traces, "trace", nil, "availability trace files, one spot pool (zone) each: JSON as in spot-traces or CSV seconds,available (repeat or comma-separate)")
+	f.StringSliceVar(&o.traces, "trace", nil, "availability trace files, one spot pool (zone) each: JSON as in spot-traces or CSV seconds,available (repeat or comma-separate); a directory adds every trace file under it")
 	f.Float64Var(&o.onDemand, "on-demand-price", sim.DefaultPrices.OnDemand, "on-demand USD per instance-hour")
 	f.Float64Var(&o.spot, "spot-price", sim.DefaultPrices.Spot, "spot USD per instance-hour")
 	f.StringVar(&o.instanceType, "instance-type", "", "take prices from the embedded catalog for this instance type (e.g. p3.2xlarge) unless the price flags are given")
@@ -57,11 +57,11 @@ func (o *simPriceOptions) load(f *pflag.FlagSet) (*sim.Pools, sim.Prices, error)
 	}
 	var traces []*sim.Trace
 	for _, path := range o.traces {
-		t, err := sim.LoadTrace(path)
+		ts, err := sim.LoadTraces(path)
 		if err != nil {
 			return nil, sim.Prices{}, usageErr(err)
 		}
-		traces = append(traces, t)
+		traces = append(traces, ts...)
 	}
 	pools, err := sim.NewPools(traces)
 	if err != nil {

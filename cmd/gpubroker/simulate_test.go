@@ -122,6 +122,46 @@ func TestSimulateMixedTicks(t *testing.T) {
 	}
 }
 
+func TestSimulateTraceDirectory(t *testing.T) {
+	// A directory adds every trace file under it, named by its path there.
+	dir := t.TempDir()
+	for _, name := range []string{"zone-a.json", "zone-c.json"} {
+		b, err := os.ReadFile(filepath.Join(testTraces, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := filepath.Join(dir, "east")
+		if name == "zone-c.json" {
+			sub = filepath.Join(dir, "west")
+		}
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sub, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, stderr := runCLI(t, "simulate", "inference", "--trace", dir, "--target", "2", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Traces []struct {
+			Name string `json:"name"`
+		} `json:"traces"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Traces) != 2 || rep.Traces[0].Name != "east/zone-a" || rep.Traces[1].Name != "west/zone-c" {
+		t.Errorf("traces %+v; want east/zone-a and west/zone-c", rep.Traces)
+	}
+	empty := t.TempDir()
+	if code, _, stderr := runCLI(t, "simulate", "inference", "--trace", empty); code != exitUsageError || !strings.Contains(stderr, "no .json or .csv trace files") {
+		t.Errorf("empty directory: exit %d, %q", code, stderr)
+	}
+}
+
 func TestSimulateBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")

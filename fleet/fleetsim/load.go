@@ -1,10 +1,7 @@
 package fleetsim
 
 import (
-	"fmt"
-	"io/fs"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet/sim"
@@ -16,23 +13,10 @@ import (
 // A trace is named by its path under dir ("1-node/aws-02-15-2023/us-east-1a_v100_1.json"),
 // so names are unique.
 func LoadTraceDir(dir string) ([]fake.Trace, error) {
-	var paths []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if ext := filepath.Ext(path); !d.IsDir() && (ext == ".json" || ext == ".csv") {
-			paths = append(paths, path)
-		}
-		return nil
-	})
+	paths, err := sim.TraceFiles(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading trace directory: %w", err)
+		return nil, err
 	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("trace directory %s: no .json or .csv trace files in it", dir)
-	}
-	sort.Strings(paths)
 	out := make([]fake.Trace, 0, len(paths))
 	for _, p := range paths {
 		t, err := sim.LoadTrace(p)

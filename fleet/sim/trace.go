@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -64,6 +66,63 @@ func LoadTrace(path string) (*Trace, error) {
 	}
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	return ParseTrace(path, name, b)
+}
+
+// TraceFiles lists every trace file (.json as in the spot-traces data set,
+// .csv as ParseTrace reads it) under dir, recursively, sorted by path.
+func TraceFiles(dir string) ([]string, error) {
+	var paths []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ext := filepath.Ext(path); !d.IsDir() && (ext == ".json" || ext == ".csv") {
+			paths = append(paths, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading trace directory: %w", err)
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("trace directory %s: no .json or .csv trace files in it", dir)
+	}
+	sort.Strings(paths)
+	return paths, nil
+}
+
+// LoadTraces reads path: one trace file, or every trace file under a
+// directory (TraceFiles), each named by its path under it without the
+// extension ("1-node/aws-02-15-2023/us-east-1a_v100_1"), so zones of the
+// same name in different folders stay apart.
+func LoadTraces(path string) ([]*Trace, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading trace: %w", err)
+	}
+	if !fi.IsDir() {
+		t, err := LoadTrace(path)
+		if err != nil {
+			return nil, err
+		}
+		return []*Trace{t}, nil
+	}
+	files, err := TraceFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Trace, 0, len(files))
+	for _, f := range files {
+		t, err := LoadTrace(f)
+		if err != nil {
+			return nil, err
+		}
+		if rel, err := filepath.Rel(path, f); err == nil {
+			t.Name = strings.TrimSuffix(filepath.ToSlash(rel), filepath.Ext(rel))
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // ParseTrace parses a trace from b; file is used in error messages. A trace
