@@ -187,6 +187,21 @@ func crossFolderSets(t testing.TB, n int, seed uint64) []heldOutSet {
 	return sets
 }
 
+// replayDefault replays the pools against the default inference policy in
+// heldOutSetting, with the cost bound at 99% beside it.
+func replayDefault(t testing.TB, p *Pools) (bound float64, r InferenceResult) {
+	t.Helper()
+	bound, err := InferenceCostBound(heldOutSetting, p, 0.99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := spotpolicy.NewInference(spotpolicy.DefaultInference)
+	if r, err = RunInference(heldOutSetting, p, pol, false); err != nil {
+		t.Fatal(err)
+	}
+	return bound, r
+}
+
 // TestInferenceCrossFolderTable prints the default policy and the bound on
 // crossFolderSets (docs/BENCHMARKS.md, "Zones of different folders").
 func TestInferenceCrossFolderTable(t *testing.T) {
@@ -195,15 +210,7 @@ func TestInferenceCrossFolderTable(t *testing.T) {
 	}
 	reach, met, short := 0, 0, 0
 	for _, s := range crossFolderSets(t, 100, 1) {
-		lb, err := InferenceCostBound(heldOutSetting, s.Pools, 0.99)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pol, _ := spotpolicy.NewInference(spotpolicy.DefaultInference)
-		r, err := RunInference(heldOutSetting, s.Pools, pol, false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lb, r := replayDefault(t, s.Pools)
 		status := "out of reach"
 		switch {
 		case r.AtTarget < 0.99:
@@ -274,15 +281,7 @@ func TestInferenceHeldOut(t *testing.T) {
 			continue
 		}
 		t.Run(s.Name, func(t *testing.T) {
-			lb, err := InferenceCostBound(heldOutSetting, s.Pools, 0.99)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pol, _ := spotpolicy.NewInference(spotpolicy.DefaultInference)
-			r, err := RunInference(heldOutSetting, s.Pools, pol, false)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lb, r := replayDefault(t, s.Pools)
 			want := 0.99
 			if v, ok := shortSets[s.Name]; ok {
 				want = v
