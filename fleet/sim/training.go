@@ -56,17 +56,19 @@ func NewPools(traces []*Trace) (*Pools, error) {
 	if len(traces) == 0 {
 		return nil, fmt.Errorf("%w: no traces", ErrSetting)
 	}
-	gap := traces[0].Gap
+	gap, secs := traces[0].Gap, int64(math.MaxInt64)
 	for _, t := range traces {
 		if t.Gap <= 0 {
 			return nil, fmt.Errorf("%w: trace %s has ticks of %d s; want a positive tick", ErrSetting, t.Name, t.Gap)
 		}
-		gap = min(gap, t.Gap)
+		gap, secs = min(gap, t.Gap), min(secs, int64(len(t.Avail))*int64(t.Gap))
 	}
 	p := &Pools{Gap: gap, Len: math.MaxInt}
 	for _, t := range traces {
 		if t.Gap != gap {
-			t = t.Resample(gap)
+			// Only as far as the shortest trace: a day of 1-s ticks
+			// beside months of 10-minute ones stays a day.
+			t = t.Resample(gap, int(secs/int64(gap)))
 		}
 		p.Traces = append(p.Traces, t)
 		p.Len = min(p.Len, len(t.Avail))
@@ -77,15 +79,15 @@ func NewPools(traces []*Trace) (*Pools, error) {
 	return p, nil
 }
 
-// Resample returns the trace on ticks of gap seconds (at most its own). A new
-// tick gets the least capacity of the old ticks it overlaps, so a loss is
-// never seen later than it happened, only up to one new tick earlier; the
-// trace ends with the last new tick it covers whole.
-func (t *Trace) Resample(gap int) *Trace {
+// Resample returns the trace on ticks of gap seconds (at most its own), at
+// most limit of them. A new tick gets the least capacity of the old ticks it
+// overlaps, so a loss is never seen later than it happened, only up to one
+// new tick earlier; the trace ends with the last new tick it covers whole.
+func (t *Trace) Resample(gap, limit int) *Trace {
 	if gap <= 0 || gap >= t.Gap {
 		return t
 	}
-	old, n := int64(t.Gap), int64(len(t.Avail))*int64(t.Gap)/int64(gap)
+	old, n := int64(t.Gap), min(int64(limit), int64(len(t.Avail))*int64(t.Gap)/int64(gap))
 	out := &Trace{Name: t.Name, Gap: gap, Avail: make([]int, n), Measured: t.Gap}
 	if t.Measured > 0 {
 		out.Measured = t.Measured

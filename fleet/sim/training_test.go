@@ -269,6 +269,14 @@ func TestNewPoolsResamplesMixedTicks(t *testing.T) {
 	if p.Traces[0].Gap != 60 || p.Traces[1].Gap != 60 {
 		t.Fatal("resampled trace keeps its old tick")
 	}
+	// Resampled only as far as the shortest trace goes.
+	p, err = NewPools([]*Trace{{Name: "a", Gap: 60, Avail: []int{1, 1}}, {Name: "b", Gap: 90, Avail: []int{3, 0, 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Len != 2 || len(p.Traces[1].Avail) != 2 {
+		t.Fatalf("len %d, b resampled to %d ticks; want 2 and 2", p.Len, len(p.Traces[1].Avail))
+	}
 	for _, bad := range [][]*Trace{
 		nil,
 		{{Name: "a", Gap: 0, Avail: []int{1}}},
