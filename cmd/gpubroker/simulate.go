@@ -271,7 +271,7 @@ func newSimulateInferenceCmd() *cobra.Command {
 	f.StringVar(&o.frontierPlot, "frontier-plot", "", "write an SVG chart of the availability–cost frontier to this file (implies --frontier)")
 	f.StringVar(&o.timeline, "timeline", "", "same as --plot")
 	_ = f.MarkDeprecated("timeline", "use --plot (the run's timeline, as for simulate training)")
-	f.IntVar(&o.start, "start-tick", 0, "first tick of the traces to simulate")
+	f.IntVar(&o.start, "start-tick", 0, "first tick of the traces to simulate (in ticks of the finest trace where they differ)")
 	f.DurationVar(&o.duration, "duration", 0, "how long to simulate (0 = to the end of the traces)")
 	return cmd
 }
