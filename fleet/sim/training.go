@@ -74,7 +74,7 @@ func NewPools(traces []*Trace) (*Pools, error) {
 		p.Len = min(p.Len, len(t.Avail))
 	}
 	if p.Len == 0 {
-		return nil, fmt.Errorf("%w: trace of no whole %d-s tick among %d traces", ErrSetting, gap, len(traces))
+		return nil, fmt.Errorf("%w: the %d traces overlap for less than one tick of %d s", ErrSetting, len(traces), gap)
 	}
 	return p, nil
 }
