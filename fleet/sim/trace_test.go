@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,6 +122,27 @@ func FuzzParseTrace(f *testing.F) {
 		for _, a := range tr.Avail {
 			if a < 0 {
 				t.Fatalf("negative availability accepted")
+			}
+		}
+		// Replayed beside a trace of another tick: one is resampled,
+		// and only to capacities it had.
+		other := &Trace{Name: "o", Gap: 7, Avail: []int{3, 0, 1, 2, 0, 5, 4, 1, 0, 2}}
+		p, err := NewPools([]*Trace{tr, other})
+		if err != nil {
+			if !errors.Is(err, ErrSetting) {
+				t.Fatalf("error not ErrSetting: %v", err)
+			}
+			return
+		}
+		if p.Gap != min(tr.Gap, 7) || p.Len < 1 || p.Len*p.Gap > min(len(tr.Avail)*tr.Gap, 70) {
+			t.Fatalf("pools of gap %d and %d ticks from ticks of %d and 7 s", p.Gap, p.Len, tr.Gap)
+		}
+		for k, q := range p.Traces {
+			src := []*Trace{tr, other}[k]
+			for _, a := range q.Avail[:p.Len] {
+				if !slices.Contains(src.Avail, a) {
+					t.Fatalf("resampled capacity %d not in the trace", a)
+				}
 			}
 		}
 	})
