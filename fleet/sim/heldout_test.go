@@ -58,18 +58,9 @@ func heldOutSets(t testing.TB) []heldOutSet {
 	root := shareddata.Dir(t, "spot-traces")
 	var sets []heldOutSet
 	for _, folder := range heldOutFolders {
-		files, err := filepath.Glob(filepath.Join(root, folder, "*.json"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("no traces in %s", folder)
-		}
-		sort.Strings(files)
-		var trs []*Trace
-		for _, f := range files {
-			tr, err := LoadTrace(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			trs = append(trs, tr)
+		trs, err := LoadTraces(filepath.Join(root, folder))
+		if err != nil {
+			t.Fatal(err)
 		}
 		groups := map[string][]*Trace{}
 		for _, tr := range trs {
@@ -170,16 +161,11 @@ func crossFolderSets(t testing.TB, n int, seed uint64) []heldOutSet {
 	var all []*Trace
 	var names []string
 	for _, folder := range heldOutFolders {
-		files, err := filepath.Glob(filepath.Join(root, folder, "*.json"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("no traces in %s", folder)
+		trs, err := LoadTraces(filepath.Join(root, folder))
+		if err != nil {
+			t.Fatal(err)
 		}
-		sort.Strings(files)
-		for _, f := range files {
-			tr, err := LoadTrace(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, tr := range trs {
 			all = append(all, tr)
 			names = append(names, folder[strings.LastIndexByte(folder, '/')+1:]+"/"+tr.Name)
 		}
