@@ -502,7 +502,10 @@ func TestPolishPlaced(t *testing.T) {
 // MAXN=100): a job left out with a "proof" over Solve's own layouts while
 // the search over the model's ran out of nodes (placeWhole); seed 7371
 // (at MAXN=150): three left out where two suffice, every search over the
-// group out of nodes before it gave a core (lpCore, lpOutShares).
+// group out of nodes before it gave a core (lpCore, lpOutShares); seed
+// 15034 (at MAXN=150): a 64-GPU job left out, "not proven", where every
+// workload fits, the final search out of nodes with no service layouts
+// to add (placeWhole).
 func TestRepairAfterPolish(t *testing.T) {
 	cat := embedded(t)
 	for _, tc := range []struct {
@@ -521,6 +524,7 @@ func TestRepairAfterPolish(t *testing.T) {
 		{"exact-fill-quotas.yaml", map[string]float64{"w21 w82": 162070.86}, false},
 		{"model-layouts-search-out.yaml", map[string]float64{"": 79745.67}, false},
 		{"lp-cores.yaml", map[string]float64{"w74 w79": 137206.76}, true},
+		{"search-out-whole.yaml", map[string]float64{"": 114130.89}, false},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			plan := solveDiffFleet(t, cat, tc.file)

@@ -822,7 +822,15 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 			// Without a full plan they go again: the longer candidate lists
 			// cost the searches below their work (differential seeds 4043
 			// and 4173 at MAXN=60 then left one more out).
-			if undo := s.modelColumns(st, comp); undo != nil {
+			undo := s.modelColumns(st, comp)
+			if undo == nil && !r.complete {
+				// No layouts to add and the search ran out: the sub-MIP
+				// sees the group whole, as below (differential seed 15034
+				// at MAXN=150: a 64-GPU job left out, "not proven", while
+				// the 53 others and it fit; TestRepairAfterPolish).
+				r.pick = s.placeWhole(st, comp)
+			}
+			if undo != nil {
 				s.resort(evals, st.choice)
 				again := s.search(st, comp, math.Inf(1), searchWork, true, nil)
 				if again.pick == nil && !again.complete {
