@@ -84,6 +84,9 @@ type option struct {
 	uses []use
 	// unit is the index of the option in eval.units (jobs) or eval.svc.
 	unit int32
+	// full marks a service layout fullLayouts added (BuildModel's
+	// enumeration), which hideFull can take out again.
+	full bool
 }
 
 func (o *option) valid() bool { return o.cost > 0 || o.price > 0 }

@@ -356,11 +356,74 @@ func (s *solver) fullLayouts(e *eval) bool {
 		if s.oversized(e, &o) {
 			continue
 		}
+		o.full = true
 		if s.addNewLayout(e, o, o.model) {
 			added = true
 		}
 	}
 	return added
+}
+
+// hideFull takes out of each service's candidates the layouts fullLayouts
+// added, except the one choice holds (its index follows), so that a
+// search runs over the lists a fresh solve's first sub-MIPs see. The
+// returned function puts them back, with any layout added meanwhile, and
+// finds each service's option in choice again; nil when nothing was
+// hidden.
+func (s *solver) hideFull(evals []*eval, choice []int) (restore func(choice []int)) {
+	type saved struct {
+		w     int
+		cands []option
+	}
+	var kept []saved
+	for w, e := range evals {
+		if len(e.svcBound) == 0 {
+			continue
+		}
+		short := make([]option, 0, len(e.cands))
+		at := -1
+		for j := range e.cands {
+			if e.cands[j].full && j != choice[w] {
+				continue
+			}
+			if j == choice[w] {
+				at = len(short)
+			}
+			short = append(short, e.cands[j])
+		}
+		if len(short) == len(e.cands) {
+			continue
+		}
+		kept = append(kept, saved{w, e.cands})
+		e.cands = short
+		if choice[w] >= 0 {
+			choice[w] = at
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	s.lb = nil
+	return func(choice []int) {
+		for _, k := range kept {
+			e := evals[k.w]
+			sig := ""
+			if choice[k.w] >= 0 {
+				sig = layoutSig(&e.cands[choice[k.w]])
+			}
+			short := e.cands
+			e.cands = k.cands
+			for j := range short {
+				if e.layoutIndex(layoutSig(&short[j])) < 0 {
+					e.cands = append(e.cands, short[j])
+				}
+			}
+			if sig != "" {
+				choice[k.w] = e.layoutIndex(sig)
+			}
+		}
+		s.resort(evals, choice)
+	}
 }
 
 // modelColumns adds to each service of the group ws the layouts BuildModel
