@@ -413,9 +413,16 @@ func (s *solver) hideFull(evals []*eval, choice []int) (restore func(choice []in
 			}
 			short := e.cands
 			e.cands = k.cands
+			// Layouts added meanwhile join the list (a set of the
+			// signatures: a service may hold hundreds of layouts).
+			have := make(map[string]bool, len(e.cands))
+			for j := range e.cands {
+				have[layoutSig(&e.cands[j])] = true
+			}
 			for j := range short {
-				if e.layoutIndex(layoutSig(&short[j])) < 0 {
+				if sig := layoutSig(&short[j]); !have[sig] {
 					e.cands = append(e.cands, short[j])
+					have[sig] = true
 				}
 			}
 			if sig != "" {
