@@ -570,11 +570,17 @@ type diffResult struct {
 
 // compareFleet runs the heuristic and CBC on one fleet and checks (a)-(e)
 // of issue 10's differential test.
-func compareFleet(ctx context.Context, s *Solver, cat *pricing.Catalog, offers map[string]pricing.Offer, now time.Time, f *diffFleet) diffResult {
+// With exact, the plan is `--solver exact`'s (CBC through s) and the
+// model is built without it, as in heuristic mode.
+func compareFleet(ctx context.Context, s *Solver, cat *pricing.Catalog, offers map[string]pricing.Offer, now time.Time, f *diffFleet, exact bool) diffResult {
 	var res diffResult
 	bad := func(format string, a ...any) { res.errs = append(res.errs, fmt.Sprintf(format, a...)) }
 	in := optimizer.Input{Catalog: cat, Policy: f.pol, Now: now}
-	plan, herr := optimizer.Solve(in)
+	solveIn := in
+	if exact {
+		solveIn.Solver, solveIn.Exact = optimizer.SolverExact, s
+	}
+	plan, herr := optimizer.Solve(solveIn)
 	var ie *optimizer.InfeasibleError
 	if herr != nil && !errors.As(herr, &ie) {
 		bad("heuristic: %v", herr)
@@ -680,7 +686,7 @@ func compareFleet(ctx context.Context, s *Solver, cat *pricing.Catalog, offers m
 		if dynamic == 0 {
 			bad("CBC proves the model infeasible (≥ %d must be left out), the heuristic blocks none", least)
 		} else if dynamic > least {
-			bad("the heuristic leaves %d out where %d suffice (services: %v)", dynamic, least, res.services)
+			bad("the plan leaves %d out where %d suffice (services: %v)", dynamic, least, res.services)
 		} else {
 			// (e) for the part placed: CBC's optimum with the same
 			// workloads left out (which to leave out is the plan's
@@ -718,7 +724,7 @@ func compareFleet(ctx context.Context, s *Solver, cat *pricing.Catalog, offers m
 // comment at the top of the file). Set GPUBROKER_DIFF_FLEETS to run more
 // (GPUBROKER_DIFF_FIRST the first seed), GPUBROKER_DIFF_MAXN for larger
 // fleets, GPUBROKER_DIFF_DUMP to a directory to write each failing fleet's
-// policy there.
+// policy there, GPUBROKER_DIFF_SOLVER=exact to check exact mode's plans.
 func TestDifferentialCBC(t *testing.T) {
 	s := requireCBC(t)
 	s.TimeLimit = 20 * time.Second
@@ -748,6 +754,15 @@ func TestDifferentialCBC(t *testing.T) {
 			t.Fatalf("GPUBROKER_DIFF_MAXN %q: want a number ≥ 3", v)
 		}
 	}
+	// GPUBROKER_DIFF_SOLVER=exact checks `--solver exact`'s plans instead.
+	exact := false
+	switch v := os.Getenv("GPUBROKER_DIFF_SOLVER"); v {
+	case "", optimizer.SolverHeuristic:
+	case optimizer.SolverExact:
+		exact = true
+	default:
+		t.Fatalf("GPUBROKER_DIFF_SOLVER %q: want heuristic or exact", v)
+	}
 	var compared, partly, partlyCompared, withSvc, below, failed int
 	maxGap, maxPartlyGap := 0.0, 0.0
 	for seed := first; seed < first+uint64(fleets); seed++ {
@@ -756,7 +771,7 @@ func TestDifferentialCBC(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		res := compareFleet(context.Background(), s, cat, offers, now, f)
+		res := compareFleet(context.Background(), s, cat, offers, now, f, exact)
 		if res.compared {
 			compared++
 			maxGap = math.Max(maxGap, res.gap)
