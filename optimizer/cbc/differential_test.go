@@ -726,6 +726,35 @@ func compareFleet(ctx context.Context, s *Solver, cat *pricing.Catalog, offers m
 // fleets, GPUBROKER_DIFF_DUMP to a directory to write each failing fleet's
 // policy there, GPUBROKER_DIFF_SOLVER=exact to check exact mode's plans.
 func TestDifferentialCBC(t *testing.T) {
+	exact := false
+	switch v := os.Getenv("GPUBROKER_DIFF_SOLVER"); v {
+	case "", optimizer.SolverHeuristic:
+	case optimizer.SolverExact:
+		exact = true
+	default:
+		t.Fatalf("GPUBROKER_DIFF_SOLVER %q: want heuristic or exact", v)
+	}
+	differential(t, exact, 1, 200)
+}
+
+// TestDifferentialCBCExact runs the same checks on `--solver exact`'s
+// plans (CBC warm started from the heuristic, the fewest left out asked of
+// CBC), on 60 other fleets: what exact mode adds must keep every rule and
+// never leave out more, or pay more, than CBC's own answers.
+func TestDifferentialCBCExact(t *testing.T) {
+	// A run that chooses its fleets (`-run TestDifferentialCBC` matches
+	// this test too) is TestDifferentialCBC's, in the mode it names.
+	for _, v := range []string{"GPUBROKER_DIFF_SOLVER", "GPUBROKER_DIFF_FLEETS", "GPUBROKER_DIFF_FIRST", "GPUBROKER_DIFF_MAXN"} {
+		if os.Getenv(v) != "" {
+			t.Skipf("%s is set: TestDifferentialCBC runs the fleets it chooses (GPUBROKER_DIFF_SOLVER=exact for exact mode)", v)
+		}
+	}
+	differential(t, true, 1001, 60)
+}
+
+// differential checks fleets seeds first.. (fleets of them) in heuristic
+// or exact mode; the GPUBROKER_DIFF_* variables override the seeds.
+func differential(t *testing.T, exact bool, first uint64, fleets int) {
 	s := requireCBC(t)
 	s.TimeLimit = 20 * time.Second
 	base, err := pricing.EmbeddedCatalog()
@@ -735,13 +764,11 @@ func TestDifferentialCBC(t *testing.T) {
 	cat := base.ForPlanning()
 	now := base.GeneratedAt.Add(time.Hour)
 	offers := catalogOffers(cat)
-	fleets := 200
 	if v := os.Getenv("GPUBROKER_DIFF_FLEETS"); v != "" {
 		if fleets, err = strconv.Atoi(v); err != nil {
 			t.Fatalf("GPUBROKER_DIFF_FLEETS: %v", err)
 		}
 	}
-	first := uint64(1)
 	if v := os.Getenv("GPUBROKER_DIFF_FIRST"); v != "" {
 		if first, err = strconv.ParseUint(v, 10, 64); err != nil {
 			t.Fatalf("GPUBROKER_DIFF_FIRST: %v", err)
@@ -753,15 +780,6 @@ func TestDifferentialCBC(t *testing.T) {
 		if maxN, err = strconv.Atoi(v); err != nil || maxN < 3 {
 			t.Fatalf("GPUBROKER_DIFF_MAXN %q: want a number ≥ 3", v)
 		}
-	}
-	// GPUBROKER_DIFF_SOLVER=exact checks `--solver exact`'s plans instead.
-	exact := false
-	switch v := os.Getenv("GPUBROKER_DIFF_SOLVER"); v {
-	case "", optimizer.SolverHeuristic:
-	case optimizer.SolverExact:
-		exact = true
-	default:
-		t.Fatalf("GPUBROKER_DIFF_SOLVER %q: want heuristic or exact", v)
 	}
 	var compared, partly, partlyCompared, withSvc, below, failed int
 	maxGap, maxPartlyGap := 0.0, 0.0
