@@ -508,7 +508,9 @@ func TestPolishPlaced(t *testing.T) {
 // group out of nodes before it gave a core (lpCore, lpOutShares); seed
 // 15034 (at MAXN=150): a 64-GPU job left out, "not proven", where every
 // workload fits, the final search out of nodes with no service layouts
-// to add (placeWhole).
+// to add (placeWhole); seed 18012 (at MAXN=150): three left out where two
+// suffice, the searches over both one-workload hitting sets out of nodes
+// (an LP core of what they ran out on).
 func TestRepairAfterPolish(t *testing.T) {
 	cat := embedded(t)
 	for _, tc := range []struct {
@@ -528,6 +530,7 @@ func TestRepairAfterPolish(t *testing.T) {
 		{"model-layouts-search-out.yaml", map[string]float64{"": 79745.67}, false},
 		{"lp-cores.yaml", map[string]float64{"w74 w79": 137206.76}, true},
 		{"search-out-whole.yaml", map[string]float64{"": 114130.89}, false},
+		{"lp-core-search-out.yaml", map[string]float64{"w61 w94": 80478.40}, false},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			plan := solveDiffFleet(t, cat, tc.file)

@@ -881,11 +881,43 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 	}
 	rest := make([]int, 0, len(ws))
 	mips := 0
+	// extended: the skipped sets' LP cores were added (once).
+	extended := false
 	// least: every hitting set so far was a smallest one and no search
 	// was cut short, so a hitting set placed is the fewest left out.
 	least := func() bool { return len(skipped) == 0 && hsNodes <= hittingNodes && !lpCores }
 	for spent < budget {
 		out, ok := minHittingSet(cores, left-1, cost, skip, &hsNodes)
+		if !ok && !extended && len(skipped) > 0 {
+			// Every smaller hitting set left was skipped, its search out
+			// of nodes: the LP relaxation of what each left to place may
+			// show that it cannot all be placed, and its core steers
+			// the hitting sets past their supersets, which minimal
+			// hitting sets never reach (differential seed 18012 at
+			// MAXN=150: both one-workload sets of the search's core ran
+			// out, so three were left out where two suffice;
+			// TestRepairAfterPolish). Such a core proves nothing. Only
+			// once the hitting sets ran dry: earlier, the new cores
+			// reorder them and can spend the sub-MIPs (fewestMIPs)
+			// before the set they place (seed 7054).
+			extended = true
+			added := false
+			for _, sk := range skipped {
+				rest = rest[:0]
+				for _, w := range ws {
+					if !slices.Contains(sk, w) {
+						rest = append(rest, w)
+					}
+				}
+				if c := s.lpCore(st, rest, len(cores) < fewestLPCores, &lpCells); c != nil {
+					cores = append(cores, c)
+					lpCores, added = true, true
+				}
+			}
+			if added {
+				continue
+			}
+		}
 		if !ok {
 			// None smaller than st's left out: st's is the least, unless
 			// a search or the hitting sets' own was cut short.
