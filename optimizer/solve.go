@@ -443,11 +443,8 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 		// The heuristic left workloads out: search exhaustively over the
 		// workloads that share rows with them, for a plan or a proof.
 		choice, fleetBlocked = s.repair(evals, choice, mu, true)
-		if len(fleetBlocked) > 0 && !s.probe && !s.in.Replan && !s.polishing {
-			res := fleetResult{choice: choice, lb: lb, blocked: fleetBlocked}
-			if len(fleetBlocked) < len(evals) {
-				res = s.polishPlaced(evals, choice, fleetBlocked, lb, mu)
-			}
+		if len(fleetBlocked) > 0 && len(fleetBlocked) < len(evals) && !s.probe && !s.in.Replan && !s.polishing {
+			res := s.polishPlaced(evals, choice, fleetBlocked, lb, mu)
 			if len(res.blocked) > 0 && s.useExact(evals) {
 				// Exact mode: CBC on how few must be left out, after the
 				// heuristic's own rounds (they reach the fewest on most
