@@ -151,11 +151,7 @@ workloads:
 					order = append(order, w)
 				}
 			}
-			choice := make([]int, len(evals))
-			for w := range choice {
-				choice[w] = -1
-			}
-			st := newState(s, evals, choice)
+			st := newState(s, evals, noneKept(len(evals)))
 			for _, w := range order {
 				for j := range evals[w].cands {
 					if st.fits(evals[w], &evals[w].cands[j]) {
@@ -186,11 +182,7 @@ workloads:
 				t.Errorf("reason %s: %s, want the aws quota", left[0].Constraint, left[0].Reason)
 			}
 			// Every other workload placed, within the rows.
-			none := make([]int, len(evals))
-			for w := range none {
-				none[w] = -1
-			}
-			st2 := newState(s, evals, none)
+			st2 := newState(s, evals, noneKept(len(evals)))
 			for w, c := range got {
 				if evals[w].w.Name == tc.wantOut {
 					if c >= 0 {

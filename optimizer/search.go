@@ -880,6 +880,15 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 		return slices.ContainsFunc(skipped, func(x []int) bool { return slices.Equal(x, set) })
 	}
 	rest := make([]int, 0, len(ws))
+	// restWithout sets rest to the workloads of ws not in out.
+	restWithout := func(out []int) {
+		rest = rest[:0]
+		for _, w := range ws {
+			if !slices.Contains(out, w) {
+				rest = append(rest, w)
+			}
+		}
+	}
 	mips := 0
 	// extended: the skipped sets' LP cores were added (once).
 	extended := false
@@ -903,12 +912,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 			extended = true
 			added := false
 			for _, sk := range skipped {
-				rest = rest[:0]
-				for _, w := range ws {
-					if !slices.Contains(sk, w) {
-						rest = append(rest, w)
-					}
-				}
+				restWithout(sk)
 				if c := s.lpCore(st, rest, len(cores) < fewestLPCores, &lpCells); c != nil {
 					cores = append(cores, c)
 					lpCores, added = true, true
@@ -924,12 +928,7 @@ func (s *solver) fewestOut(st *state, ws []int, core []int, budget int) (proven 
 			proven = least()
 			break
 		}
-		rest = rest[:0]
-		for _, w := range ws {
-			if !slices.Contains(out, w) {
-				rest = append(rest, w)
-			}
-		}
+		restWithout(out)
 		// st's plan with out taken out, its other left-out workloads
 		// placed by local repair: often enough, and far cheaper than a
 		// search over the whole group.

@@ -420,9 +420,9 @@ func (s *solver) hideFull(evals []*eval, choice []int) (restore func(choice []in
 				have[layoutSig(&e.cands[j])] = true
 			}
 			for j := range short {
-				if sig := layoutSig(&short[j]); !have[sig] {
+				if ls := layoutSig(&short[j]); !have[ls] {
 					e.cands = append(e.cands, short[j])
-					have[sig] = true
+					have[ls] = true
 				}
 			}
 			if sig != "" {
