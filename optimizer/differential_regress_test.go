@@ -471,6 +471,7 @@ func TestPolishPlaced(t *testing.T) {
 		{"partly-infeasible-polish-59.yaml", 5294.0708, 1},
 		{"partly-infeasible-polish-5132.yaml", 19261.5905, 0},
 		{"partly-infeasible-polish-15071.yaml", 74891.1484, 1},
+		{"partly-infeasible-polish-17002.yaml", 258201.2100, 1},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			plan := solveDiffFleet(t, cat, tc.file)
