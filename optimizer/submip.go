@@ -987,26 +987,14 @@ const subMIPRegrets = 10
 // other set of the round improves, so the fleets those reach keep their
 // plans (hardgen 100 / seed 9 at 0.5 unchanged).
 func (s *solver) regretSets(st *state, size, count int) [][]int {
-	type regret struct {
-		w int
-		d float64
-	}
-	var rs []regret
-	for w, c := range st.choice {
-		if c > 0 {
-			e := st.evals[w]
-			rs = append(rs, regret{w, e.cands[c].cost - e.cands[0].cost})
-		}
-	}
-	sort.SliceStable(rs, func(a, b int) bool { return rs[a].d > rs[b].d })
 	users := st.rowUsers()
 	var sets [][]int
-	for _, r := range rs[:min(count, len(rs))] {
-		e := st.evals[r.w]
-		c := st.choice[r.w]
-		set := []int{r.w}
-		in := map[int]bool{r.w: true}
-		st.set(r.w, -1)
+	for _, w := range regrets(st, count) {
+		e := st.evals[w]
+		c := st.choice[w]
+		set := []int{w}
+		in := map[int]bool{w: true}
+		st.set(w, -1)
 		for j := 0; j < c && len(set) < size; j++ {
 			o := &e.cands[j]
 			short := func(row int32, amt float64) bool { return st.rem[row] < amt-eps }
@@ -1037,7 +1025,7 @@ func (s *solver) regretSets(st *state, size, count int) [][]int {
 				}
 			}
 		}
-		st.set(r.w, c)
+		st.set(w, c)
 		sets = append(sets, set)
 	}
 	return sets
@@ -1057,6 +1045,42 @@ func (s *solver) regretSets(st *state, size, count int) [][]int {
 // regret set held them together (the 81 placed 10.65% above CBC's
 // optimum; TestPolishPlaced). Tried last in a round.
 func (s *solver) forcedSets(st *state, size, count int) [][]int {
+	rs := regrets(st, count)
+	if len(rs) == 0 {
+		return nil
+	}
+	m, orig, restore := s.fleetRelaxation(st)
+	defer restore()
+	if m == nil {
+		return nil
+	}
+	var sets [][]int
+	for _, w := range rs {
+		for j := 0; j < m.p.n; j++ {
+			if m.colW[j] != w || m.colJ[j] >= orig[w] {
+				continue
+			}
+			q := m.p.clone()
+			for k := 0; k < q.n; k++ {
+				if m.colW[k] == w && k != j {
+					q.setBounds(k, 0, 0)
+				}
+			}
+			q.setBounds(j, 1, 1)
+			if q.solve(50*q.m+1000, math.Inf(1)) != lpOptimal {
+				continue
+			}
+			ws := m.offPlan(q, orig, w)
+			sets = append(sets, ws[:min(size, len(ws))])
+			break
+		}
+	}
+	return sets
+}
+
+// regrets are the count workloads of st's plan furthest above their
+// cheapest option (its cost less the cheapest's), largest first.
+func regrets(st *state, count int) []int {
 	type regret struct {
 		w int
 		d float64
@@ -1068,35 +1092,10 @@ func (s *solver) forcedSets(st *state, size, count int) [][]int {
 			rs = append(rs, regret{w, e.cands[c].cost - e.cands[0].cost})
 		}
 	}
-	if len(rs) == 0 {
-		return nil
-	}
 	sort.SliceStable(rs, func(a, b int) bool { return rs[a].d > rs[b].d })
-	m, orig, restore := s.fleetRelaxation(st)
-	defer restore()
-	if m == nil {
-		return nil
-	}
-	var sets [][]int
+	ws := make([]int, 0, min(count, len(rs)))
 	for _, r := range rs[:min(count, len(rs))] {
-		for j := 0; j < m.p.n; j++ {
-			if m.colW[j] != r.w || m.colJ[j] >= orig[r.w] {
-				continue
-			}
-			q := m.p.clone()
-			for k := 0; k < q.n; k++ {
-				if m.colW[k] == r.w && k != j {
-					q.setBounds(k, 0, 0)
-				}
-			}
-			q.setBounds(j, 1, 1)
-			if q.solve(50*q.m+1000, math.Inf(1)) != lpOptimal {
-				continue
-			}
-			ws := m.offPlan(q, orig, r.w)
-			sets = append(sets, ws[:min(size, len(ws))])
-			break
-		}
+		ws = append(ws, r.w)
 	}
-	return sets
+	return ws
 }
