@@ -532,6 +532,7 @@ func TestRepairAfterPolish(t *testing.T) {
 		{"lp-cores.yaml", map[string]float64{"w74 w79": 137206.76}, true},
 		{"search-out-whole.yaml", map[string]float64{"": 114130.89}, false},
 		{"lp-core-search-out.yaml", map[string]float64{"w61 w94": 80478.40}, false},
+		{"least-out-mip-plain.yaml", map[string]float64{"w00 w02 w08 w25 w53": 38993.93}, false},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			plan := solveDiffFleet(t, cat, tc.file)
