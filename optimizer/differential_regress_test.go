@@ -533,6 +533,7 @@ func TestRepairAfterPolish(t *testing.T) {
 		{"search-out-whole.yaml", map[string]float64{"": 114130.89}, false},
 		{"lp-core-search-out.yaml", map[string]float64{"w61 w94": 80478.40}, false},
 		{"least-out-mip-plain.yaml", map[string]float64{"w00 w02 w08 w25 w53": 38993.93}, false},
+		{"one-more-in.yaml", map[string]float64{"w46": 154690.43}, true},
 		{"exact-fewest-14028.yaml", map[string]float64{"w14 w34 w126": 199818.00, "w14 w45 w60": 169775.20}, true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

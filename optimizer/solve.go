@@ -100,6 +100,9 @@ type solver struct {
 	// polishing: solveFleet is re-solving a partly infeasible plan's
 	// placed part (polishPlaced), which does not recurse.
 	polishing bool
+	// oneInTried are the sets oneMoreIn's sub-MIP could not place
+	// (oneInKey), not tried again.
+	oneInTried map[string]bool
 	// repaired is the number of candidates the evals held when the last
 	// final repair ended: polishPlaced repairs again only once solving
 	// the placed part has added some.
@@ -941,6 +944,8 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 					// Last, when those found no plan that leaves fewer
 					// out: it ranks plans by cost only after the count.
 					s.leastOutMIP(st, comp)
+					// And one more in by the whole group's sub-MIP.
+					s.oneMoreIn(st, comp)
 				}
 			}
 		}

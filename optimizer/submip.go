@@ -1,9 +1,11 @@
 package optimizer
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Exact sub-MIPs by LP-based branch and bound (lp.go).
@@ -938,6 +940,77 @@ func (s *solver) leastOutMIP(st *state, ws []int) bool {
 		return false
 	}
 	return true
+}
+
+// oneMoreIn looks for a plan of the group ws that places one more of its
+// workloads than st, when st leaves two or more out: for each workload
+// left out, the least demanding first (its cheapest option), the
+// group's sub-MIP places it with every workload st places (placeWhole);
+// the first plan found is taken, and the step repeats while two or more
+// are left out, at most fewestMIPs sub-MIPs in all. The searches leave
+// out whole hitting sets and run out of nodes on large groups, and the
+// count sub-MIP (leastOutMIP) may dive past the plan: differential seed
+// 18046 at MAXN=150 left out a 32-GPU and a 64-GPU job of a 90-workload
+// group where the 64-GPU one alone suffices, and the sub-MIP over the
+// other 89 places them (TestRepairAfterPolish). True when it placed one.
+func (s *solver) oneMoreIn(st *state, ws []int) bool {
+	placedOne := false
+	for tries := 0; tries < fewestMIPs; {
+		var out, placed []int
+		for _, w := range ws {
+			if st.choice[w] < 0 {
+				out = append(out, w)
+			} else {
+				placed = append(placed, w)
+			}
+		}
+		if len(out) < 2 || len(placed)+1 > fewestMIPSize {
+			return placedOne
+		}
+		sort.SliceStable(out, func(a, b int) bool { return st.evals[out[a]].cands[0].cost < st.evals[out[b]].cands[0].cost })
+		found := false
+		for _, v := range out {
+			if tries >= fewestMIPs {
+				break
+			}
+			rest := append(slices.Clone(placed), v)
+			key := oneInKey(st.evals, rest)
+			if s.oneInTried[key] {
+				continue
+			}
+			tries++
+			restore := releaseExact(st, rest)
+			if ok, _ := s.placeByMIP(st, rest, oneMoreInNodes); ok {
+				found, placedOne = true, true
+				break
+			}
+			restore()
+			if s.oneInTried == nil {
+				s.oneInTried = map[string]bool{}
+			}
+			s.oneInTried[key] = true
+		}
+		if !found {
+			return placedOne
+		}
+	}
+	return placedOne
+}
+
+// oneMoreInNodes is the node limit of each of oneMoreIn's sub-MIPs: a
+// plan, not the cheapest (the placed part is solved again after the
+// repair); seed 18046's is found within 200.
+const oneMoreInNodes = 400
+
+// oneInKey names a set oneMoreIn tried: its workloads and how many
+// candidates they hold (a later repair, with service layouts added, may
+// place what an earlier one could not).
+func oneInKey(evals []*eval, ws []int) string {
+	var b strings.Builder
+	for _, w := range ws {
+		fmt.Fprintf(&b, "%s/%d ", evals[w].w.Name, len(evals[w].cands))
+	}
+	return b.String()
 }
 
 // noneKept is a sub-MIP's keep for n workloads that keep no option.
