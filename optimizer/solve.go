@@ -869,7 +869,7 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 				// sees the group whole, as below (differential seed 15034
 				// at MAXN=150: a 64-GPU job left out, "not proven", while
 				// the 53 others and it fit; TestRepairAfterPolish).
-				r.pick = s.placeWhole(st, comp)
+				r.pick = s.placeWhole(st, comp, fewestMIPNodes)
 			}
 			if undo != nil {
 				s.resort(evals, st.choice)
@@ -880,7 +880,7 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 					// MAXN=100: Solve's own layouts proved no full plan,
 					// the model's placed every workload, and the search
 					// over them ran out; TestRepairAfterPolish).
-					again.pick = s.placeWhole(st, comp)
+					again.pick = s.placeWhole(st, comp, fewestMIPNodes)
 				}
 				if again.pick != nil {
 					r = again

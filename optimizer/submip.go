@@ -493,15 +493,15 @@ func (s *solver) lpOutShares(st *state, ws []int) []float64 {
 }
 
 // placeWhole places the whole group ws by its sub-MIP (placeByMIP, at
-// most fewestMIPNodes nodes, groups of at most fewestMIPSize) and returns
-// the choices, in ws's order; nil, with st's plan of ws untouched, when
-// it finds none.
-func (s *solver) placeWhole(st *state, ws []int) []int {
+// most nodes nodes, groups of at most fewestMIPSize) and returns the
+// choices, in ws's order; nil, with st's plan of ws untouched, when it
+// finds none.
+func (s *solver) placeWhole(st *state, ws []int, nodes int) []int {
 	if len(ws) > fewestMIPSize {
 		return nil
 	}
 	restore := releaseExact(st, ws)
-	if ok, _ := s.placeByMIP(st, ws, fewestMIPNodes); !ok {
+	if ok, _ := s.placeByMIP(st, ws, nodes); !ok {
 		restore()
 		return nil
 	}
@@ -964,7 +964,7 @@ func (s *solver) oneMoreIn(st *state, ws []int) bool {
 				placed = append(placed, w)
 			}
 		}
-		if len(out) < 2 || len(placed)+1 > fewestMIPSize {
+		if len(out) < 2 {
 			return placedOne
 		}
 		sort.SliceStable(out, func(a, b int) bool { return st.evals[out[a]].cands[0].cost < st.evals[out[b]].cands[0].cost })
@@ -979,12 +979,10 @@ func (s *solver) oneMoreIn(st *state, ws []int) bool {
 				continue
 			}
 			tries++
-			restore := releaseExact(st, rest)
-			if ok, _ := s.placeByMIP(st, rest, oneMoreInNodes); ok {
-				found, placedOne = true, true
+			if s.placeWhole(st, rest, oneMoreInNodes) != nil {
+				found = true
 				break
 			}
-			restore()
 			if s.oneInTried == nil {
 				s.oneInTried = map[string]bool{}
 			}
@@ -993,6 +991,7 @@ func (s *solver) oneMoreIn(st *state, ws []int) bool {
 		if !found {
 			return placedOne
 		}
+		placedOne = true
 	}
 	return placedOne
 }
