@@ -571,8 +571,10 @@ type diffResult struct {
 	partlyGap      float64
 	// ownBound: CBC without a proof, the plan proven by its own bound.
 	ownBound bool
-	// undecided: partly infeasible, CBC's count of those left out not
-	// proven within its limit and no lower than the plan's.
+	// undecided: partly infeasible, and CBC proved within its limit
+	// neither how few must be left out (its plan leaving no fewer than
+	// ours) nor its optimum for the placed part (its plan not 0.1% below
+	// ours, its bound not proving ours within 0.1%).
 	undecided bool
 }
 
@@ -722,17 +724,37 @@ func compareFleet(ctx context.Context, s *Solver, cat *pricing.Catalog, offers m
 				out[b.Workload] = true
 			}
 			z, err := s.SolveModel(ctx, withLeftOut(m, out), nil)
+			h := plan.Totals.ExpectedCost
+			round := 0.005*float64(len(plan.Placements)) + 1e-6
+			if err == nil && z.Status == optimizer.ExactFeasible {
+				// CBC has a plan of the placed part but no proof within
+				// its limit (seed 22009 at MAXN=250, 188 workloads). A
+				// plan of CBC's more than 0.1% below ours fails; CBC's
+				// bound proving ours within 0.1% is a verdict; neither
+				// is none, counted apart.
+				switch {
+				case h > z.Objective*1.001+round:
+					bad("partly infeasible: the heuristic's %d placed cost %.4f, more than 0.1%% above CBC's plan (not proven optimal) for the same %d left out, %.4f", len(plan.Placements), h, least, z.Objective)
+				case h <= z.BestBound*1.001+round:
+					res.partlyCompared = true
+					if z.BestBound > 0 {
+						res.partlyGap = math.Max(0, 100*(h-z.BestBound)/z.BestBound)
+					}
+				default:
+					res.undecided = true
+				}
+				return res
+			}
 			if err != nil || z.Status != optimizer.ExactOptimal {
 				bad("cbc on the model without the left out: %v %s", err, z.Status)
 				return res
 			}
 			opt := z.Objective
-			h := plan.Totals.ExpectedCost
 			res.partlyCompared = true
 			if opt > 0 {
 				res.partlyGap = math.Max(0, 100*(h-opt)/opt)
 			}
-			if math.Abs(h-opt) <= 0.005*float64(len(plan.Placements))+1e-6 {
+			if math.Abs(h-opt) <= round {
 				res.partlyGap = 0
 			}
 			if res.partlyGap > 0.1 {
@@ -872,7 +894,7 @@ func differential(t *testing.T, exact bool, first uint64, fleets int) {
 			t.Logf("%d of %d fleets checked (through seed %d), %d failed", done, fleets, seed, failed)
 		}
 	}
-	t.Logf("%d fleets: %d compared at CBC's optimum (%d with services, %d where the heuristic beat the static model), %d proven by the plan's own bound (CBC without a proof), %d partly infeasible (%d of them compared with CBC's optimum for the same left out, max gap %.4f%%; %d where CBC could not prove how few must be left out), %d failed; max gap %.4f%%",
+	t.Logf("%d fleets: %d compared at CBC's optimum (%d with services, %d where the heuristic beat the static model), %d proven by the plan's own bound (CBC without a proof), %d partly infeasible (%d of them compared with CBC's optimum for the same left out, max gap %.4f%%; %d undecided: CBC proved neither how few must be left out nor its optimum for the placed part), %d failed; max gap %.4f%%",
 		fleets, compared, withSvc, below, ownBound, partly, partlyCompared, maxPartlyGap, undecided, failed, maxGap)
 	if compared < fleets/3 || partly < fleets/20 {
 		t.Errorf("the generator is off: only %d of %d fleets feasible, %d partly infeasible", compared, fleets, partly)
