@@ -46,9 +46,9 @@ const subMIPOpts = 64
 // fraction of the CPU (98 / 2 at 0.6: 16.8 → 8.3 CPU-s; main 8.6).
 const subMIPNodes = 20
 
-// subMIPDeepSets sets of a round that found nothing, those whose search
+// When no set of a round improves, the subMIPDeepSets sets whose search
 // ran out of its subMIPNodes while their root LP lay furthest below their
-// cost, are searched again with subMIPDeepNodes each. Hardgen 150 / seed
+// cost are searched again with subMIPDeepNodes each. Hardgen 150 / seed
 // 39 at 0.5 stopped 0.237% above CBC's optimum: an anchored set of 71
 // held 20 of the 21 workloads CBC's plan moves, and 200 nodes found
 // an improvement that opened the way to the optimum.
@@ -872,7 +872,7 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 		}
 		if !improved {
 			// Last, the sets whose search the node limit cut short,
-			// deeper (subMIPDeep).
+			// deeper (subMIPDeepSets).
 			sort.SliceStable(cut, func(a, b int) bool { return cut[a].gain > cut[b].gain })
 			for _, c := range cut[:min(len(cut), subMIPDeepSets)] {
 				nodes := min(subMIPDeepNodes, budget-spent)
