@@ -611,16 +611,10 @@ func (m *subMIP) tighten(p *lp) {
 
 // solveSet re-solves the workloads of set exactly (within the node
 // limit) and applies the result to st when the plan's own check accepts
-// it and it is cheaper; true when it did.
-func (s *solver) solveSet(st *state, set []int, nodes int) (bool, int) {
-	ok, used, _ := s.solveSetGain(st, set, nodes)
-	return ok, used
-}
-
-// solveSetGain is solveSet that also says how much below the set's
-// cost its root LP relaxation (after cuts) lies: what a longer search
-// of the set might still gain (0 when nothing).
-func (s *solver) solveSetGain(st *state, set []int, nodes int) (bool, int, float64) {
+// it and it is cheaper; ok when it did. gain is how far below the set's
+// cost its root LP relaxation (after cuts) lies: what a longer search of
+// the set might still find (0 when nothing).
+func (s *solver) solveSet(st *state, set []int, nodes int) (ok bool, used int, gain float64) {
 	if len(set) < 2 {
 		return false, 0, 0
 	}
@@ -641,7 +635,7 @@ func (s *solver) solveSetGain(st *state, set []int, nodes int) (bool, int, float
 		return false, 0, 0
 	}
 	pick, _, used := m.bb(old-m.shift, nodes)
-	gain := max(0, old-m.shift-m.root)
+	gain = max(0, old-m.shift-m.root)
 	if pick == nil {
 		restore()
 		return false, used, gain
@@ -816,7 +810,7 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 		if nodes <= 0 {
 			return false
 		}
-		ok, used, gain := s.solveSetGain(st, set, nodes)
+		ok, used, gain := s.solveSet(st, set, nodes)
 		*spent += used
 		if !ok && used >= nodes && gain > 1e-3 {
 			cut = append(cut, cutShort{set, gain})
@@ -879,7 +873,7 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 				if nodes <= 0 {
 					break
 				}
-				ok, used := s.solveSet(st, c.set, nodes)
+				ok, used, _ := s.solveSet(st, c.set, nodes)
 				spent += used
 				if ok {
 					improved = true
