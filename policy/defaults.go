@@ -29,6 +29,10 @@ const (
 	// DefaultTargetUtilization is the GPU utilisation inference autoscaling
 	// aims for, leaving headroom for bursts.
 	DefaultTargetUtilization = 0.7
+	// DefaultAvailabilityGoal and DefaultAvailabilityWindow: an inference
+	// service is held at target 99% of any 30 days.
+	DefaultAvailabilityGoal   = 0.99
+	DefaultAvailabilityWindow = 30 * 24 * time.Hour
 	// DefaultMinZones and DefaultMinClouds: no spreading required.
 	DefaultMinZones  = 1
 	DefaultMinClouds = 1
@@ -141,6 +145,12 @@ func (p *Policy) applyDefaults(isSet func(s scope, i int, field string) bool) {
 			}
 			if w.Replicas.TargetUtilization == 0 && !set("replicas.target_utilization") {
 				w.Replicas.TargetUtilization = DefaultTargetUtilization
+			}
+			if w.Availability.Goal == 0 && !set("availability.goal") {
+				w.Availability.Goal = DefaultAvailabilityGoal
+			}
+			if w.Availability.Window == 0 {
+				w.Availability.Window = DefaultAvailabilityWindow
 			}
 			if w.Spread.MinZones == 0 && !set("spread.min_zones") {
 				w.Spread.MinZones = DefaultMinZones

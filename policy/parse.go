@@ -640,6 +640,12 @@ func (d *decoder) workload(n *yaml.Node, w *Workload) {
 				}},
 			})
 		}},
+		{"availability", func(v *yaml.Node) {
+			d.mapping(v, "availability", "availability", []field{
+				{"goal", func(v *yaml.Node) { d.number(v, "availability.goal", &w.Availability.Goal) }},
+				{"window", func(v *yaml.Node) { d.duration(v, "availability.window", &w.Availability.Window) }},
+			})
+		}},
 		{"schedule", func(v *yaml.Node) { d.schedule(v, w) }},
 		{"load", func(v *yaml.Node) {
 			l := &LoadProfile{}

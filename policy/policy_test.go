@@ -59,11 +59,18 @@ func TestWorkloadDefaults(t *testing.T) {
 		}},
 		{"inference", "{name: s, kind: inference, replicas: {min: 3}}", func(w *Workload) Workload {
 			return Workload{Name: "s", Kind: Inference, GPU: GPUNeed{Count: 1}, RestartOverhead: 10 * time.Minute, Spot: SpotPrefer,
-				Replicas: Replicas{Min: 3, Max: 3, TargetUtilization: 0.7}, Spread: Spread{MinZones: 1, MinClouds: 1}, Pos: w.Pos}
+				Replicas: Replicas{Min: 3, Max: 3, TargetUtilization: 0.7}, Spread: Spread{MinZones: 1, MinClouds: 1},
+				Availability: Availability{Goal: 0.99, Window: 30 * 24 * time.Hour}, Pos: w.Pos}
+		}},
+		{"inference with an availability goal", "{name: s, kind: inference, replicas: {min: 4}, availability: {goal: 0.995, window: 7d}}", func(w *Workload) Workload {
+			return Workload{Name: "s", Kind: Inference, GPU: GPUNeed{Count: 1}, RestartOverhead: 10 * time.Minute, Spot: SpotPrefer,
+				Replicas: Replicas{Min: 4, Max: 4, TargetUtilization: 0.7}, Spread: Spread{MinZones: 1, MinClouds: 1},
+				Availability: Availability{Goal: 0.995, Window: 7 * 24 * time.Hour}, Pos: w.Pos}
 		}},
 		{"inference written out", "{name: s, kind: inference, team: t, gpu: {models: any, count: 2, min_memory_gib: 20.5}, replicas: {min: 2, max: 9, target_utilization: 1}, spread: {min_zones: 2, min_clouds: 2}, placement: {clouds: [AWS, gcp], zones: ['us-*']}}", func(w *Workload) Workload {
 			return Workload{Name: "s", Team: "t", Kind: Inference, GPU: GPUNeed{Count: 2, MinMemoryGiB: 20.5}, RestartOverhead: 10 * time.Minute, Spot: SpotPrefer,
 				Replicas: Replicas{Min: 2, Max: 9, TargetUtilization: 1}, Spread: Spread{MinZones: 2, MinClouds: 2},
+				Availability: Availability{Goal: 0.99, Window: 30 * 24 * time.Hour},
 				Limits: Limits{Clouds: []pricing.Cloud{pricing.AWS, pricing.GCP}, Zones: []string{"us-*"}}, Pos: w.Pos}
 		}},
 		{"multi-node job with interconnect and its own scaling", "{name: a, kind: training, gpu: {models: [H100], count: 64, interconnect: required}, work: {gpu_hours: 6400}, scaling: {inter_node: 0.8}}", func(w *Workload) Workload {

@@ -112,6 +112,15 @@ type Autoscale struct {
 	ScaleDownWindow time.Duration
 }
 
+// Availability is an inference service's availability goal: the share of
+// time it should hold its replicas at target, over a rolling window. The
+// live spot policy hedges harder as the goal's error budget (the time
+// below target it still allows) runs low.
+type Availability struct {
+	Goal   float64       // share of time at target, in (0, 1)
+	Window time.Duration // the rolling period it is measured over
+}
+
 // PrometheusMetric is a load metric read from Prometheus.
 type PrometheusMetric struct {
 	// URL is the Prometheus server (http://prometheus:9090).
@@ -183,6 +192,8 @@ type Workload struct {
 	Replicas    Replicas
 	// Autoscale tunes how an inference service's replicas follow load.
 	Autoscale Autoscale
+	// Availability is an inference service's availability goal.
+	Availability Availability
 	Spread    Spread
 	Limits    Limits
 	// Scaling overrides the policy's scaling efficiency for this job.

@@ -256,6 +256,9 @@ func (r *reporter) checkWorkload(i int) {
 		if w.Autoscale != (Autoscale{}) {
 			e("autoscale", "autoscale applies to inference services only")
 		}
+		if w.Availability != (Availability{}) {
+			e("availability", "availability applies to inference services only; a %s job has a deadline instead", w.Kind)
+		}
 		if w.Load != nil {
 			e("load", "load applies to inference services only; a %s job runs once, or on a schedule:", w.Kind)
 		}
@@ -357,6 +360,12 @@ func (r *reporter) checkReplicas(i int) {
 		e("replicas.target_utilization", "replicas.target_utilization %v: want a fraction above 0 and at most 1, e.g. 0.7", rp.TargetUtilization)
 	}
 	validateAutoscale(w.Autoscale, e)
+	if a := w.Availability; !finite(a.Goal) || a.Goal <= 0 || a.Goal >= 1 {
+		e("availability.goal", "availability.goal %v: want the share of time at target, above 0 and below 1, e.g. 0.99", a.Goal)
+	}
+	if a := w.Availability; a.Window < time.Hour || a.Window > 90*24*time.Hour {
+		e("availability.window", "availability.window %s: want 1h to 90d", FormatDuration(a.Window))
+	}
 	sp := w.Spread
 	if sp.MinZones < 1 {
 		e("spread.min_zones", "spread.min_zones %d: want at least 1", sp.MinZones)
