@@ -175,6 +175,11 @@ type hedge struct {
 	odGroupKey providers.PoolKey
 	odGroupBlk blockMemo
 
+	// budget is the service's availability goal's error budget, in
+	// ticks, for the goal budgetFor (policy.Workload.Availability).
+	budget    spotpolicy.ErrorBudget
+	budgetFor policy.Availability
+
 	// nominal are the zones' spot capacities in instances under the
 	// policy nomPol (optimizer.SpotPoolCapacity, a policy glob match per
 	// zone: every service, every plan).
@@ -904,6 +909,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	t := int(now.Sub(hg.start) / tick)
 	if t > hg.tick {
 		state.Tick = t
+		hg.spendBudget(w.Availability, state, t, tick)
 		f := hg.policy.Decide(state)
 		probing := false
 		for k := range f.Spot {
@@ -928,6 +934,24 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			Ready: state.Ready(), OnDemand: f.OnDemand}, f.Spot)
 	}
 	return hg.placement(j)
+}
+
+// spendBudget charges the service's error budget with the ticks since its
+// last decision when it is below target now (what it was in between is
+// not seen: the state now stands for it) and tells state what is left.
+// A changed goal starts a new budget.
+func (hg *hedge) spendBudget(a policy.Availability, state *spotpolicy.InferenceState, t int, tick time.Duration) {
+	if a != hg.budgetFor {
+		hg.budgetFor = a
+		hg.budget = spotpolicy.NewErrorBudget(a.Goal, int(a.Window/tick))
+	}
+	if !hg.budget.Valid() {
+		return
+	}
+	if state.Ready() < state.Target {
+		hg.budget.Record(t, float64(t-max(hg.tick, t-1)))
+	}
+	state.Budgeted, state.BudgetLeft = true, hg.budget.Left(t)
 }
 
 // record makes d, with spot replicas per zone spot, the service's last

@@ -71,7 +71,7 @@ func TestWorkloadDefaults(t *testing.T) {
 			return Workload{Name: "s", Team: "t", Kind: Inference, GPU: GPUNeed{Count: 2, MinMemoryGiB: 20.5}, RestartOverhead: 10 * time.Minute, Spot: SpotPrefer,
 				Replicas: Replicas{Min: 2, Max: 9, TargetUtilization: 1}, Spread: Spread{MinZones: 2, MinClouds: 2},
 				Availability: Availability{Goal: 0.99, Window: 30 * 24 * time.Hour},
-				Limits: Limits{Clouds: []pricing.Cloud{pricing.AWS, pricing.GCP}, Zones: []string{"us-*"}}, Pos: w.Pos}
+				Limits:       Limits{Clouds: []pricing.Cloud{pricing.AWS, pricing.GCP}, Zones: []string{"us-*"}}, Pos: w.Pos}
 		}},
 		{"multi-node job with interconnect and its own scaling", "{name: a, kind: training, gpu: {models: [H100], count: 64, interconnect: required}, work: {gpu_hours: 6400}, scaling: {inter_node: 0.8}}", func(w *Workload) Workload {
 			return Workload{Name: "a", Kind: Training, GPU: GPUNeed{Models: []pricing.GPUModel{pricing.H100}, Count: 64, Interconnect: InterconnectRequired}, WorkGPUHours: 6400,

@@ -194,8 +194,8 @@ type Workload struct {
 	Autoscale Autoscale
 	// Availability is an inference service's availability goal.
 	Availability Availability
-	Spread    Spread
-	Limits    Limits
+	Spread       Spread
+	Limits       Limits
 	// Scaling overrides the policy's scaling efficiency for this job.
 	Scaling Scaling
 	// Schedule, for a training or batch job, is a cron expression (UTC):

@@ -18,6 +18,7 @@ import (
 	"github.com/gpubroker/gpubroker/catalog"
 	"github.com/gpubroker/gpubroker/fleet/sim"
 	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -240,6 +241,7 @@ type simInferenceOptions struct {
 	timeline     string
 	start        int
 	duration     time.Duration
+	goal         float64
 }
 
 func newSimulateInferenceCmd() *cobra.Command {
@@ -273,11 +275,12 @@ func newSimulateInferenceCmd() *cobra.Command {
 	_ = f.MarkDeprecated("timeline", "use --plot (the run's timeline, as for simulate training)")
 	f.IntVar(&o.start, "start-tick", 0, "first tick of the traces to simulate (in ticks of the finest trace where they differ)")
 	f.DurationVar(&o.duration, "duration", 0, "how long to simulate (0 = to the end of the traces)")
+	f.Float64Var(&o.goal, "goal", policy.DefaultAvailabilityGoal, "availability goal (share of time at target) whose error budget over the run the policies are told; 0 for none")
 	return cmd
 }
 
 func runSimulateInference(w io.Writer, pools *sim.Pools, prices sim.Prices, o simInferenceOptions) error {
-	c := sim.Inference{Target: o.target, ReadyDelay: o.readyDelay, Prices: prices, History: o.history, Start: o.start, Duration: o.duration}
+	c := sim.Inference{Target: o.target, ReadyDelay: o.readyDelay, Prices: prices, History: o.history, Start: o.start, Duration: o.duration, Goal: o.goal}
 	for _, p := range o.policies {
 		if _, err := spotpolicy.NewInference(p); err != nil {
 			return usageErr(fmt.Errorf("--policy: %w", err))

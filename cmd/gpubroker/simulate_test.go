@@ -187,6 +187,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{"bad output", []string{"simulate", "training", "--trace", good, "-o", "xml"}, "want table or json"},
 		{"mixed ticks, too short", []string{"simulate", "training", "--trace", good + "," + other}, "ticks of 60 s; the traces have 2"},
 		{"bad target", []string{"simulate", "inference", "--trace", good, "--target", "0"}, "target must be at least 1"},
+		{"bad goal", []string{"simulate", "inference", "--trace", good, "--goal", "99"}, "goal 99: want a share of time in (0, 1), e.g. 0.99, or 0 for none"},
 		{"unknown instance", []string{"simulate", "training", "--trace", good, "--instance-type", "z9.huge"}, "no on-demand and spot price"},
 	}
 	for _, tc := range tests {

@@ -113,7 +113,13 @@ func heldOutSets(t testing.TB) []heldOutSet {
 	return sets
 }
 
-var heldOutSetting = Inference{Target: 4, ReadyDelay: 10 * time.Minute, Prices: DefaultPrices, History: DefaultHistory}
+var heldOutSetting = Inference{Target: 4, ReadyDelay: 10 * time.Minute, Prices: DefaultPrices, History: DefaultHistory, Goal: 0.99}
+
+// crossFolderShortMax is the most sets of crossFolderSets(t, 100, 1) that
+// the default policy may leave below 99% at target: 18 before it spent the
+// goal's error budget, 5 since (docs/BENCHMARKS.md, "Zones of different
+// folders").
+const crossFolderShortMax = 5
 
 // TestInferenceHeldOutTable replays every held-out set against every
 // inference policy and checks each against the bound; with
@@ -234,6 +240,9 @@ func TestInferenceCrossFolderTable(t *testing.T) {
 		}
 	}
 	t.Logf("bound ≤ 0.60 on %d sets; goal met on %d; below 99%% at target on %d", reach, met, short)
+	if short > crossFolderShortMax {
+		t.Errorf("%d sets below 99%% at target; want at most %d", short, crossFolderShortMax)
+	}
 }
 
 // costGoalSets are the sets on which the default policy meets the issue's
@@ -260,12 +269,11 @@ var costCapSets = map[string]float64{
 }
 
 // shortSets are the sets on which the default policy stays below 99% at
-// target, with the share it does keep (docs/BENCHMARKS.md): two 1-node
-// zones that are often preempted within minutes of each other, where the
-// risk model holds three on-demand replicas, not four.
-var shortSets = map[string]float64{
-	"preemption/1-node/aws-04-22-2023:us-west-2b_v100_1+us-west-2c_v100_1": 0.9895,
-}
+// target, with the share it does keep (docs/BENCHMARKS.md). None since the
+// policy spends the goal's error budget: the last one,
+// aws-04-22-2023 us-west-2b+us-west-2c at 98.97% before, two one-instance
+// zones often preempted within minutes of each other, is at 99% now.
+var shortSets = map[string]float64{}
 
 // TestInferenceHeldOut runs the default inference policy (target 4, 10 min
 // ready delay) over every real trace folder and every subset of two and

@@ -21,6 +21,10 @@ type Inference struct {
 	Start    int
 	Duration time.Duration
 	History  time.Duration
+	// Goal is the availability goal (share of time at target, e.g. 0.99)
+	// the policy is told its error budget against, over the run as the
+	// result measures it (spotpolicy.ErrorBudget); 0 tells it none.
+	Goal float64
 }
 
 // InferenceResult is one inference run.
@@ -57,6 +61,9 @@ func RunInference(c Inference, p *Pools, pol spotpolicy.Inference, record bool) 
 	if c.Target < 1 {
 		return InferenceResult{}, fmt.Errorf("%w: target must be at least 1", ErrSetting)
 	}
+	if c.Goal < 0 || c.Goal >= 1 || math.IsNaN(c.Goal) {
+		return InferenceResult{}, fmt.Errorf("%w: goal %g: want a share of time in (0, 1), e.g. 0.99, or 0 for none", ErrSetting, c.Goal)
+	}
 	if c.ReadyDelay < 0 || c.Prices.OnDemand <= 0 || c.Prices.Spot < 0 {
 		return InferenceResult{}, fmt.Errorf("%w: ready delay and prices must not be negative", ErrSetting)
 	}
@@ -80,6 +87,7 @@ func RunInference(c Inference, p *Pools, pol spotpolicy.Inference, record bool) 
 	}
 	delay := c.ReadyDelay.Seconds()
 	var reps []replica
+	budget := spotpolicy.NewErrorBudget(c.Goal, end-c.Start)
 	st := &spotpolicy.InferenceState{Gap: gap, Target: c.Target, ReadyDelay: delay, Zones: make([]spotpolicy.Zone, k), SpotPrice: c.Prices.Spot, OnDemandPrice: c.Prices.OnDemand}
 	res := InferenceResult{Policy: pol.Name()}
 	atTarget, readySum := 0.0, 0.0
@@ -124,6 +132,7 @@ func RunInference(c Inference, p *Pools, pol spotpolicy.Inference, record bool) 
 				st.Zones[r.zone].SpotReady++
 			}
 		}
+		st.Budgeted, st.BudgetLeft = budget.Valid(), budget.Left(st.Tick)
 		f := pol.Decide(st)
 		// Apply: per zone (spot, capped at capacity) and on-demand (-1).
 		for q := -1; q < k; q++ {
@@ -167,6 +176,7 @@ func RunInference(c Inference, p *Pools, pol spotpolicy.Inference, record bool) 
 			frac = math.Max(0, math.Min(1, (now+gap-from)/gap))
 		}
 		atTarget += frac
+		budget.Record(st.Tick, 1-frac)
 		if frac < 1 {
 			shortfall += (1 - frac) * gap
 			longest = math.Max(longest, shortfall)

@@ -153,19 +153,22 @@ func (r TrainingReport) WriteTable(w io.Writer) error {
 
 // InferenceReport is the output of `gpubroker simulate inference`.
 type InferenceReport struct {
-	Traces            []TraceInfo       `json:"traces"`
-	Target            int               `json:"target"`
-	ReadyDelayMinutes float64           `json:"ready_delay_minutes"`
-	OnDemandPrice     float64           `json:"on_demand_usd_per_hour"`
-	SpotPrice         float64           `json:"spot_usd_per_hour"`
-	Policies          []InferenceResult `json:"policies"`
-	Frontier          []FrontierPoint   `json:"frontier,omitempty"`
+	Traces            []TraceInfo `json:"traces"`
+	Target            int         `json:"target"`
+	ReadyDelayMinutes float64     `json:"ready_delay_minutes"`
+	OnDemandPrice     float64     `json:"on_demand_usd_per_hour"`
+	SpotPrice         float64     `json:"spot_usd_per_hour"`
+	// Goal is the availability goal whose error budget the policies were
+	// told (Inference.Goal); 0 for none.
+	Goal     float64           `json:"availability_goal,omitempty"`
+	Policies []InferenceResult `json:"policies"`
+	Frontier []FrontierPoint   `json:"frontier,omitempty"`
 }
 
 // BuildInferenceReport runs each inference policy over the whole traces.
 func BuildInferenceReport(c Inference, p *Pools, policies []string) (InferenceReport, error) {
 	r := InferenceReport{Traces: p.Infos(), Target: c.Target, ReadyDelayMinutes: c.ReadyDelay.Minutes(),
-		OnDemandPrice: c.Prices.OnDemand, SpotPrice: c.Prices.Spot}
+		OnDemandPrice: c.Prices.OnDemand, SpotPrice: c.Prices.Spot, Goal: c.Goal}
 	for _, name := range policies {
 		pol, err := spotpolicy.NewInference(name)
 		if err != nil {
@@ -191,6 +194,9 @@ func (r InferenceReport) WriteTable(w io.Writer) error {
 		if t.MeasuredGapSeconds > 0 {
 			fmt.Fprintf(w, "  zone %-28s %d ticks of %d s%s\n", t.Name, t.Ticks, t.GapSeconds, t.resampled())
 		}
+	}
+	if r.Goal > 0 {
+		fmt.Fprintf(w, "Availability goal %.4g%% of the run at target: the policies hedge harder as its error budget runs low.\n", r.Goal*100)
 	}
 	fmt.Fprintf(w, "Costs are fractions of %d on-demand replicas.\n\n", r.Target)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -219,7 +225,8 @@ func FrontierConfigs() []spotpolicy.AdaptiveInferenceConfig {
 	for extra := 0; extra <= 3; extra++ {
 		for spare := 0; spare <= 2; spare++ {
 			for _, risk := range []float64{0, 0.005, 0.02, 0.05, 0.1} {
-				out = append(out, spotpolicy.AdaptiveInferenceConfig{Extra: extra, Spare: spare, Risk: risk})
+				out = append(out, spotpolicy.AdaptiveInferenceConfig{Extra: extra, Spare: spare, Risk: risk,
+					Budget: spotpolicy.DefaultAdaptiveInferenceConfig().Budget})
 			}
 		}
 	}

@@ -39,6 +39,12 @@ type InferenceState struct {
 	// Prices per replica-hour; policies that weigh spot against on-demand
 	// assume on-demand costs three times spot when they are zero.
 	SpotPrice, OnDemandPrice float64
+	// BudgetLeft, when Budgeted, is how many more ticks the service may
+	// spend below Target before it misses its availability goal over the
+	// period the goal is measured over: the goal's error budget left
+	// (ErrorBudget.Left), negative once it is spent.
+	Budgeted   bool
+	BudgetLeft float64
 }
 
 // Ready is the number of ready replicas.
@@ -207,12 +213,19 @@ type AdaptiveInferenceConfig struct {
 	// zone losing its capacity at the rate its recent stretches suggest,
 	// stays below Risk.
 	Risk float64
+	// Budget is the error budget, in ready delays, under which Risk is
+	// scaled down in proportion to what is left (InferenceState's
+	// BudgetLeft; down to minBudgetRisk of it): each loss the hedge does
+	// not cover costs about one ready delay below target, so a service
+	// with little budget left can afford few more, whatever the zones'
+	// loss rates say. 0 ignores the budget.
+	Budget float64
 }
 
 // DefaultAdaptiveInferenceConfig is tuned on the 9-zone aws-02-15-2023
 // traces (docs/BENCHMARKS.md).
 func DefaultAdaptiveInferenceConfig() AdaptiveInferenceConfig {
-	return AdaptiveInferenceConfig{Extra: 2, Spare: 1, Risk: 0.02}
+	return AdaptiveInferenceConfig{Extra: 2, Spare: 1, Risk: 0.02, Budget: 2}
 }
 
 // AdaptiveInference is gpubroker's inference policy: SpotHedge's spread,
@@ -291,7 +304,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	}
 	most := 2*s.Target + cfg.Extra // the most spot replicas a plan places
 	a.observe(s, most)
-	risk := cfg.Risk
+	risk := cfg.Risk * budgetShare(s, cfg.Budget)
 	rho := a.together()
 	spotP, odP := s.SpotPrice, s.OnDemandPrice
 	if odP <= 0 {
@@ -340,6 +353,25 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 		od = s.OnDemand // hold on-demand until spot has been calm a while
 	}
 	return Fleet{Spot: sp, OnDemand: od}
+}
+
+// minBudgetRisk is the least share of Risk the error budget leaves: with
+// the budget spent the hedge asks a loss within a ready delay to be ten
+// times rarer, not impossible (a risk of zero is all on demand, at any
+// price, for a goal already missed).
+const minBudgetRisk = 0.1
+
+// budgetShare is the share of Risk the service's error budget allows: 1
+// while more than budget ready delays of it are left (or it has none),
+// falling in proportion below, to minBudgetRisk. Ticks that start cold
+// (a new service, no replica ready) spend a ready delay at once, so on a
+// short period the first loss already leaves little.
+func budgetShare(s *InferenceState, budget float64) float64 {
+	if !s.Budgeted || !(budget > 0) || s.Gap <= 0 || math.IsNaN(s.BudgetLeft) {
+		return 1
+	}
+	delay := math.Max(1, math.Ceil(s.ReadyDelay/s.Gap))
+	return math.Max(minBudgetRisk, math.Min(1, s.BudgetLeft/(budget*delay)))
 }
 
 // plan is what search found: the cheapest spot replicas per zone (in
