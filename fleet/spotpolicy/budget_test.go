@@ -92,3 +92,39 @@ func TestAdaptiveInferenceSpendsItsErrorBudget(t *testing.T) {
 		}
 	}
 }
+
+// With less than a ready delay of budget left the policy takes a zone's
+// losses to come in bursts: a 4-node zone calm for 3,000 ticks that lost
+// two replicas 100 ticks ago is, by its whole record, about as safe as
+// before (a 0.7% chance of a loss within the ready delay), and then hedged
+// for, as the time since its last loss says (about 16%).
+func TestAdaptiveInferenceWaryWithoutBudget(t *testing.T) {
+	run := func(left float64) (fail float64, f Fleet) {
+		a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+		s := &InferenceState{Gap: 30, Target: 4, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: 3}
+		for i := range 3100 {
+			c := 4
+			if i >= 3000 && i < 3020 {
+				c = 2
+			}
+			s.Tick = i
+			s.Zones = []Zone{
+				{Pool: Pool{Available: true, MeanUp: float64(i + 1), Run: i}, Capacity: c, Spot: min(c, 4), SpotReady: min(c, 4)},
+				{Pool: Pool{Available: true, MeanUp: float64(i + 1), Run: i}, Capacity: 1, Spot: 1, SpotReady: 1},
+			}
+			s.Budgeted, s.BudgetLeft = i == 3099, left
+			f = a.Decide(s)
+		}
+		surv := a.survival(s, 0, 4)
+		return 1 - surv[4], f
+	}
+	calm, fCalm := run(1000)
+	wary, fWary := run(10)
+	if calm > 0.02 || wary < 0.08 {
+		t.Errorf("chance the zone loses some of 4 within the ready delay: %.4f with budget, %.4f without; want under 0.02 and over 0.08", calm, wary)
+	}
+	if fWary.OnDemand <= fCalm.OnDemand {
+		t.Errorf("on demand %d without budget, %d with; want more without", fWary.OnDemand, fCalm.OnDemand)
+	}
+	t.Logf("loss chance %.4f → %.4f; decision %v+%d → %v+%d", calm, wary, fCalm.Spot, fCalm.OnDemand, fWary.Spot, fWary.OnDemand)
+}

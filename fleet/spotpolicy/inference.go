@@ -238,6 +238,10 @@ func DefaultAdaptiveInferenceConfig() AdaptiveInferenceConfig {
 type AdaptiveInference struct {
 	cfg  AdaptiveInferenceConfig
 	calm int // ticks spot has covered the target
+	// wary: less than a ready delay of the error budget is left, so one
+	// more loss the hedge does not cover misses the goal; survival then
+	// takes losses to come in bursts (see there).
+	wary bool
 	// Correlated losses, measured online: each zone's capacity last tick,
 	// the tick of its last loss, and how many losses were seen and how
 	// many of them came within one ready delay of another zone's loss.
@@ -305,6 +309,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	most := 2*s.Target + cfg.Extra // the most spot replicas a plan places
 	a.observe(s, most)
 	risk := cfg.Risk * budgetShare(s, cfg.Budget)
+	a.wary = cfg.Budget > 0 && budgetDelays(s) < 1
 	rho := a.together()
 	spotP, odP := s.SpotPrice, s.OnDemandPrice
 	if odP <= 0 {
@@ -367,11 +372,18 @@ const minBudgetRisk = 0.1
 // (a new service, no replica ready) spend a ready delay at once, so on a
 // short period the first loss already leaves little.
 func budgetShare(s *InferenceState, budget float64) float64 {
-	if !s.Budgeted || !(budget > 0) || s.Gap <= 0 || math.IsNaN(s.BudgetLeft) {
+	if !(budget > 0) {
 		return 1
 	}
-	delay := math.Max(1, math.Ceil(s.ReadyDelay/s.Gap))
-	return math.Max(minBudgetRisk, math.Min(1, s.BudgetLeft/(budget*delay)))
+	return math.Max(minBudgetRisk, math.Min(1, budgetDelays(s)/budget))
+}
+
+// budgetDelays is the error budget left in ready delays: +Inf without one.
+func budgetDelays(s *InferenceState) float64 {
+	if !s.Budgeted || s.Gap <= 0 || math.IsNaN(s.BudgetLeft) {
+		return math.Inf(1)
+	}
+	return s.BudgetLeft / math.Max(1, math.Ceil(s.ReadyDelay/s.Gap))
 }
 
 // plan is what search found: the cheapest spot replicas per zone (in
@@ -772,6 +784,16 @@ func (a *AdaptiveInference) survival(s *InferenceState, k, n int) []float64 {
 		z := &s.Zones[k]
 		window := (s.ReadyDelay + s.Gap) / s.Gap
 		rate := (a.zoneLosses[k] + 1) / (a.upTicks[k] + math.Max(1, z.MeanUp))
+		if a.wary && a.zoneLosses[k] > 0 {
+			// Losses come in bursts: a zone calm for a day may then
+			// lose capacity five times in 14 hours, while its rate over
+			// its whole record still says one a day. With no budget
+			// for another uncovered loss, a zone that has lost
+			// capacity is taken to lose it again at least once per the
+			// time since its last loss (a loss an hour ago: one more
+			// within the next hour is likely).
+			rate = math.Max(rate, 1/(float64(s.Tick-a.lastLoss[k])+window))
+		}
 		a.fail[k], a.failAt[k] = 1-math.Exp(-window*rate), a.ticks
 	}
 	fail := a.fail[k]
