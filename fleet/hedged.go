@@ -179,6 +179,10 @@ type hedge struct {
 	// ticks, for the goal budgetFor (policy.Workload.Availability).
 	budget    spotpolicy.ErrorBudget
 	budgetFor policy.Availability
+	// rampFrom is the target before the autoscaler last raised it, held
+	// to until rampEnd (a tick): new replicas take a ready delay, and a
+	// scale up is not a shortfall of the replicas already asked for.
+	rampFrom, rampEnd int
 
 	// nominal are the zones' spot capacities in instances under the
 	// policy nomPol (optimizer.SpotPoolCapacity, a policy glob match per
@@ -909,7 +913,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	t := int(now.Sub(hg.start) / tick)
 	if t > hg.tick {
 		state.Tick = t
-		hg.spendBudget(w.Availability, state, t, tick)
+		hg.spendBudget(w.Availability, state, t, tick, readyDelay)
 		f := hg.policy.Decide(state)
 		probing := false
 		for k := range f.Spot {
@@ -939,8 +943,12 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 // spendBudget charges the service's error budget with the ticks since its
 // last decision when it is below target now (what it was in between is
 // not seen: the state now stands for it) and tells state what is left.
-// A changed goal starts a new budget.
-func (hg *hedge) spendBudget(a policy.Availability, state *spotpolicy.InferenceState, t int, tick time.Duration) {
+// For a ready delay after the autoscaler raises the target the service is
+// held to the target before: the new replicas cannot be ready sooner, and
+// a service that scales up every hour would otherwise spend its month's
+// budget in two days and hedge as one that keeps failing. A changed goal
+// starts a new budget.
+func (hg *hedge) spendBudget(a policy.Availability, state *spotpolicy.InferenceState, t int, tick, readyDelay time.Duration) {
 	if a != hg.budgetFor {
 		hg.budgetFor = a
 		hg.budget = spotpolicy.NewErrorBudget(a.Goal, int(a.Window/tick))
@@ -948,7 +956,17 @@ func (hg *hedge) spendBudget(a policy.Availability, state *spotpolicy.InferenceS
 	if !hg.budget.Valid() {
 		return
 	}
-	if state.Ready() < state.Target {
+	if hg.tick >= 0 && state.Target > hg.last.Target {
+		if t >= hg.rampEnd {
+			hg.rampFrom = hg.last.Target
+		}
+		hg.rampEnd = t + int((readyDelay+tick-1)/tick) + 1
+	}
+	want := state.Target
+	if t < hg.rampEnd {
+		want = min(want, hg.rampFrom)
+	}
+	if state.Ready() < want {
 		hg.budget.Record(t, float64(t-max(hg.tick, t-1)))
 	}
 	state.Budgeted, state.BudgetLeft = true, hg.budget.Left(t)

@@ -39,3 +39,31 @@ func TestHedgedSourceSpendsErrorBudget(t *testing.T) {
 		t.Fatalf("a day later: budget left %.1f ticks; want the day's whole 14.4", got)
 	}
 }
+
+// TestHedgedSourceScaleUpIsNoShortfall: when the autoscaler raises the
+// target, the service is held to the old one for a ready delay (the new
+// replicas cannot be ready sooner), so scaling up spends no budget; being
+// below the old target still does.
+func TestHedgedSourceScaleUpIsNoShortfall(t *testing.T) {
+	w, h := newHedgeWorld(t, policy.SpotPrefer)
+	h.Policy().Workloads[0].Availability = policy.Availability{Goal: 0.99, Window: 30 * 24 * time.Hour}
+	w.step(h, 240, nil)
+	hg := h.hedges["chat"]
+	before := hg.budget.Left(hg.tick)
+	h.Inner = fixedPlan{hedgePlan(8)}
+	w.step(h, 30, nil)
+	if d := h.Decisions()["chat"]; d.Target != 8 || d.Ready < 8 {
+		t.Fatalf("after scaling up: %+v; want 8 ready", d)
+	}
+	if got := hg.budget.Left(hg.tick); got != before {
+		t.Fatalf("scaling 4 → 8 spent budget: %.1f → %.1f ticks left", before, got)
+	}
+	// Every zone fails: the service is below the target it held.
+	for _, z := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
+		w.fail(z)
+	}
+	w.step(h, 30, nil)
+	if got := hg.budget.Left(hg.tick); got >= before {
+		t.Fatalf("zones failed: budget left %.1f ticks, want less than %.1f", got, before)
+	}
+}

@@ -218,7 +218,8 @@ type AdaptiveInferenceConfig struct {
 	// BudgetLeft; down to minBudgetRisk of it): each loss the hedge does
 	// not cover costs about one ready delay below target, so a service
 	// with little budget left can afford few more, whatever the zones'
-	// loss rates say. 0 ignores the budget.
+	// loss rates say. Below one ready delay left survival also takes
+	// losses to come in bursts. 0 ignores the budget.
 	Budget float64
 }
 
