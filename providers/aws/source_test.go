@@ -330,10 +330,19 @@ func TestOffersFaults(t *testing.T) {
 				if tc.client != nil {
 					c.HTTPClient = tc.client
 				}
+				if tc.failed == "" {
+					// Room for one retry the transport asks for: under load
+					// Go's HTTP client now and then fails reading a
+					// response with "use of closed network connection"
+					// even from a local server, and the SDK retries that
+					// (aws/aws-sdk-go-v2#2737, PR #2949). Seen about once
+					// in 2,000 runs of these cases with the CPUs busy.
+					c.MaxAttempts = 4
+				}
 			})
 			offers, err := s.Offers(context.Background(), providers.Query{})
 			for key, want := range tc.calls {
-				if got := f.count(key); got != want {
+				if got := f.count(key); got != want && (tc.failed != "" || got != want+1) {
 					t.Errorf("%s called %d times, want %d", key, got, want)
 				}
 			}
