@@ -606,7 +606,12 @@ func validateAutoscale(a Autoscale, e func(field, format string, args ...any)) {
 		// Never echo it: the value holds a password.
 		e("autoscale.prometheus.url", "autoscale.prometheus.url: credentials are not allowed in the URL (policy files are shared and logged); put Prometheus behind a proxy that authenticates, or give the broker network access")
 	} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		e("autoscale.prometheus.url", "autoscale.prometheus.url %q: want the server's http(s) URL, e.g. http://prometheus:9090", m.URL)
+		if strings.Contains(m.URL, "@") {
+			// A URL that does not parse may still hold user:password@.
+			e("autoscale.prometheus.url", "autoscale.prometheus.url (not shown: it may hold credentials): want the server's http(s) URL, e.g. http://prometheus:9090, with no credentials")
+		} else {
+			e("autoscale.prometheus.url", "autoscale.prometheus.url %q: want the server's http(s) URL, e.g. http://prometheus:9090", m.URL)
+		}
 	}
 	switch q := strings.TrimSpace(m.Query); {
 	case q == "":
