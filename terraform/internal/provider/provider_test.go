@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/gpubroker/gpubroker/pricing"
 )
@@ -92,11 +93,51 @@ func TestSchema(t *testing.T) {
 	if !slices.Equal(ds, rs) {
 		t.Fatalf("workload attributes differ:\n placement %v\n workload  %v", ds, rs)
 	}
-	for _, want := range []string{"gpu.models", "work.gpu_hours", "replicas.target_utilization", "spread.min_zones", "placement.residency", "checkpoint_interval"} {
+	for _, want := range []string{"gpu.models", "work.gpu_hours", "replicas.target_utilization", "spread.min_zones", "placement.residency", "checkpoint_interval",
+		"gpu.interconnect", "spot_policy", "scaling.intra_node", "scaling.inter_node", "schedule",
+		"autoscale.prometheus.url", "autoscale.prometheus.query", "autoscale.prometheus.target_per_replica",
+		"autoscale.scale_up_window", "autoscale.scale_down_window", "availability.goal", "availability.window",
+		"load.replicas_by_hour", "load.requests_per_second", "load.requests_per_replica"} {
 		if !slices.Contains(rs, want) {
 			t.Errorf("no attribute %s (policy field)", want)
 		}
 	}
+	// The Prometheus URL may hold credentials (or a token in its query):
+	// sensitive in both, and nothing else of the workload is.
+	for name, as := range map[string][]*tfprotov6.SchemaAttribute{
+		"gpubroker_placement": s.DataSourceSchemas["gpubroker_placement"].Block.Attributes,
+		"gpubroker_workload":  s.ResourceSchemas["gpubroker_workload"].Block.Attributes,
+	} {
+		if got := sensitiveNames(as, ""); !slices.Equal(got, []string{"autoscale.prometheus.url"}) {
+			t.Errorf("%s: sensitive attributes %v, want [autoscale.prometheus.url]", name, got)
+		}
+	}
+	// The load profile's lists hold numbers.
+	for _, a := range s.ResourceSchemas["gpubroker_workload"].Block.Attributes {
+		if a.Name != "load" {
+			continue
+		}
+		for _, l := range a.NestedType.Attributes {
+			if l.Name == "replicas_by_hour" && !l.Type.Equal(tftypes.List{ElementType: tftypes.Number}) ||
+				l.Name == "requests_per_second" && !l.Type.Equal(tftypes.List{ElementType: tftypes.Number}) {
+				t.Errorf("load.%s is %s, want a list of numbers", l.Name, l.Type)
+			}
+		}
+	}
+}
+
+func sensitiveNames(as []*tfprotov6.SchemaAttribute, prefix string) []string {
+	var out []string
+	for _, a := range as {
+		if a.Sensitive {
+			out = append(out, prefix+a.Name)
+		}
+		if a.NestedType != nil {
+			out = append(out, sensitiveNames(a.NestedType.Attributes, prefix+a.Name+".")...)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestRankOffers checks the order `gpubroker prices` uses: cheapest per

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -21,18 +22,62 @@ func svs(ss ...string) []types.String {
 	return out
 }
 
+func iv(n int64) types.Int64     { return types.Int64Value(n) }
+func fv(f float64) types.Float64 { return types.Float64Value(f) }
+
 // training is a valid training workload with every job field set.
 func training() workloadSpec {
 	return workloadSpec{
 		Name: sv("finetune"), Team: sv("ml"), Kind: sv("training"),
-		GPU:                &gpuSpec{Models: svs("A100-80GB", "H100"), Count: types.Int64Value(8), MinMemoryGiB: types.Float64Value(40)},
-		Work:               &workSpec{GPUHours: types.Float64Value(400), ReferenceGPU: sv("A100-80GB")},
+		GPU: &gpuSpec{Models: svs("A100-80GB", "H100"), Count: iv(16), MinMemoryGiB: fv(40),
+			Interconnect: sv("required")},
+		Work:               &workSpec{GPUHours: fv(400), ReferenceGPU: sv("A100-80GB")},
 		Deadline:           sv("3d"),
 		CheckpointInterval: sv("1h"),
 		RestartOverhead:    sv("0"),
 		Spot:               sv("prefer"),
-		Placement:          &placementSpec{Clouds: svs("aws", "gcp"), Regions: svs("us-*"), Residency: svs("us")},
+		SpotPolicy:         sv("uniform-progress"),
+		Scaling:            &scalingSpec{IntraNode: fv(0.97), InterNode: fv(0.85)},
+		// Weekly: a run may take the 3-day deadline before the next starts.
+		Schedule:  sv("0 2 * * mon"),
+		Placement: &placementSpec{Clouds: svs("aws", "gcp"), Regions: svs("us-*"), Residency: svs("us")},
 	}
+}
+
+// inference is a valid inference service with every service field set,
+// its load given as replicas by hour.
+func inference() workloadSpec {
+	byHour := make([]types.Int64, 24)
+	for h := range byHour {
+		byHour[h] = iv(int64(2 + h%9))
+	}
+	return workloadSpec{
+		Name: sv("chat"), Team: sv("product"), Kind: sv("inference"),
+		GPU:        &gpuSpec{Models: svs("L4", "A10G"), Count: iv(1), MinMemoryGiB: fv(20)},
+		Spot:       sv("prefer"),
+		SpotPolicy: sv("spot-hedge"),
+		Replicas:   &replicasSpec{Min: iv(2), Max: iv(10), TargetUtilization: fv(0.6)},
+		Autoscale: &autoscaleSpec{
+			Prometheus: &prometheusSpec{URL: sv("http://prometheus.monitoring:9090"),
+				Query: sv(`sum(rate(http_requests_total{service="chat"}[2m]))`), TargetPerReplica: fv(50)},
+			ScaleUpWindow: sv("0"), ScaleDownWindow: sv("10m"),
+		},
+		Availability: &availabilitySpec{Goal: fv(0.995), Window: sv("30d")},
+		Load:         &loadSpec{ReplicasByHour: byHour},
+		Spread:       &spreadSpec{MinZones: iv(2), MinClouds: iv(1)},
+		Placement:    &placementSpec{Residency: svs("eu")},
+	}
+}
+
+// inferenceByRate is inference with its load as request rates.
+func inferenceByRate() workloadSpec {
+	w := inference()
+	rps := make([]types.Float64, 24)
+	for h := range rps {
+		rps[h] = fv(12.5 * float64(1+h%7))
+	}
+	w.Load = &loadSpec{RequestsPerSecond: rps, RequestsPerReplica: fv(25)}
+	return w
 }
 
 func TestAttributePath(t *testing.T) {
@@ -68,11 +113,32 @@ func TestPolicyDocumentParses(t *testing.T) {
 		t.Fatalf("valid workload rejected: %v", diags)
 	}
 	got := p.Workloads[0]
-	if got.Name != "finetune" || got.Team != "ml" || got.Kind != policy.Training || got.GPU.Count != 8 ||
+	if got.Name != "finetune" || got.Team != "ml" || got.Kind != policy.Training || got.GPU.Count != 16 ||
 		len(got.GPU.Models) != 2 || got.GPU.MinMemoryGiB != 40 || got.WorkGPUHours != 400 || got.Deadline.Hours() != 72 ||
 		got.CheckpointInterval.Hours() != 1 || got.RestartOverhead != 0 || got.Spot != policy.SpotPrefer ||
-		len(got.Limits.Clouds) != 2 || got.Limits.Regions[0] != "us-*" || got.Limits.Residency[0] != "us" {
+		len(got.Limits.Clouds) != 2 || got.Limits.Regions[0] != "us-*" || got.Limits.Residency[0] != "us" ||
+		got.GPU.Interconnect != policy.InterconnectRequired || got.SpotDecider != "uniform-progress" ||
+		got.Scaling != (policy.Scaling{IntraNode: 0.97, InterNode: 0.85}) || got.Schedule != "0 2 * * mon" {
 		t.Fatalf("parsed workload differs from the attributes: %+v", got)
+	}
+	w = inference()
+	p, diags = w.parsePolicy(types.StringNull())
+	if diags.HasError() {
+		t.Fatalf("valid inference workload rejected: %v", diags)
+	}
+	got = p.Workloads[0]
+	if pm := got.Autoscale.Prometheus; pm == nil || pm.URL != "http://prometheus.monitoring:9090" || pm.TargetPerReplica != 50 ||
+		!strings.Contains(pm.Query, `service="chat"`) || got.Autoscale.ScaleUpWindow != 0 || got.Autoscale.ScaleDownWindow.Minutes() != 10 ||
+		got.Availability.Goal != 0.995 || got.Availability.Window.Hours() != 720 || got.SpotDecider != "spot-hedge" ||
+		got.Load == nil || len(got.Load.ReplicasByHour) != 24 || got.Load.ReplicasByHour[8] != 10 {
+		t.Fatalf("parsed inference workload differs from the attributes: %+v %+v", got, got.Autoscale.Prometheus)
+	}
+	w = inferenceByRate()
+	if p, diags = w.parsePolicy(types.StringNull()); diags.HasError() {
+		t.Fatalf("valid inference workload (load by rate) rejected: %v", diags)
+	}
+	if l := p.Workloads[0].Load; l == nil || len(l.RequestsPerSecond) != 24 || l.RequestsPerSecond[6] != 87.5 || l.RequestsPerReplica != 25 {
+		t.Fatalf("load read as %+v", l)
 	}
 	// Left out, the policy's defaults apply.
 	w = workloadSpec{Name: sv("svc"), Kind: sv("inference"), Replicas: &replicasSpec{Min: types.Int64Value(2)}}
@@ -89,25 +155,73 @@ func TestPolicyDocumentParses(t *testing.T) {
 // TestValidationPaths checks that each policy problem becomes a diagnostic
 // at the attribute it is about, with the policy package's own message.
 func TestValidationPaths(t *testing.T) {
+	byHour := func(n int) []types.Int64 {
+		out := make([]types.Int64, n)
+		for h := range out {
+			out[h] = iv(2)
+		}
+		return out
+	}
+	svc := func(edit func(w *workloadSpec)) func(w *workloadSpec) {
+		return func(w *workloadSpec) { *w = inference(); edit(w) }
+	}
+	prom := path.Root("autoscale").AtName("prometheus")
 	for _, tc := range []struct {
 		name  string
 		edit  func(w *workloadSpec)
 		at    path.Path
 		msgRE string
+		// never must match no diagnostic: a secret the message must not show.
+		never string
 	}{
 		{"unknown GPU", func(w *workloadSpec) { w.GPU.Models = svs("A100-80GB", "A100-80") },
-			path.Root("gpu").AtName("models").AtListIndex(1), `unknown GPU "A100-80"; did you mean`},
+			path.Root("gpu").AtName("models").AtListIndex(1), `unknown GPU "A100-80"; did you mean`, ""},
 		{"too many GPUs", func(w *workloadSpec) { w.GPU.Count = types.Int64Value(99999) },
-			path.Root("gpu").AtName("count"), "want 1 to 16384"},
-		{"kind typo", func(w *workloadSpec) { w.Kind = sv("trainin") }, path.Root("kind"), `did you mean "training"`},
-		{"bad duration", func(w *workloadSpec) { w.Deadline = sv("3 days") }, path.Root("deadline"), "deadline"},
-		{"checkpoint past deadline", func(w *workloadSpec) { w.CheckpointInterval = sv("4d") }, path.Root("checkpoint_interval"), "longer than the deadline"},
-		{"bad cloud", func(w *workloadSpec) { w.Placement.Clouds = svs("aws", "gpc") }, path.Root("placement").AtName("clouds").AtListIndex(1), "gpc"},
-		{"bad glob", func(w *workloadSpec) { w.Placement.Regions = svs("us-[") }, path.Root("placement").AtName("regions").AtListIndex(0), "us-\\["},
-		{"no work", func(w *workloadSpec) { w.Work = nil }, path.Root("work").AtName("gpu_hours"), "needs work"},
-		{"replicas on a job", func(w *workloadSpec) { w.Replicas = &replicasSpec{Min: types.Int64Value(1)} }, path.Root("replicas"), "inference services only"},
-		{"bad name", func(w *workloadSpec) { w.Name = sv("Fine Tune") }, path.Root("name"), "lower-case"},
-		{"spot typo", func(w *workloadSpec) { w.Spot = sv("prefered") }, path.Root("spot"), `did you mean "prefer"`},
+			path.Root("gpu").AtName("count"), "want 1 to 16384", ""},
+		{"kind typo", func(w *workloadSpec) { w.Kind = sv("trainin") }, path.Root("kind"), `did you mean "training"`, ""},
+		{"bad duration", func(w *workloadSpec) { w.Deadline = sv("3 days") }, path.Root("deadline"), "deadline", ""},
+		{"checkpoint past deadline", func(w *workloadSpec) { w.CheckpointInterval = sv("4d") }, path.Root("checkpoint_interval"), "longer than the deadline", ""},
+		{"bad cloud", func(w *workloadSpec) { w.Placement.Clouds = svs("aws", "gpc") }, path.Root("placement").AtName("clouds").AtListIndex(1), "gpc", ""},
+		{"bad glob", func(w *workloadSpec) { w.Placement.Regions = svs("us-[") }, path.Root("placement").AtName("regions").AtListIndex(0), "us-\\[", ""},
+		{"no work", func(w *workloadSpec) { w.Work = nil }, path.Root("work").AtName("gpu_hours"), "needs work", ""},
+		{"replicas on a job", func(w *workloadSpec) { w.Replicas = &replicasSpec{Min: types.Int64Value(1)} }, path.Root("replicas"), "inference services only", ""},
+		{"bad name", func(w *workloadSpec) { w.Name = sv("Fine Tune") }, path.Root("name"), "lower-case", ""},
+		{"spot typo", func(w *workloadSpec) { w.Spot = sv("prefered") }, path.Root("spot"), `did you mean "prefer"`, ""},
+		{"interconnect typo", func(w *workloadSpec) { w.GPU.Interconnect = sv("requried") },
+			path.Root("gpu").AtName("interconnect"), `did you mean "required"`, ""},
+		{"scaling above 1", func(w *workloadSpec) { w.Scaling.InterNode = fv(1.2) },
+			path.Root("scaling").AtName("inter_node"), `scaling.inter_node 1.2: want .* in \(0, 1\]`, ""},
+		{"bad cron", func(w *workloadSpec) { w.Schedule = sv("0 25 * * *") }, path.Root("schedule"), "schedule: .*hour", ""},
+		{"schedule shorter than deadline", func(w *workloadSpec) { w.Schedule = sv("@daily") }, path.Root("deadline"), "between runs", ""},
+		{"spot_policy of another kind", func(w *workloadSpec) { w.SpotPolicy = sv("spot-hedge") },
+			path.Root("spot_policy"), `unknown training spot_policy "spot-hedge"; want one of on-demand, greedy`, ""},
+		{"availability on a job", func(w *workloadSpec) { w.Availability = &availabilitySpec{Goal: fv(0.9)} },
+			path.Root("availability"), "inference services only", ""},
+		{"load on a job", func(w *workloadSpec) { w.Load = &loadSpec{ReplicasByHour: byHour(24)} }, path.Root("load"), "inference services only", ""},
+		{"availability goal 1.5", svc(func(w *workloadSpec) { w.Availability.Goal = fv(1.5) }),
+			path.Root("availability").AtName("goal"), "above 0 and below 1", ""},
+		{"availability window", svc(func(w *workloadSpec) { w.Availability.Window = sv("100d") }),
+			path.Root("availability").AtName("window"), "want 1h to 90d", ""},
+		{"23 hours", svc(func(w *workloadSpec) { w.Load.ReplicasByHour = byHour(23) }),
+			path.Root("load").AtName("replicas_by_hour"), "has 23 entries; want 24", ""},
+		{"hour above max", svc(func(w *workloadSpec) { w.Load.ReplicasByHour[5] = iv(11) }),
+			path.Root("load").AtName("replicas_by_hour").AtListIndex(5), "more than replicas.max 10", ""},
+		{"negative rate", func(w *workloadSpec) { *w = inferenceByRate(); w.Load.RequestsPerSecond[3] = fv(-1) },
+			path.Root("load").AtName("requests_per_second").AtListIndex(3), "want requests per second, 0 or more", ""},
+		{"rate without per replica", func(w *workloadSpec) { *w = inferenceByRate(); w.Load.RequestsPerReplica = types.Float64Null() },
+			path.Root("load").AtName("requests_per_replica"), "needs requests_per_replica", ""},
+		{"scale up window", svc(func(w *workloadSpec) { w.Autoscale.ScaleUpWindow = sv("2h") }),
+			path.Root("autoscale").AtName("scale_up_window"), "want 0 to 1h", ""},
+		{"target per replica", svc(func(w *workloadSpec) { w.Autoscale.Prometheus.TargetPerReplica = fv(0) }),
+			prom.AtName("target_per_replica"), "above 0", ""},
+		{"credentials in the URL", svc(func(w *workloadSpec) { w.Autoscale.Prometheus.URL = sv("http://admin:hunter2@prometheus:9090") }),
+			prom.AtName("url"), "credentials are not allowed", "hunter2"},
+		{"unparsable URL with credentials", svc(func(w *workloadSpec) { w.Autoscale.Prometheus.URL = sv("http://admin:hunter2@prom etheus:9090") }),
+			prom.AtName("url"), "not shown", "hunter2"},
+		// The attribute is sensitive, so even a URL without credentials
+		// is not repeated in the diagnostic.
+		{"URL without scheme", svc(func(w *workloadSpec) { w.Autoscale.Prometheus.URL = sv("prometheus:9090?token=t0ps3cret") }),
+			prom.AtName("url"), `autoscale.prometheus.url \(sensitive value\): want the server's http\(s\) URL`, "t0ps3cret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := training()
@@ -115,6 +229,13 @@ func TestValidationPaths(t *testing.T) {
 			_, diags := w.parsePolicy(types.StringNull())
 			if !diags.HasError() {
 				t.Fatal("no error")
+			}
+			if tc.never != "" {
+				for _, d := range diags {
+					if strings.Contains(d.Summary()+d.Detail(), tc.never) {
+						t.Errorf("diagnostic shows the secret: %s", d.Detail())
+					}
+				}
 			}
 			var found []string
 			for _, d := range diags.Errors() {
@@ -171,9 +292,73 @@ func TestSpecRoundTrip(t *testing.T) {
 		t.Fatalf("changed deadline not read back: %s", back.Deadline)
 	}
 	// Written empty lists stay empty lists, absent ones stay null.
+	w = training()
 	w.Placement.Zones = svs()
 	b, _ = json.Marshal(w.spec())
 	if !strings.Contains(string(b), `"zones":[]`) || strings.Contains(string(b), "spread") {
 		t.Fatalf("spec %s: want zones [] and no spread", b)
+	}
+}
+
+// roundTrip sends w to the broker's form and reads it back with prior, as
+// a refresh does.
+func roundTrip(t *testing.T, remote string, prior *workloadSpec) workloadSpec {
+	t.Helper()
+	var s specJSON
+	if err := json.Unmarshal([]byte(remote), &s); err != nil {
+		t.Fatal(err)
+	}
+	var back workloadSpec
+	back.Name, back.Team, back.Kind = prior.Name, prior.Team, prior.Kind
+	back.fromSpec(s, prior)
+	return back
+}
+
+// TestSpecRoundTripEveryKey checks every workload key: what the broker
+// stores for a job or a service reads back into exactly the attributes
+// written (no drift), and durations the broker holds in another spelling
+// keep the configuration's.
+func TestSpecRoundTripEveryKey(t *testing.T) {
+	for name, w := range map[string]workloadSpec{"training": training(), "inference": inference(), "inference by rate": inferenceByRate()} {
+		t.Run(name, func(t *testing.T) {
+			b, err := json.Marshal(w.spec())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back := roundTrip(t, string(b), &w); !reflect.DeepEqual(back, w) {
+				t.Fatalf("round trip changed the workload:\n%+v\n%+v\nspec %s", w, back, b)
+			}
+			// With no prior (import), the stored spelling is taken as is.
+			if back := roundTrip(t, string(b), &workloadSpec{Name: w.Name, Team: w.Team, Kind: w.Kind}); !reflect.DeepEqual(back, w) {
+				t.Fatalf("import changed the workload:\n%+v\n%+v", w, back)
+			}
+		})
+	}
+	w := inference()
+	b, _ := json.Marshal(w.spec())
+	for _, key := range []string{"spot_policy", "autoscale", "prometheus", "url", "query", "target_per_replica", "scale_up_window",
+		"scale_down_window", "availability", "goal", "window", "load", "replicas_by_hour"} {
+		if !strings.Contains(string(b), `"`+key+`":`) {
+			t.Errorf("spec %s lacks %s", b, key)
+		}
+	}
+	// The broker holds the same durations written differently: no drift.
+	remote := strings.NewReplacer(`"30d"`, `"720h"`, `"10m"`, `"600s"`, `"scale_up_window":"0"`, `"scale_up_window":"0s"`).Replace(string(b))
+	if remote == string(b) {
+		t.Fatal("replacements did not apply")
+	}
+	if back := roundTrip(t, remote, &w); !reflect.DeepEqual(back, w) {
+		t.Fatalf("equal durations in another spelling show as drift:\n%+v\n%+v", w.Autoscale, back.Autoscale)
+	}
+	// Real changes show.
+	remote = strings.NewReplacer(`"30d"`, `"7d"`, `"10m"`, `"15m"`, `"goal":0.995`, `"goal":0.999`).Replace(string(b))
+	back := roundTrip(t, remote, &w)
+	if back.Availability.Window.ValueString() != "7d" || back.Autoscale.ScaleDownWindow.ValueString() != "15m" || back.Availability.Goal.ValueFloat64() != 0.999 {
+		t.Fatalf("changes not read back: %+v %+v", back.Availability, back.Autoscale)
+	}
+	// A block the broker no longer holds is gone, not kept from the prior.
+	back = roundTrip(t, `{"replicas":{"min":2}}`, &w)
+	if back.Autoscale != nil || back.Availability != nil || back.Load != nil || !back.SpotPolicy.IsNull() {
+		t.Fatalf("removed keys kept: %+v", back)
 	}
 }

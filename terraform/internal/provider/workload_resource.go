@@ -166,7 +166,7 @@ func (r *workloadResource) apply(ctx context.Context, plan tfsdk.Plan, state *tf
 		what = "Creating workload"
 	}
 	if err := r.write(ctx, &m, create); err != nil {
-		diags.AddError(what, err.Error())
+		diags.AddError(what, m.redact(err.Error()))
 		return
 	}
 	diags.Append(state.Set(ctx, &m)...)

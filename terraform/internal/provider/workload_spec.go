@@ -22,24 +22,59 @@ import (
 // gpubroker_placement data source and the gpubroker_workload resource both
 // embed it.
 type workloadSpec struct {
-	Name               types.String   `tfsdk:"name"`
-	Team               types.String   `tfsdk:"team"`
-	Kind               types.String   `tfsdk:"kind"`
-	GPU                *gpuSpec       `tfsdk:"gpu"`
-	Work               *workSpec      `tfsdk:"work"`
-	Deadline           types.String   `tfsdk:"deadline"`
-	CheckpointInterval types.String   `tfsdk:"checkpoint_interval"`
-	RestartOverhead    types.String   `tfsdk:"restart_overhead"`
-	Spot               types.String   `tfsdk:"spot"`
-	Replicas           *replicasSpec  `tfsdk:"replicas"`
-	Spread             *spreadSpec    `tfsdk:"spread"`
-	Placement          *placementSpec `tfsdk:"placement"`
+	Name               types.String      `tfsdk:"name"`
+	Team               types.String      `tfsdk:"team"`
+	Kind               types.String      `tfsdk:"kind"`
+	GPU                *gpuSpec          `tfsdk:"gpu"`
+	Work               *workSpec         `tfsdk:"work"`
+	Deadline           types.String      `tfsdk:"deadline"`
+	CheckpointInterval types.String      `tfsdk:"checkpoint_interval"`
+	RestartOverhead    types.String      `tfsdk:"restart_overhead"`
+	Spot               types.String      `tfsdk:"spot"`
+	SpotPolicy         types.String      `tfsdk:"spot_policy"`
+	Scaling            *scalingSpec      `tfsdk:"scaling"`
+	Schedule           types.String      `tfsdk:"schedule"`
+	Replicas           *replicasSpec     `tfsdk:"replicas"`
+	Autoscale          *autoscaleSpec    `tfsdk:"autoscale"`
+	Availability       *availabilitySpec `tfsdk:"availability"`
+	Load               *loadSpec         `tfsdk:"load"`
+	Spread             *spreadSpec       `tfsdk:"spread"`
+	Placement          *placementSpec    `tfsdk:"placement"`
 }
 
 type gpuSpec struct {
 	Models       []types.String `tfsdk:"models"`
 	Count        types.Int64    `tfsdk:"count"`
 	MinMemoryGiB types.Float64  `tfsdk:"min_memory_gib"`
+	Interconnect types.String   `tfsdk:"interconnect"`
+}
+
+type scalingSpec struct {
+	IntraNode types.Float64 `tfsdk:"intra_node"`
+	InterNode types.Float64 `tfsdk:"inter_node"`
+}
+
+type autoscaleSpec struct {
+	Prometheus      *prometheusSpec `tfsdk:"prometheus"`
+	ScaleUpWindow   types.String    `tfsdk:"scale_up_window"`
+	ScaleDownWindow types.String    `tfsdk:"scale_down_window"`
+}
+
+type prometheusSpec struct {
+	URL              types.String  `tfsdk:"url"`
+	Query            types.String  `tfsdk:"query"`
+	TargetPerReplica types.Float64 `tfsdk:"target_per_replica"`
+}
+
+type availabilitySpec struct {
+	Goal   types.Float64 `tfsdk:"goal"`
+	Window types.String  `tfsdk:"window"`
+}
+
+type loadSpec struct {
+	ReplicasByHour     []types.Int64   `tfsdk:"replicas_by_hour"`
+	RequestsPerSecond  []types.Float64 `tfsdk:"requests_per_second"`
+	RequestsPerReplica types.Float64   `tfsdk:"requests_per_replica"`
 }
 
 type workSpec struct {
@@ -72,21 +107,56 @@ type placementSpec struct {
 // Pointers keep "not written" apart from a written zero, which the policy
 // treats differently (restart_overhead: 0 means restarts are free).
 type specJSON struct {
-	GPU                *gpuJSON       `json:"gpu,omitempty"`
-	Work               *workJSON      `json:"work,omitempty"`
-	Deadline           *string        `json:"deadline,omitempty"`
-	CheckpointInterval *string        `json:"checkpoint_interval,omitempty"`
-	RestartOverhead    *string        `json:"restart_overhead,omitempty"`
-	Spot               *string        `json:"spot,omitempty"`
-	Replicas           *replicasJSON  `json:"replicas,omitempty"`
-	Spread             *spreadJSON    `json:"spread,omitempty"`
-	Placement          *placementJSON `json:"placement,omitempty"`
+	GPU                *gpuJSON          `json:"gpu,omitempty"`
+	Work               *workJSON         `json:"work,omitempty"`
+	Deadline           *string           `json:"deadline,omitempty"`
+	CheckpointInterval *string           `json:"checkpoint_interval,omitempty"`
+	RestartOverhead    *string           `json:"restart_overhead,omitempty"`
+	Spot               *string           `json:"spot,omitempty"`
+	SpotPolicy         *string           `json:"spot_policy,omitempty"`
+	Scaling            *scalingJSON      `json:"scaling,omitempty"`
+	Schedule           *string           `json:"schedule,omitempty"`
+	Replicas           *replicasJSON     `json:"replicas,omitempty"`
+	Autoscale          *autoscaleJSON    `json:"autoscale,omitempty"`
+	Availability       *availabilityJSON `json:"availability,omitempty"`
+	Load               *loadJSON         `json:"load,omitempty"`
+	Spread             *spreadJSON       `json:"spread,omitempty"`
+	Placement          *placementJSON    `json:"placement,omitempty"`
 }
 
 type gpuJSON struct {
 	Models       *[]string `json:"models,omitempty"`
 	Count        *int64    `json:"count,omitempty"`
 	MinMemoryGiB *float64  `json:"min_memory_gib,omitempty"`
+	Interconnect *string   `json:"interconnect,omitempty"`
+}
+
+type scalingJSON struct {
+	IntraNode *float64 `json:"intra_node,omitempty"`
+	InterNode *float64 `json:"inter_node,omitempty"`
+}
+
+type autoscaleJSON struct {
+	Prometheus      *prometheusJSON `json:"prometheus,omitempty"`
+	ScaleUpWindow   *string         `json:"scale_up_window,omitempty"`
+	ScaleDownWindow *string         `json:"scale_down_window,omitempty"`
+}
+
+type prometheusJSON struct {
+	URL              *string  `json:"url,omitempty"`
+	Query            *string  `json:"query,omitempty"`
+	TargetPerReplica *float64 `json:"target_per_replica,omitempty"`
+}
+
+type availabilityJSON struct {
+	Goal   *float64 `json:"goal,omitempty"`
+	Window *string  `json:"window,omitempty"`
+}
+
+type loadJSON struct {
+	ReplicasByHour     *[]int64   `json:"replicas_by_hour,omitempty"`
+	RequestsPerSecond  *[]float64 `json:"requests_per_second,omitempty"`
+	RequestsPerReplica *float64   `json:"requests_per_replica,omitempty"`
 }
 
 type workJSON struct {
@@ -155,12 +225,49 @@ func strs(vs []types.String) *[]string {
 	return &out
 }
 
+func i64s(vs []types.Int64) *[]int64 {
+	if vs == nil {
+		return nil
+	}
+	out := make([]int64, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, v.ValueInt64())
+	}
+	return &out
+}
+
+func f64s(vs []types.Float64) *[]float64 {
+	if vs == nil {
+		return nil
+	}
+	out := make([]float64, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, v.ValueFloat64())
+	}
+	return &out
+}
+
 // spec converts the attributes into the policy's JSON form.
 func (w *workloadSpec) spec() specJSON {
 	s := specJSON{Deadline: str(w.Deadline), CheckpointInterval: str(w.CheckpointInterval),
-		RestartOverhead: str(w.RestartOverhead), Spot: str(w.Spot)}
+		RestartOverhead: str(w.RestartOverhead), Spot: str(w.Spot), SpotPolicy: str(w.SpotPolicy), Schedule: str(w.Schedule)}
 	if g := w.GPU; g != nil {
-		s.GPU = &gpuJSON{Models: strs(g.Models), Count: i64(g.Count), MinMemoryGiB: f64(g.MinMemoryGiB)}
+		s.GPU = &gpuJSON{Models: strs(g.Models), Count: i64(g.Count), MinMemoryGiB: f64(g.MinMemoryGiB), Interconnect: str(g.Interconnect)}
+	}
+	if sc := w.Scaling; sc != nil {
+		s.Scaling = &scalingJSON{IntraNode: f64(sc.IntraNode), InterNode: f64(sc.InterNode)}
+	}
+	if a := w.Autoscale; a != nil {
+		s.Autoscale = &autoscaleJSON{ScaleUpWindow: str(a.ScaleUpWindow), ScaleDownWindow: str(a.ScaleDownWindow)}
+		if pm := a.Prometheus; pm != nil {
+			s.Autoscale.Prometheus = &prometheusJSON{URL: str(pm.URL), Query: str(pm.Query), TargetPerReplica: f64(pm.TargetPerReplica)}
+		}
+	}
+	if a := w.Availability; a != nil {
+		s.Availability = &availabilityJSON{Goal: f64(a.Goal), Window: str(a.Window)}
+	}
+	if l := w.Load; l != nil {
+		s.Load = &loadJSON{ReplicasByHour: i64s(l.ReplicasByHour), RequestsPerSecond: f64s(l.RequestsPerSecond), RequestsPerReplica: f64(l.RequestsPerReplica)}
 	}
 	if k := w.Work; k != nil {
 		s.Work = &workJSON{GPUHours: f64(k.GPUHours), ReferenceGPU: str(k.ReferenceGPU)}
@@ -209,12 +316,12 @@ func (w *workloadSpec) parsePolicy(horizon types.String) (*policy.Policy, diag.D
 	}
 	var list policy.ErrorList
 	if !errors.As(err, &list) {
-		diags.AddError("Invalid workload", err.Error())
+		diags.AddError("Invalid workload", w.redact(err.Error()))
 		return nil, diags
 	}
 	for _, e := range list {
 		if ap, ok := attributePath(e.Path); ok {
-			msg := e.Msg
+			msg := w.redact(e.Msg)
 			if len(ap.Steps()) > 1 && !strings.HasPrefix(msg, ap.String()) {
 				// OpenTofu 1.9 and Terraform point at the block, not
 				// inside a nested attribute's value: name the field.
@@ -222,10 +329,26 @@ func (w *workloadSpec) parsePolicy(horizon types.String) (*policy.Policy, diag.D
 			}
 			diags.AddAttributeError(ap, "Invalid workload", msg)
 		} else {
-			diags.AddError("Invalid workload", e.Msg)
+			diags.AddError("Invalid workload", w.redact(e.Msg))
 		}
 	}
 	return nil, diags
+}
+
+// redact hides the values of sensitive attributes in a message meant for a
+// diagnostic: OpenTofu masks them in plans, and a message quoting one (the
+// policy's or the broker's) would undo that.
+func (w *workloadSpec) redact(msg string) string {
+	if w.Autoscale == nil || w.Autoscale.Prometheus == nil {
+		return msg
+	}
+	u := w.Autoscale.Prometheus.URL.ValueString()
+	if u == "" {
+		return msg
+	}
+	// The policy quotes values with %q. Only the quoted form is replaced:
+	// a short value ("prometheus") also occurs in the messages' own words.
+	return strings.ReplaceAll(msg, strconv.Quote(u), "(sensitive value)")
 }
 
 var segmentRE = regexp.MustCompile(`^([a-z_]+)((?:\[\d+\])*)$`)
@@ -279,13 +402,40 @@ func (w *workloadSpec) fromSpec(s specJSON, prior *workloadSpec) {
 	w.CheckpointInterval = sameDuration(s.CheckpointInterval, prior.CheckpointInterval)
 	w.RestartOverhead = sameDuration(s.RestartOverhead, prior.RestartOverhead)
 	w.Spot = strVal(s.Spot)
+	w.SpotPolicy = strVal(s.SpotPolicy)
+	w.Schedule = strVal(s.Schedule)
 	w.GPU, w.Work, w.Replicas, w.Spread, w.Placement = nil, nil, nil, nil, nil
+	w.Scaling, w.Autoscale, w.Availability, w.Load = nil, nil, nil, nil
 	if g := s.GPU; g != nil {
 		var pm []types.String
 		if prior.GPU != nil {
 			pm = prior.GPU.Models
 		}
-		w.GPU = &gpuSpec{Models: sameGPUs(g.Models, pm), Count: i64Val(g.Count), MinMemoryGiB: f64Val(g.MinMemoryGiB)}
+		w.GPU = &gpuSpec{Models: sameGPUs(g.Models, pm), Count: i64Val(g.Count), MinMemoryGiB: f64Val(g.MinMemoryGiB), Interconnect: strVal(g.Interconnect)}
+	}
+	if sc := s.Scaling; sc != nil {
+		w.Scaling = &scalingSpec{IntraNode: f64Val(sc.IntraNode), InterNode: f64Val(sc.InterNode)}
+	}
+	if a := s.Autoscale; a != nil {
+		pa := prior.Autoscale
+		if pa == nil {
+			pa = &autoscaleSpec{}
+		}
+		w.Autoscale = &autoscaleSpec{ScaleUpWindow: sameDuration(a.ScaleUpWindow, pa.ScaleUpWindow),
+			ScaleDownWindow: sameDuration(a.ScaleDownWindow, pa.ScaleDownWindow)}
+		if pm := a.Prometheus; pm != nil {
+			w.Autoscale.Prometheus = &prometheusSpec{URL: strVal(pm.URL), Query: strVal(pm.Query), TargetPerReplica: f64Val(pm.TargetPerReplica)}
+		}
+	}
+	if a := s.Availability; a != nil {
+		var pw types.String
+		if prior.Availability != nil {
+			pw = prior.Availability.Window
+		}
+		w.Availability = &availabilitySpec{Goal: f64Val(a.Goal), Window: sameDuration(a.Window, pw)}
+	}
+	if l := s.Load; l != nil {
+		w.Load = &loadSpec{ReplicasByHour: i64sVal(l.ReplicasByHour), RequestsPerSecond: f64sVal(l.RequestsPerSecond), RequestsPerReplica: f64Val(l.RequestsPerReplica)}
 	}
 	if k := s.Work; k != nil {
 		var pr types.String
@@ -333,6 +483,28 @@ func strsVal(ss *[]string) []types.String {
 	out := make([]types.String, 0, len(*ss))
 	for _, s := range *ss {
 		out = append(out, types.StringValue(s))
+	}
+	return out
+}
+
+func i64sVal(ns *[]int64) []types.Int64 {
+	if ns == nil {
+		return nil
+	}
+	out := make([]types.Int64, 0, len(*ns))
+	for _, n := range *ns {
+		out = append(out, types.Int64Value(n))
+	}
+	return out
+}
+
+func f64sVal(fs *[]float64) []types.Float64 {
+	if fs == nil {
+		return nil
+	}
+	out := make([]types.Float64, 0, len(*fs))
+	for _, f := range *fs {
+		out = append(out, types.Float64Value(f))
 	}
 	return out
 }
