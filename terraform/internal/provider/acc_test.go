@@ -455,3 +455,143 @@ data "gpubroker_placement" "typo" {
 		}},
 	})
 }
+
+// policyKeysConfig is an autoscaled, load-profiled inference service with
+// an availability goal, and a weekly multi-node training job with its own
+// scaling and live spot policy: every workload key of the policy file
+// beyond those workloadConfig writes.
+func policyKeysConfig(b tofutest.Broker, goal string) string {
+	return online(b) + fmt.Sprintf(`
+resource "gpubroker_workload" "chat" {
+  name        = "chat-api"
+  kind        = "inference"
+  gpu         = { models = ["L4"] }
+  replicas    = { min = 2, max = 10, target_utilization = 0.6 }
+  spot_policy = "spot-hedge"
+  autoscale = {
+    prometheus = {
+      url                = "http://prometheus.monitoring:9090"
+      query              = "sum(rate(http_requests_total{service=\"chat\"}[2m]))"
+      target_per_replica = 50
+    }
+    scale_up_window   = "0"
+    scale_down_window = "10m"
+  }
+  availability = { goal = %s, window = "30d" }
+  load = {
+    replicas_by_hour = [2, 2, 2, 2, 2, 2, 3, 4, 6, 8, 9, 10, 10, 10, 9, 8, 8, 7, 6, 5, 4, 3, 2, 2]
+  }
+}
+
+resource "gpubroker_workload" "nightly" {
+  name        = "weekly-finetune"
+  kind        = "training"
+  gpu         = { models = ["H100"], count = 16, interconnect = "required" }
+  work        = { gpu_hours = 640 }
+  deadline    = "2d"
+  schedule    = "0 2 * * mon"
+  spot_policy = "uniform-progress"
+  scaling     = { intra_node = 0.97, inter_node = 0.85 }
+}
+
+resource "gpubroker_workload" "search" {
+  name     = "search"
+  kind     = "inference"
+  gpu      = { models = ["T4"] }
+  replicas = { min = 1, max = 20 }
+  load = {
+    requests_per_second  = [20, 15, 10, 10, 10, 15, 30, 60, 120, 150, 160, 160, 150, 150, 160, 150, 140, 120, 100, 80, 60, 40, 30, 25.5]
+    requests_per_replica = 25
+  }
+}
+`, goal)
+}
+
+func TestAccWorkloadPolicyKeys(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	b := tofutest.StartBroker(t)
+	const chat, nightly = "gpubroker_workload.chat", "gpubroker_workload.nightly"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{
+			// Bad values in the new blocks are refused at their attributes,
+			// and a credential in the Prometheus URL is never shown.
+			{
+				Config:      policyKeysConfig(b, "1.5"),
+				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*resource "gpubroker_workload" "chat".*availability.goal\s+1.5:\s+want\s+the\s+share\s+of\s+time\s+at\s+target,\s+above\s+0\s+and\s+below\s+1`),
+			},
+			{
+				Config:      strings.Replace(policyKeysConfig(b, "0.995"), `"0 2 * * mon"`, `"0 2 * * mun"`, 1),
+				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*resource "gpubroker_workload" "nightly".*schedule:`),
+			},
+			{
+				Config:      strings.Replace(policyKeysConfig(b, "0.995"), `[2, 2, 2, 2, 2, 2, 3,`, `[2, 2, 2, 2, 2, 3,`, 1),
+				ExpectError: regexp.MustCompile(`(?s)Invalid workload.*load.replicas_by_hour\s+has\s+23\s+entries;\s+want\s+24`),
+			},
+			{
+				Config:      strings.Replace(policyKeysConfig(b, "0.995"), `http://prometheus.monitoring`, `http://admin:hunter2@prometheus.monitoring`, 1),
+				ExpectError: regexp.MustCompile(`(?s)autoscale.prometheus.url:\s+credentials\s+are\s+not\s+allowed`),
+			},
+			{
+				Config: policyKeysConfig(b, "0.995"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(chat, "autoscale.prometheus.url", "http://prometheus.monitoring:9090"),
+					resource.TestCheckResourceAttr(chat, "load.replicas_by_hour.#", "24"),
+					resource.TestCheckResourceAttr(chat, "load.replicas_by_hour.11", "10"),
+					resource.TestCheckResourceAttr(nightly, "scaling.inter_node", "0.85"),
+					brokerSpec(t, b, "chat-api", "autoscale", `{"prometheus":{"query":"sum(rate(http_requests_total{service=\"chat\"}[2m]))",`+
+						`"target_per_replica":50,"url":"http://prometheus.monitoring:9090"},"scale_down_window":"10m","scale_up_window":"0"}`),
+					brokerSpec(t, b, "chat-api", "availability", `{"goal":0.995,"window":"30d"}`),
+					brokerSpec(t, b, "chat-api", "load", `{"replicas_by_hour":[2,2,2,2,2,2,3,4,6,8,9,10,10,10,9,8,8,7,6,5,4,3,2,2]}`),
+					brokerSpec(t, b, "chat-api", "spot_policy", `"spot-hedge"`),
+					brokerSpec(t, b, "weekly-finetune", "schedule", `"0 2 * * mon"`),
+					brokerSpec(t, b, "weekly-finetune", "scaling", `{"inter_node":0.85,"intra_node":0.97}`),
+					brokerSpec(t, b, "weekly-finetune", "spot_policy", `"uniform-progress"`),
+					brokerSpec(t, b, "weekly-finetune", "gpu", `{"count":16,"interconnect":"required","models":["H100"]}`),
+					brokerSpec(t, b, "search", "load", `{"requests_per_replica":25,"requests_per_second":`+
+						`[20,15,10,10,10,15,30,60,120,150,160,160,150,150,160,150,140,120,100,80,60,40,30,25.5]}`),
+				),
+			},
+			// Refreshed, then planned again: no changes.
+			{RefreshState: true},
+			{Config: policyKeysConfig(b, "0.995"), PlanOnly: true},
+			// Import reads every key back as written.
+			{ResourceName: chat, ImportState: true, ImportStateId: "chat-api", ImportStateVerify: true},
+			{ResourceName: nightly, ImportState: true, ImportStateId: "weekly-finetune", ImportStateVerify: true},
+			// The broker holds the same durations spelled differently (as
+			// a dashboard or API client may write them): still no change.
+			{
+				PreConfig: func() {
+					code, body := api(t, b, "PUT", "/api/v1/workloads/chat-api", `{"name":"chat-api","kind":"inference","spec":{"gpu":{"models":["L4"]},`+
+						`"replicas":{"min":2,"max":10,"target_utilization":0.6},"spot_policy":"spot-hedge",`+
+						`"autoscale":{"prometheus":{"url":"http://prometheus.monitoring:9090","query":"sum(rate(http_requests_total{service=\"chat\"}[2m]))","target_per_replica":50},`+
+						`"scale_up_window":"0s","scale_down_window":"600s"},"availability":{"goal":0.995,"window":"720h"},`+
+						`"load":{"replicas_by_hour":[2,2,2,2,2,2,3,4,6,8,9,10,10,10,9,8,8,7,6,5,4,3,2,2]}}}`)
+					if code != 200 {
+						t.Fatalf("rewriting the workload through the API: %d %s", code, body)
+					}
+				},
+				Config:   policyKeysConfig(b, "0.995"),
+				PlanOnly: true,
+			},
+			// A real change through the API shows, and apply puts it back.
+			{
+				PreConfig: func() {
+					code, body := api(t, b, "PUT", "/api/v1/workloads/weekly-finetune", `{"name":"weekly-finetune","kind":"training","spec":{`+
+						`"gpu":{"models":["H100"],"count":16,"interconnect":"required"},"work":{"gpu_hours":640},"deadline":"2d",`+
+						`"schedule":"0 2 * * mon","spot_policy":"greedy","scaling":{"intra_node":0.97,"inter_node":0.85}}}`)
+					if code != 200 {
+						t.Fatalf("changing the workload through the API: %d %s", code, body)
+					}
+				},
+				Config:             policyKeysConfig(b, "0.995"),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+			{
+				Config: policyKeysConfig(b, "0.995"),
+				Check:  brokerSpec(t, b, "weekly-finetune", "spot_policy", `"uniform-progress"`),
+			},
+		},
+	})
+}
