@@ -62,10 +62,13 @@ func TestPagesDescribeEveryAttribute(t *testing.T) {
 		t.Fatal(err)
 	}
 	for page, wants := range map[string][]string{
-		"index.md":                  {"- `token` (String, Sensitive)", "- `endpoint` (String)", "registry.opentofu.org"},
-		"resources/workload.md":     {"### Nested Schema for `gpu`", "- `models` (List of String)", "## Import", "terraform import gpubroker_workload."},
-		"data-sources/placement.md": {"- `expected_cost` (Number)", "### Nested Schema for `runner_up`", "```terraform"},
-		"data-sources/offers.md":    {"### Nested Schema for `offers.spot_signal`", "- `usd_per_gpu_hour` (Number)"},
+		"index.md": {"- `token` (String, Sensitive)", "- `endpoint` (String)", "registry.opentofu.org"},
+		"resources/workload.md": {"### Nested Schema for `gpu`", "- `models` (List of String)", "## Import", "terraform import gpubroker_workload.",
+			"### Nested Schema for `autoscale.prometheus`", "- `url` (String, Sensitive)", "- `replicas_by_hour` (List of Number)",
+			"- `requests_per_second` (List of Number)", "### Nested Schema for `availability`", "- `schedule` (String)", "- `spot_policy` (String)"},
+		"data-sources/placement.md": {"- `expected_cost` (Number)", "### Nested Schema for `runner_up`", "```terraform",
+			"- `url` (String, Sensitive)", "### Nested Schema for `load`", "### Nested Schema for `scaling`", "- `interconnect` (String)"},
+		"data-sources/offers.md": {"### Nested Schema for `offers.spot_signal`", "- `usd_per_gpu_hour` (Number)"},
 	} {
 		for _, w := range wants {
 			if !strings.Contains(files[page], w) {

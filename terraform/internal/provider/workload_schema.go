@@ -43,7 +43,8 @@ func workloadFields() []field {
 		{name: "kind", kind: kString, required: true, desc: "`training`, `inference` or `batch`."},
 		{name: "gpu", kind: kObject, desc: "GPUs the workload needs.", nested: []field{
 			{name: "models", kind: kStrings, desc: "Allowed GPU models (" + gpuList() + "); leave out for any model that fits."},
-			{name: "count", kind: kInt, desc: "GPUs per instance (per replica for inference); default 1."},
+			{name: "count", kind: kInt, desc: "Training and batch: the job's total GPUs, 1 to 16384, which may span several identical " +
+				"instances in one zone; inference: GPUs per replica, 1 to 16. Default 1."},
 			{name: "min_memory_gib", kind: kFloat, desc: "Least memory per GPU, GiB."},
 			{name: "interconnect", kind: kString, desc: "`any` (default) or `required`. Training and batch: `required` limits a job " +
 				"that spans more than one instance to instance types with a GPU network (AWS EFA, GCP GPUDirect-TCPX/TCPXO/RDMA, Azure InfiniBand)."},
