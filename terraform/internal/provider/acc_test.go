@@ -595,3 +595,42 @@ func TestAccWorkloadPolicyKeys(t *testing.T) {
 		},
 	})
 }
+
+// TestAccPlacementPolicyKeysOffline checks the placement data source
+// passes the new keys to the optimizer: a scheduled job is costed per run,
+// a load-profiled service by its profile.
+func TestAccPlacementPolicyKeysOffline(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{{
+			Config: header + `
+data "gpubroker_placement" "nightly" {
+  name        = "nightly"
+  kind        = "training"
+  gpu         = { models = ["L4"] }
+  work        = { gpu_hours = 4 }
+  schedule    = "0 2 * * *"
+  spot_policy = "greedy"
+  scaling     = { intra_node = 0.9 }
+}
+
+data "gpubroker_placement" "search" {
+  name         = "search"
+  kind         = "inference"
+  gpu          = { models = ["T4"] }
+  replicas     = { min = 1, max = 8 }
+  availability = { goal = 0.999, window = "7d" }
+  autoscale    = { scale_down_window = "15m" }
+  load = {
+    replicas_by_hour = [1, 1, 1, 1, 1, 1, 2, 3, 4, 6, 8, 8, 8, 8, 8, 8, 6, 5, 4, 3, 2, 2, 1, 1]
+  }
+}
+`,
+			Check: resource.ComposeAggregateTestCheckFunc(
+				resource.TestMatchResourceAttr("data.gpubroker_placement.nightly", "reason", regexp.MustCompile(`30 runs/month`)),
+				resource.TestMatchResourceAttr("data.gpubroker_placement.search", "reason", regexp.MustCompile(`load profile`)),
+			),
+		}},
+	})
+}
