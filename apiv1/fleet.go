@@ -107,6 +107,21 @@ type FleetReplicas struct {
 	// Target is the replicas the service needs, Ready those serving.
 	Target int `json:"target"`
 	Ready  int `json:"ready"`
+	// Availability is the service's availability goal and its error
+	// budget, as the hedge last saw it (absent: no goal).
+	Availability *FleetAvailability `json:"availability,omitempty"`
+}
+
+// FleetAvailability is a service's availability goal (the policy's
+// availability: goal, window) and its error budget: the time below target
+// the goal allows over the window, and what is left of it, negative once
+// spent. The leader keeps the time below target in the store, so the
+// budget carries over a leader change.
+type FleetAvailability struct {
+	Goal              float64 `json:"goal"`
+	WindowSeconds     float64 `json:"window_seconds"`
+	BudgetSeconds     float64 `json:"budget_seconds"`
+	BudgetLeftSeconds float64 `json:"budget_left_seconds"`
 }
 
 // FleetSlot is one slot: where one instance of a workload must run.

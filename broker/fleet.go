@@ -97,6 +97,13 @@ func newFleet(ctx context.Context, cfg *Config, b *store.Broker, cat *catalogHol
 		Fleet: fst, Progress: storeProgress{b}, Training: fs.Training,
 		SpeedRatio: (&speedRatios{b: b, catalog: cat.Load, now: now, log: log, refresh: 10 * time.Minute}).Ratio,
 		Hedge:      fs.Hedge, Agents: b, Decisions: &fleet.DecisionBoard{}}
+	if fs.Options.Mode == fleet.Apply {
+		// The services' time below target is kept for the next leader.
+		// Not in dry-run: nothing runs there, so every service is always
+		// short, and a budget spent on that would follow the fleet into
+		// apply.
+		chain.Shortfall = fst
+	}
 	rec := &fleet.Reconciler{Store: fst, Computes: fs.Computes, Agents: b,
 		Plans:  fleet.NewPlanChain(chain),
 		Tokens: tokens, Metrics: fm, Log: log.With("part", "fleet"), Now: cfg.Now, Options: fs.Options}
@@ -176,6 +183,10 @@ func (f fleetAPI) liveDecisions(now time.Time) ([]apiv1.FleetDecision, string) {
 				spot = map[string]int{}
 			}
 			a.Replicas = &apiv1.FleetReplicas{Spot: spot, OnDemand: d.OnDemand, Target: d.Target, Ready: d.Ready}
+			if d.Goal > 0 {
+				a.Replicas.Availability = &apiv1.FleetAvailability{Goal: d.Goal, WindowSeconds: d.Window.Seconds(),
+					BudgetSeconds: d.Budget.Seconds(), BudgetLeftSeconds: d.BudgetLeft.Seconds()}
+			}
 		}
 		out = append(out, a)
 	}

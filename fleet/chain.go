@@ -63,6 +63,10 @@ type ChainConfig struct {
 	// ready replicas by their heartbeats.
 	Hedge  *HedgeOptions
 	Agents Agents
+	// Shortfall keeps the hedged services' time below target, so their
+	// availability goals' error budgets outlive the leader
+	// (HedgedSource.Shortfall); nil keeps them in memory.
+	Shortfall ShortfallStore
 	// Decisions, when set, is wired to the live stages NewPlanChain builds
 	// (training, hedging), so status can show their latest decisions.
 	Decisions *DecisionBoard
@@ -127,7 +131,7 @@ func NewPlanChain(c ChainConfig) PlanSource {
 	}
 	if c.Fleet != nil && c.Hedge != nil {
 		h := &HedgedSource{Inner: src, Catalog: c.Catalog, Policy: pol, Fleet: c.Fleet, Agents: c.Agents, Now: c.Now, Log: log,
-			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones, Prefetch: c.PrefetchLoad,
+			Tick: c.Hedge.Tick, ReadyDelay: c.Hedge.ReadyDelay, MaxZones: c.Hedge.MaxZones, Prefetch: c.PrefetchLoad, Shortfall: c.Shortfall,
 			reuse: c.ReusePlanMemory}
 		if c.Decisions != nil {
 			c.Decisions.hedged = h

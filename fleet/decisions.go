@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/fleet/spotpolicy"
+	"github.com/gpubroker/gpubroker/policy"
 )
 
 // Stage names of a Decision.
@@ -47,6 +48,13 @@ type Decision struct {
 	OnDemand int
 	Target   int
 	Ready    int
+	// The service's availability goal (0: none) over Window, and its
+	// error budget: the time below target the goal allows, and what is
+	// left (negative once spent).
+	Goal       float64
+	Window     time.Duration
+	Budget     time.Duration
+	BudgetLeft time.Duration
 }
 
 // TimeLeft is the time from now to the job's deadline (negative past it);
@@ -166,7 +174,21 @@ func hedgeDecision(name string, d HedgeDecision) Decision {
 	if d.OnDemand > 0 || len(parts) == 0 {
 		parts = append(parts, fmt.Sprintf("on-demand×%d", d.OnDemand))
 	}
-	return Decision{Workload: name, Stage: StageInference, Policy: d.Policy, Action: strings.Join(parts, " + "),
-		Reason: fmt.Sprintf("%d replicas needed, %d ready", d.Target, d.Ready), At: d.At, Tick: d.Tick,
-		Spot: maps.Clone(d.Spot), OnDemand: d.OnDemand, Target: d.Target, Ready: d.Ready}
+	reason := fmt.Sprintf("%d replicas needed, %d ready", d.Target, d.Ready)
+	out := Decision{Workload: name, Stage: StageInference, Policy: d.Policy, Action: strings.Join(parts, " + "),
+		At: d.At, Tick: d.Tick, Spot: maps.Clone(d.Spot), OnDemand: d.OnDemand, Target: d.Target, Ready: d.Ready}
+	if d.Goal > 0 {
+		out.Goal, out.Window = d.Goal, d.Window
+		out.Budget = time.Duration(d.BudgetSeconds * float64(time.Second)).Round(time.Second)
+		out.BudgetLeft = time.Duration(d.BudgetLeftSeconds * float64(time.Second)).Round(time.Second)
+		// What the hedge is sized against: with little left it insures
+		// harder (docs/fleet.md).
+		budget := fmt.Sprintf("error budget of %s spent", out.Budget)
+		if out.BudgetLeft > 0 {
+			budget = fmt.Sprintf("error budget %s of %s left", out.BudgetLeft, out.Budget)
+		}
+		reason += fmt.Sprintf("; %s (%.4g%% over %s)", budget, 100*d.Goal, policy.FormatDuration(d.Window))
+	}
+	out.Reason = reason
+	return out
 }

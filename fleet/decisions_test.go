@@ -69,7 +69,8 @@ func TestDecisionBoardThroughChain(t *testing.T) {
 	}
 	h.hedges = map[string]*hedge{
 		"chat": {policy: inf, last: HedgeDecision{Workload: "chat", At: at, Tick: 360, Policy: "adaptive", Target: 4, Ready: 3,
-			Spot: map[string]int{"aws/us-east-1b/g4dn.xlarge": 1, "aws/us-east-1a/g4dn.xlarge": 2, "aws/us-east-1c/g4dn.xlarge": 0}, OnDemand: 1}},
+			Spot: map[string]int{"aws/us-east-1b/g4dn.xlarge": 1, "aws/us-east-1a/g4dn.xlarge": 2, "aws/us-east-1c/g4dn.xlarge": 0}, OnDemand: 1,
+			Goal: 0.999, Window: 30 * 24 * time.Hour, BudgetSeconds: 2592, BudgetLeftSeconds: 612.4}},
 		"api":  {policy: inf, last: HedgeDecision{Workload: "api", At: at, Policy: "adaptive", Target: 2, Ready: 2, Spot: map[string]int{}}},
 		"cold": {policy: inf}, // built, not decided
 	}
@@ -83,7 +84,9 @@ func TestDecisionBoardThroughChain(t *testing.T) {
 			Done: 0.25, Reported: true, Deadline: at.Add(10 * time.Hour)},
 		{Workload: "api", Stage: StageInference, Policy: "adaptive", Action: "on-demand×0", Reason: "2 replicas needed, 2 ready", At: at,
 			Spot: map[string]int{}, Target: 2, Ready: 2},
-		{Workload: "chat", Stage: StageInference, Policy: "adaptive", Reason: "4 replicas needed, 3 ready", At: at, Tick: 360,
+		{Workload: "chat", Stage: StageInference, Policy: "adaptive", At: at, Tick: 360,
+			Reason: "4 replicas needed, 3 ready; error budget 10m12s of 43m12s left (99.9% over 30d)",
+			Goal:   0.999, Window: 30 * 24 * time.Hour, Budget: 2592 * time.Second, BudgetLeft: 612 * time.Second,
 			Action:   "spot aws/us-east-1a/g4dn.xlarge×2 + spot aws/us-east-1b/g4dn.xlarge×1 + on-demand×1",
 			Spot:     map[string]int{"aws/us-east-1b/g4dn.xlarge": 1, "aws/us-east-1a/g4dn.xlarge": 2, "aws/us-east-1c/g4dn.xlarge": 0},
 			OnDemand: 1, Target: 4, Ready: 3},

@@ -64,6 +64,12 @@ type HedgedSource struct {
 	// sets it: ChainConfig.PrefetchLoad). Live, the broker reads them after
 	// the inner plan, as late as it can.
 	Prefetch bool
+	// Shortfall, when set, keeps the services' time below target in the
+	// store, so that each availability goal's error budget outlives the
+	// leader (and a service's hedge rebuilt for new pools): a new one
+	// starts from what the window already spent, not from a whole budget.
+	// The broker sets it; without it the budget lives in this memory.
+	Shortfall ShortfallStore
 
 	mu      sync.Mutex
 	tracker spotpolicy.LiveTracker
@@ -112,6 +118,20 @@ type HedgedSource struct {
 	bufs  placementBufs
 	index indexCache
 }
+
+// ShortfallStore keeps inference services' time below target;
+// *store.Fleet implements it. RecordShortfall keeps the first record of a
+// (workload, tick): the ticks are on the wall clock's grid, so two
+// replicas charging the same tick charge it once.
+type ShortfallStore interface {
+	RecordShortfall(ctx context.Context, recs []store.ShortfallRecord) error
+	Shortfall(ctx context.Context, workload string, since time.Time) ([]store.ShortfallRecord, error)
+}
+
+// maxPendingShortfall bounds a service's shortfall records waiting for a
+// store that keeps failing (a day of one-minute ticks): the oldest go
+// first, and the budget in memory still counts them.
+const maxPendingShortfall = 1440
 
 // hedge is one service's live policy and what it was built for.
 type hedge struct {
@@ -176,9 +196,20 @@ type hedge struct {
 	odGroupBlk blockMemo
 
 	// budget is the service's availability goal's error budget, in
-	// ticks, for the goal budgetFor (policy.Workload.Availability).
-	budget    spotpolicy.ErrorBudget
-	budgetFor policy.Availability
+	// ticks, for the goal budgetFor (policy.Workload.Availability). Its
+	// ticks are the wall clock's (Unix time over the tick), the grid the
+	// store's records are on; budgetAt is the last one charged or asked.
+	// budgetSince is the tick this hedge started charging the budget
+	// itself: what the store holds from before it (another leader's, an
+	// earlier hedge's) is read into it once (budgetLoaded), and pending
+	// are its own records not yet written.
+	budget       spotpolicy.ErrorBudget
+	budgetFor    policy.Availability
+	budgetAt     int
+	budgetSince  int
+	budgetLoaded bool
+	loadFailed   bool // (logged once per failing streak)
+	pending      []store.ShortfallRecord
 	// rampFrom is the target before the autoscaler last raised it, held
 	// to until rampEnd (a tick): new replicas take a ready delay, and a
 	// scale up is not a shortfall of the replicas already asked for.
@@ -266,6 +297,13 @@ type HedgeDecision struct {
 	// replicas asked for.
 	Spot     map[string]int `json:"spot"`
 	OnDemand int            `json:"on_demand"`
+	// The availability goal's error budget (zero Goal: none): the time
+	// below target the goal allows over its window, and what is left of
+	// it (negative once spent).
+	Goal              float64       `json:"goal,omitempty"`
+	Window            time.Duration `json:"window,omitempty"`
+	BudgetSeconds     float64       `json:"budget_seconds,omitempty"`
+	BudgetLeftSeconds float64       `json:"budget_left_seconds,omitempty"`
 }
 
 func (h *HedgedSource) defaults() (tick, ready, fresh time.Duration, zones int) {
@@ -382,7 +420,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 	decide := func(j int) {
 		jb := &jobs[j]
 		if jb.err == nil && jb.hg != nil {
-			jb.err = h.hedgePlacement(pol, cat, jb, beats, u, now)
+			jb.err = h.hedgePlacement(ctx, pol, cat, jb, beats, u, now)
 		}
 	}
 	if twice {
@@ -400,6 +438,7 @@ func (h *HedgedSource) Plan(ctx context.Context, u *Unavailable) (*optimizer.Pla
 		pipelineFor(len(jobs), h.Workers, observe, decide)
 	}
 	h.admit(jobs)
+	h.flushShortfall(ctx, jobs)
 	// (Each hedged placement of out was changed in place: jobs[j].p.)
 	for j := range todo {
 		jb := &jobs[j]
@@ -855,7 +894,7 @@ func (h *HedgedSource) observePool(name string, id int, key providers.PoolKey, m
 // live state observePools prepared and returns its placement with the
 // decision's groups. It touches only the service's own hedge, so Plan
 // runs it for several services at once.
-func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, j *hedgeJob, beats map[string]time.Time,
+func (h *HedgedSource) hedgePlacement(ctx context.Context, pol *policy.Policy, cat *pricing.Catalog, j *hedgeJob, beats map[string]time.Time,
 	u *Unavailable, now time.Time) error {
 	tick, readyDelay, fresh, _ := h.defaults()
 	w, p, mine, hg, target := j.w, j.p, j.mine, j.hg, j.target
@@ -913,7 +952,7 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 	t := int(now.Sub(hg.start) / tick)
 	if t > hg.tick {
 		state.Tick = t
-		hg.spendBudget(w.Availability, state, t, tick, readyDelay)
+		h.spendBudget(ctx, hg, w, state, t, now)
 		f := hg.policy.Decide(state)
 		probing := false
 		for k := range f.Spot {
@@ -934,8 +973,14 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 			f.OnDemand = 0
 		}
 		hg.tick, hg.fleet = t, f
-		j.changed = hg.record(HedgeDecision{Workload: w.Name, At: now, Tick: t, Policy: hg.policy.Name(), Target: target,
-			Ready: state.Ready(), OnDemand: f.OnDemand}, f.Spot)
+		d := HedgeDecision{Workload: w.Name, At: now, Tick: t, Policy: hg.policy.Name(), Target: target,
+			Ready: state.Ready(), OnDemand: f.OnDemand}
+		if state.Budgeted {
+			d.Goal, d.Window = hg.budgetFor.Goal, hg.budgetFor.Window
+			d.BudgetSeconds = (1 - d.Goal) * d.Window.Seconds()
+			d.BudgetLeftSeconds = state.BudgetLeft * tick.Seconds()
+		}
+		j.changed = hg.record(d, f.Spot)
 	}
 	return hg.placement(j)
 }
@@ -947,14 +992,21 @@ func (h *HedgedSource) hedgePlacement(pol *policy.Policy, cat *pricing.Catalog, 
 // held to the target before: the new replicas cannot be ready sooner, and
 // a service that scales up every hour would otherwise spend its month's
 // budget in two days and hedge as one that keeps failing. A changed goal
-// starts a new budget.
-func (hg *hedge) spendBudget(a policy.Availability, state *spotpolicy.InferenceState, t int, tick, readyDelay time.Duration) {
+// starts a new budget, from what the store holds of its window.
+func (h *HedgedSource) spendBudget(ctx context.Context, hg *hedge, w *policy.Workload, state *spotpolicy.InferenceState, t int, now time.Time) {
+	tick, readyDelay, _, _ := h.defaults()
+	a := w.Availability
+	at := int(now.UnixNano() / int64(tick))
 	if a != hg.budgetFor {
 		hg.budgetFor = a
 		hg.budget = spotpolicy.NewErrorBudget(a.Goal, int(a.Window/tick))
+		hg.budgetSince, hg.budgetLoaded = at, false
 	}
 	if !hg.budget.Valid() {
 		return
+	}
+	if !hg.budgetLoaded && h.Shortfall != nil {
+		h.loadBudget(ctx, hg, w.Name, now, tick)
 	}
 	if hg.tick >= 0 && state.Target > hg.last.Target {
 		if t >= hg.rampEnd {
@@ -967,9 +1019,72 @@ func (hg *hedge) spendBudget(a policy.Availability, state *spotpolicy.InferenceS
 		want = min(want, hg.rampFrom)
 	}
 	if state.Ready() < want {
-		hg.budget.Record(t, float64(t-max(hg.tick, t-1)))
+		short := t - max(hg.tick, t-1)
+		hg.budget.Record(at, float64(short))
+		if h.Shortfall != nil {
+			if len(hg.pending) >= maxPendingShortfall {
+				hg.pending = append(hg.pending[:0], hg.pending[1:]...)
+			}
+			hg.pending = append(hg.pending, store.ShortfallRecord{Workload: w.Name, At: time.Unix(0, int64(at)*int64(tick)).UTC(),
+				Seconds: float64(short) * tick.Seconds()})
+		}
 	}
-	state.Budgeted, state.BudgetLeft = true, hg.budget.Left(t)
+	hg.budgetAt = at
+	state.Budgeted, state.BudgetLeft = true, hg.budget.Left(at)
+}
+
+// loadBudget reads into hg's budget what the store holds of its window
+// from before the hedge charged it itself. A failed read is tried again
+// at the next decision; meanwhile the budget counts only this hedge's.
+func (h *HedgedSource) loadBudget(ctx context.Context, hg *hedge, name string, now time.Time, tick time.Duration) {
+	recs, err := h.Shortfall.Shortfall(ctx, name, now.Add(-hg.budgetFor.Window))
+	if err != nil {
+		if !hg.loadFailed {
+			h.log().Warn("hedging: reading the service's time below target; its error budget counts only this leader's until a read succeeds",
+				"workload", name, "err", err)
+		}
+		hg.loadFailed = true
+		return
+	}
+	hg.budgetLoaded, hg.loadFailed = true, false
+	for _, r := range recs {
+		if at := int(r.At.UnixNano() / int64(tick)); at < hg.budgetSince {
+			hg.budget.Record(at, r.Seconds/tick.Seconds())
+		}
+	}
+}
+
+// flushShortfall writes the services' new shortfall records, all in one
+// call. On an error they wait for the next plan: the plan itself stands
+// (the budget in memory counts them), only a new leader would not see
+// them.
+func (h *HedgedSource) flushShortfall(ctx context.Context, jobs []hedgeJob) {
+	if h.Shortfall == nil {
+		return
+	}
+	var recs []store.ShortfallRecord
+	var seen map[*hedge]bool // (a service with two placements has one hedge)
+	for j := range jobs {
+		if hg := jobs[j].hg; hg != nil && len(hg.pending) > 0 && !seen[hg] {
+			if seen == nil {
+				seen = map[*hedge]bool{}
+			}
+			seen[hg] = true
+			recs = append(recs, hg.pending...)
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	if err := h.Shortfall.RecordShortfall(ctx, recs); err != nil {
+		h.log().Warn("hedging: storing the services' time below target; kept for the next plan", "records", len(recs), "err", err)
+		return
+	}
+	for j := range jobs {
+		if hg := jobs[j].hg; hg != nil {
+			hg.pending = hg.pending[:0]
+		}
+	}
 }
 
 // record makes d, with spot replicas per zone spot, the service's last

@@ -23,7 +23,8 @@ import (
 //	7: the fleet's slots, launch intents, instances and settings
 //	8: the jobs' reported progress (job_progress)
 //	9: requests to replace a fleet instance (fleet_replace_requests)
-const SchemaVersion = 9
+//	10: inference services' time below target (fleet_service_shortfall)
+const SchemaVersion = 10
 
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer gpubroker; an older binary must not write to it.
@@ -36,7 +37,7 @@ var models = []any{&offerRow{}, &pricePointRow{},
 	&workloadRow{}, &instanceRow{}, &eventRow{}, &benchmarkRow{}, &tokenRow{}, &leaseRow{}, &jobRunRow{},
 	&planRow{}, &alertRow{}, &tokenRevocationRow{}, &spendRow{},
 	&slotRow{}, &intentRow{}, &fleetInstanceRow{}, &fleetSettingRow{},
-	&progressRow{}, &replaceRow{}}
+	&progressRow{}, &replaceRow{}, &shortfallRow{}}
 
 // schemaRow is the single row of schema_version.
 type schemaRow struct {

@@ -36,6 +36,8 @@ type PruneResult struct {
 	Events        int64
 	Agents        int64
 	LaunchIntents int64
+	// Shortfall rows are kept ShortfallKeep, whatever the retention.
+	Shortfall int64
 }
 
 // pruneBatch bounds the rows one DELETE removes, so pruning a large backlog
@@ -43,8 +45,8 @@ type PruneResult struct {
 const pruneBatch = 5000
 
 // Prune deletes price points, events, agent records and retired launch
-// intents older than r allows at now, in batches of pruneBatch rows, each
-// its own transaction.
+// intents older than r allows at now, and services' shortfall older than
+// ShortfallKeep, in batches of pruneBatch rows, each its own transaction.
 func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (PruneResult, error) {
 	var res PruneResult
 	steps := []struct {
@@ -70,6 +72,9 @@ func (s *Store) Prune(ctx context.Context, r Retention, now time.Time) (PruneRes
 			SELECT i.token FROM fleet_launch_intents i WHERE i.state = 'retired' AND i.updated_at < ?
 			AND i.generation < (SELECT MAX(j.generation) FROM fleet_launch_intents j WHERE j.slot_id = i.slot_id)
 			ORDER BY i.token LIMIT ?)`, &res.LaunchIntents},
+		// No availability window is longer (policy: availability.window).
+		{ShortfallKeep, "services' shortfall older than", `DELETE FROM fleet_service_shortfall WHERE (workload, at) IN (
+			SELECT workload, at FROM fleet_service_shortfall WHERE at < ? ORDER BY at LIMIT ?)`, &res.Shortfall},
 	}
 	for _, st := range steps {
 		if st.keep <= 0 {

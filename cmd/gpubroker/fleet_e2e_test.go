@@ -22,6 +22,7 @@ import (
 	"github.com/gpubroker/gpubroker/internal/shareddata"
 	"github.com/gpubroker/gpubroker/internal/testpg"
 	"github.com/gpubroker/gpubroker/providers/fake"
+	"github.com/gpubroker/gpubroker/store"
 )
 
 // e2ePolicy: a batch job and an inference service on T4s in us-east-1,
@@ -194,6 +195,40 @@ exec unshare --uts sh -c 'hostname "$GPUBROKER_FAKE_INSTANCE_ID" && exec ` + os.
 		time.Sleep(300 * time.Millisecond)
 	}
 	e.checkEvents(notices)
+	checkShortfallStored(t, dsn, "chat")
+}
+
+// checkShortfallStored: the hedged service's time below target (its cold
+// start at least: no replica serves before it boots) is in the store, where
+// the next leader reads its error budget from (docs/fleet.md).
+func checkShortfallStored(t *testing.T, dsn, workload string) {
+	t.Helper()
+	ctx := t.Context()
+	st, err := store.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := st.Broker(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := b.Fleet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := f.Shortfall(ctx, workload, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := 0.0
+	for _, r := range recs {
+		secs += r.Seconds
+	}
+	t.Logf("%s: %d ticks below target stored, %.0f s", workload, len(recs), secs)
+	if len(recs) == 0 {
+		t.Fatalf("no time below target stored for %s: a new leader would start it with a whole error budget", workload)
+	}
 }
 
 func (e *e2e) waitAllRunning(d time.Duration) []apiv1.FleetSlot {

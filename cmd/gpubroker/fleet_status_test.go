@@ -85,8 +85,9 @@ func TestFleetStatusDecisionsCLI(t *testing.T) {
 		{Workload: "late", Stage: "training", Policy: "adaptive", Action: "on-demand", Reason: "safety net: on-demand to hold the deadline",
 			At: at.Add(-time.Minute), Tick: 300, Progress: &apiv1.FleetProgress{Done: 0.97, Deadline: at.Add(-5 * time.Minute), TimeLeftSeconds: -300}},
 		{Workload: "chat", Stage: "inference", Policy: "adaptive", Action: "spot aws/us-east-1a/g4dn.xlarge×2 + spot aws/us-east-1b/g4dn.xlarge×1 + on-demand×1",
-			Reason: "4 replicas needed, 3 ready", At: at.Add(-30 * time.Second), Tick: 120,
-			Replicas: &apiv1.FleetReplicas{Spot: map[string]int{"aws/us-east-1a/g4dn.xlarge": 2, "aws/us-east-1b/g4dn.xlarge": 1}, OnDemand: 1, Target: 4, Ready: 3}},
+			Reason: "4 replicas needed, 3 ready; error budget 6h52m0s of 7h12m0s left (99% over 30d)", At: at.Add(-30 * time.Second), Tick: 120,
+			Replicas: &apiv1.FleetReplicas{Spot: map[string]int{"aws/us-east-1a/g4dn.xlarge": 2, "aws/us-east-1b/g4dn.xlarge": 1}, OnDemand: 1, Target: 4, Ready: 3,
+				Availability: &apiv1.FleetAvailability{Goal: 0.99, WindowSeconds: 2592000, BudgetSeconds: 25920, BudgetLeftSeconds: 24720}}},
 	}
 	none := base
 	none.DecisionsFrom, none.Decisions = apiv1.DecisionsFromLeader, []apiv1.FleetDecision{}
