@@ -313,16 +313,16 @@ func Run(ctx context.Context, cfg Config) error {
 		// a failover) stores its plan at once.
 		jobs = append(jobs, Job{Name: "replan", Schedule: cfg.ReplanSchedule, OnLeadership: true, Run: planner.replan})
 	}
-	if cfg.Retention != (store.Retention{}) {
-		jobs = append(jobs, Job{Name: "prune", Schedule: cfg.PruneSchedule, Run: func(ctx context.Context) error {
-			res, err := st.Prune(ctx, cfg.Retention, cfg.Now())
-			if res.PricePoints+res.Events+res.Agents+res.LaunchIntents > 0 {
-				log.Info("pruned old rows", "price_points", res.PricePoints, "events", res.Events,
-					"agents", res.Agents, "launch_intents", res.LaunchIntents)
-			}
-			return err
-		}})
-	}
+	// Always: services' time below target is pruned past the longest
+	// availability window even when every retention keeps rows for ever.
+	jobs = append(jobs, Job{Name: "prune", Schedule: cfg.PruneSchedule, Run: func(ctx context.Context) error {
+		res, err := st.Prune(ctx, cfg.Retention, cfg.Now())
+		if res.PricePoints+res.Events+res.Agents+res.LaunchIntents+res.Shortfall > 0 {
+			log.Info("pruned old rows", "price_points", res.PricePoints, "events", res.Events,
+				"agents", res.Agents, "launch_intents", res.LaunchIntents, "service_shortfall", res.Shortfall)
+		}
+		return err
+	}})
 	var pol *policy.Policy
 	if policyData != nil {
 		pol, _ = policy.Parse(cfg.PolicyPath, policyData) // checked by the first plan above
