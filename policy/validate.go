@@ -605,6 +605,11 @@ func validateAutoscale(a Autoscale, e func(field, format string, args ...any)) {
 	if u, err := url.Parse(m.URL); err == nil && u.User != nil {
 		// Never echo it: the value holds a password.
 		e("autoscale.prometheus.url", "autoscale.prometheus.url: credentials are not allowed in the URL (policy files are shared and logged); put Prometheus behind a proxy that authenticates, or give the broker network access")
+	} else if err == nil && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
+		// Not echoed either: a query string is where a token would go.
+		// (The broker adds /api/v1/query to the URL, so a query string
+		// there would not work anyway.)
+		e("autoscale.prometheus.url", "autoscale.prometheus.url (not shown: a query string may hold a token): want the server's base URL with no query string or fragment, e.g. http://prometheus:9090 or https://metrics.example.com/prometheus")
 	} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		if strings.Contains(m.URL, "@") {
 			// A URL that does not parse may still hold user:password@.
