@@ -220,8 +220,10 @@ func TestValidationPaths(t *testing.T) {
 			prom.AtName("url"), "not shown", "hunter2"},
 		// The attribute is sensitive, so even a URL without credentials
 		// is not repeated in the diagnostic.
-		{"URL without scheme", svc(func(w *workloadSpec) { w.Autoscale.Prometheus.URL = sv("prometheus:9090?token=t0ps3cret") }),
+		{"URL without scheme", svc(func(w *workloadSpec) { w.Autoscale.Prometheus.URL = sv("prometheus:9090/t0ps3cret") }),
 			prom.AtName("url"), `autoscale.prometheus.url \(sensitive value\): want the server's http\(s\) URL`, "t0ps3cret"},
+		{"URL with a token in its query string", svc(func(w *workloadSpec) { w.Autoscale.Prometheus.URL = sv("https://prom.example.com?token=t0ps3cret") }),
+			prom.AtName("url"), `not shown: a query string may hold a token`, "t0ps3cret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := training()

@@ -74,7 +74,7 @@ func workloadFields() []field {
 		{name: "autoscale", kind: kObject, desc: "Inference: how replicas follow load between `replicas.min` and `replicas.max`.", nested: []field{
 			{name: "prometheus", kind: kObject, desc: "A load metric read from Prometheus; leave out to scale on GPU utilisation alone.", nested: []field{
 				{name: "url", kind: kString, sensitive: true, desc: "The Prometheus server's http(s) URL, e.g. `http://prometheus:9090`; " +
-					"credentials in the URL are refused (without showing them)."},
+					"credentials or a query string in the URL are refused (without showing them)."},
 				{name: "query", kind: kString, desc: "PromQL giving the service's total load, e.g. `sum(rate(http_requests_total{service=\"chat\"}[2m]))`; at most 4096 characters."},
 				{name: "target_per_replica", kind: kFloat, desc: "Load one replica should carry, above 0."},
 			}},
