@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/gpubroker/gpubroker/apiv1"
 	"github.com/gpubroker/gpubroker/policy"
 )
 
@@ -362,5 +363,105 @@ func TestSpecRoundTripEveryKey(t *testing.T) {
 	back = roundTrip(t, `{"replicas":{"min":2}}`, &w)
 	if back.Autoscale != nil || back.Availability != nil || back.Load != nil || !back.SpotPolicy.IsNull() {
 		t.Fatalf("removed keys kept: %+v", back)
+	}
+}
+
+// TestSpecAlternativeForms reads back specs written through the API or the
+// CLI in forms the policy accepts but the provider never writes: gpu.models
+// as one string ("any" or a single model) and the durations that may be 0
+// as the JSON number 0. Each must read into the state without error (an
+// import), and read against a configuration holding the same value must
+// give that configuration back (no drift).
+func TestSpecAlternativeForms(t *testing.T) {
+	job := func(f func(w *workloadSpec)) workloadSpec {
+		w := workloadSpec{Name: sv("w"), Kind: sv("training"), Work: &workSpec{GPUHours: fv(10)}}
+		f(&w)
+		return w
+	}
+	svc := func(f func(w *workloadSpec)) workloadSpec {
+		w := workloadSpec{Name: sv("w"), Kind: sv("inference"), Replicas: &replicasSpec{Min: iv(1)}}
+		f(&w)
+		return w
+	}
+	const work, replicas = `"work":{"gpu_hours":10}`, `"replicas":{"min":1}`
+	for _, tc := range []struct {
+		name string
+		spec string
+		// want is the state an import reads; config is a configuration
+		// holding the same values in the provider's spelling.
+		want, config workloadSpec
+	}{
+		{"models any", `{"gpu":{"models":"any","count":2},` + work + `}`,
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{Count: iv(2)} }),
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{Count: iv(2)} })},
+		{"models ANY", `{"gpu":{"models":"ANY"},` + work + `}`,
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{} }),
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{} })},
+		{"models one name", `{"gpu":{"models":"H100"},` + work + `}`,
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{Models: svs("H100")} }),
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{Models: svs("H100")} })},
+		{"models one alias", `{"gpu":{"models":"nvidia-h100-80gb"},` + work + `}`,
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{Models: svs("nvidia-h100-80gb")} }),
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{Models: svs("H100")} })},
+		{"checkpoint_interval 0", `{` + work + `,"checkpoint_interval":0}`,
+			job(func(w *workloadSpec) { w.CheckpointInterval = sv("0") }),
+			job(func(w *workloadSpec) { w.CheckpointInterval = sv("0s") })},
+		{"checkpoint_interval 0 as written", `{` + work + `,"checkpoint_interval":0}`,
+			job(func(w *workloadSpec) { w.CheckpointInterval = sv("0") }),
+			job(func(w *workloadSpec) { w.CheckpointInterval = sv("0") })},
+		{"restart_overhead 0", `{` + work + `,"restart_overhead":0}`,
+			job(func(w *workloadSpec) { w.RestartOverhead = sv("0") }),
+			job(func(w *workloadSpec) { w.RestartOverhead = sv("0m") })},
+		{"autoscale windows 0", `{` + replicas + `,"autoscale":{"scale_up_window":0,"scale_down_window":0}}`,
+			svc(func(w *workloadSpec) { w.Autoscale = &autoscaleSpec{ScaleUpWindow: sv("0"), ScaleDownWindow: sv("0")} }),
+			svc(func(w *workloadSpec) {
+				w.Autoscale = &autoscaleSpec{ScaleUpWindow: sv("0s"), ScaleDownWindow: sv("0h")}
+			})},
+		{"null counts as left out", `{"gpu":{"models":null,"count":1},` + work + `,"deadline":null,"placement":null}`,
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{Count: iv(1)} }),
+			job(func(w *workloadSpec) { w.GPU = &gpuSpec{Count: iv(1)} })},
+		{"all at once", `{"gpu":{"models":"any"},` + work + `,"checkpoint_interval":0,"restart_overhead":0}`,
+			job(func(w *workloadSpec) {
+				w.GPU = &gpuSpec{}
+				w.CheckpointInterval, w.RestartOverhead = sv("0"), sv("0")
+			}),
+			job(func(w *workloadSpec) {
+				w.GPU = &gpuSpec{}
+				w.CheckpointInterval, w.RestartOverhead = sv("0s"), sv("0")
+			})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The broker accepts the spec, and it means what config says.
+			remote, err := policy.WorkloadFromJSON("spec", "w", "", tc.want.Kind.ValueString(), []byte(tc.spec))
+			if err != nil {
+				t.Fatalf("the policy refuses the spec, so no broker holds it: %v", err)
+			}
+			p, diags := tc.config.parsePolicy(types.StringNull())
+			if diags.HasError() {
+				t.Fatalf("config does not parse: %v", diags)
+			}
+			remote.Pos, p.Workloads[0].Pos = policy.Pos{}, policy.Pos{}
+			if !reflect.DeepEqual(remote, p.Workloads[0]) {
+				t.Fatalf("config is not the same workload as the spec:\n%+v\n%+v", remote, p.Workloads[0])
+			}
+			rec := apiv1.Workload{Name: "w", Kind: tc.want.Kind.ValueString(), Spec: []byte(tc.spec)}
+			var m workloadModel
+			if err := m.fromRecord(rec, nil); err != nil {
+				t.Fatalf("import: %v", err)
+			}
+			if !reflect.DeepEqual(m.workloadSpec, tc.want) {
+				t.Fatalf("import read\n%+v\nwant\n%+v", m.workloadSpec, tc.want)
+			}
+			if _, diags := m.parsePolicy(types.StringNull()); diags.HasError() {
+				t.Fatalf("what import read does not parse: %v", diags)
+			}
+			prior := tc.config
+			if err := m.fromRecord(rec, &prior); err != nil {
+				t.Fatalf("refresh: %v", err)
+			}
+			if !reflect.DeepEqual(m.workloadSpec, tc.config) {
+				t.Fatalf("refresh against the configuration shows drift:\n%+v\nwant\n%+v", m.workloadSpec, tc.config)
+			}
+		})
 	}
 }

@@ -109,9 +109,9 @@ type placementSpec struct {
 type specJSON struct {
 	GPU                *gpuJSON          `json:"gpu,omitempty"`
 	Work               *workJSON         `json:"work,omitempty"`
-	Deadline           *string           `json:"deadline,omitempty"`
-	CheckpointInterval *string           `json:"checkpoint_interval,omitempty"`
-	RestartOverhead    *string           `json:"restart_overhead,omitempty"`
+	Deadline           *durationValue    `json:"deadline,omitempty"`
+	CheckpointInterval *durationValue    `json:"checkpoint_interval,omitempty"`
+	RestartOverhead    *durationValue    `json:"restart_overhead,omitempty"`
 	Spot               *string           `json:"spot,omitempty"`
 	SpotPolicy         *string           `json:"spot_policy,omitempty"`
 	Scaling            *scalingJSON      `json:"scaling,omitempty"`
@@ -125,10 +125,10 @@ type specJSON struct {
 }
 
 type gpuJSON struct {
-	Models       *[]string `json:"models,omitempty"`
-	Count        *int64    `json:"count,omitempty"`
-	MinMemoryGiB *float64  `json:"min_memory_gib,omitempty"`
-	Interconnect *string   `json:"interconnect,omitempty"`
+	Models       *stringOrList `json:"models,omitempty"`
+	Count        *int64        `json:"count,omitempty"`
+	MinMemoryGiB *float64      `json:"min_memory_gib,omitempty"`
+	Interconnect *string       `json:"interconnect,omitempty"`
 }
 
 type scalingJSON struct {
@@ -138,8 +138,8 @@ type scalingJSON struct {
 
 type autoscaleJSON struct {
 	Prometheus      *prometheusJSON `json:"prometheus,omitempty"`
-	ScaleUpWindow   *string         `json:"scale_up_window,omitempty"`
-	ScaleDownWindow *string         `json:"scale_down_window,omitempty"`
+	ScaleUpWindow   *durationValue  `json:"scale_up_window,omitempty"`
+	ScaleDownWindow *durationValue  `json:"scale_down_window,omitempty"`
 }
 
 type prometheusJSON struct {
@@ -149,8 +149,8 @@ type prometheusJSON struct {
 }
 
 type availabilityJSON struct {
-	Goal   *float64 `json:"goal,omitempty"`
-	Window *string  `json:"window,omitempty"`
+	Goal   *float64       `json:"goal,omitempty"`
+	Window *durationValue `json:"window,omitempty"`
 }
 
 type loadJSON struct {
@@ -175,11 +175,54 @@ type spreadJSON struct {
 	MinClouds *int64 `json:"min_clouds,omitempty"`
 }
 
+// placementJSON's keys stay plain lists: unlike gpu.models, the policy
+// refuses a single string there.
 type placementJSON struct {
 	Clouds    *[]string `json:"clouds,omitempty"`
 	Regions   *[]string `json:"regions,omitempty"`
 	Zones     *[]string `json:"zones,omitempty"`
 	Residency *[]string `json:"residency,omitempty"`
+}
+
+// stringOrList is gpu.models, which the policy reads as a list of names or
+// as one name on its own ("H100", or "any" for no limit): the broker keeps
+// a spec as written through the API, so either form comes back. It is
+// written as a list, the one form Terraform has.
+type stringOrList []string
+
+func (l *stringOrList) UnmarshalJSON(data []byte) error {
+	var one string
+	if err := json.Unmarshal(data, &one); err == nil {
+		*l = stringOrList{one}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(data, &list); err != nil {
+		return fmt.Errorf("want a string or a list of strings: %w", err)
+	}
+	*l = list
+	return nil
+}
+
+// durationValue is a duration as the broker may hold it: a string ("72h",
+// "0s"), or a bare JSON number, which the policy takes as 0 for the
+// durations that may be 0 (checkpoint_interval: 0, written through the API
+// or the CLI). The text is kept as written, so that sameDuration compares it
+// like any other spelling; the policy judges the value.
+type durationValue string
+
+func (d *durationValue) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err == nil {
+		*d = durationValue(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(data, &n); err != nil {
+		return fmt.Errorf("want a duration such as \"72h\" or 0: %w", err)
+	}
+	*d = durationValue(n)
+	return nil
 }
 
 // policyWorkloadJSON is one element of a policy's workloads: list.
@@ -213,6 +256,8 @@ func f64(v types.Float64) *float64 {
 	f := v.ValueFloat64()
 	return &f
 }
+
+func dur(v types.String) *durationValue { return (*durationValue)(str(v)) }
 
 func strs(vs []types.String) *[]string {
 	if vs == nil {
@@ -249,22 +294,22 @@ func f64s(vs []types.Float64) *[]float64 {
 
 // spec converts the attributes into the policy's JSON form.
 func (w *workloadSpec) spec() specJSON {
-	s := specJSON{Deadline: str(w.Deadline), CheckpointInterval: str(w.CheckpointInterval),
-		RestartOverhead: str(w.RestartOverhead), Spot: str(w.Spot), SpotPolicy: str(w.SpotPolicy), Schedule: str(w.Schedule)}
+	s := specJSON{Deadline: dur(w.Deadline), CheckpointInterval: dur(w.CheckpointInterval),
+		RestartOverhead: dur(w.RestartOverhead), Spot: str(w.Spot), SpotPolicy: str(w.SpotPolicy), Schedule: str(w.Schedule)}
 	if g := w.GPU; g != nil {
-		s.GPU = &gpuJSON{Models: strs(g.Models), Count: i64(g.Count), MinMemoryGiB: f64(g.MinMemoryGiB), Interconnect: str(g.Interconnect)}
+		s.GPU = &gpuJSON{Models: (*stringOrList)(strs(g.Models)), Count: i64(g.Count), MinMemoryGiB: f64(g.MinMemoryGiB), Interconnect: str(g.Interconnect)}
 	}
 	if sc := w.Scaling; sc != nil {
 		s.Scaling = &scalingJSON{IntraNode: f64(sc.IntraNode), InterNode: f64(sc.InterNode)}
 	}
 	if a := w.Autoscale; a != nil {
-		s.Autoscale = &autoscaleJSON{ScaleUpWindow: str(a.ScaleUpWindow), ScaleDownWindow: str(a.ScaleDownWindow)}
+		s.Autoscale = &autoscaleJSON{ScaleUpWindow: dur(a.ScaleUpWindow), ScaleDownWindow: dur(a.ScaleDownWindow)}
 		if pm := a.Prometheus; pm != nil {
 			s.Autoscale.Prometheus = &prometheusJSON{URL: str(pm.URL), Query: str(pm.Query), TargetPerReplica: f64(pm.TargetPerReplica)}
 		}
 	}
 	if a := w.Availability; a != nil {
-		s.Availability = &availabilityJSON{Goal: f64(a.Goal), Window: str(a.Window)}
+		s.Availability = &availabilityJSON{Goal: f64(a.Goal), Window: dur(a.Window)}
 	}
 	if l := w.Load; l != nil {
 		s.Load = &loadJSON{ReplicasByHour: i64s(l.ReplicasByHour), RequestsPerSecond: f64s(l.RequestsPerSecond), RequestsPerReplica: f64(l.RequestsPerReplica)}
@@ -509,19 +554,21 @@ func f64sVal(fs *[]float64) []types.Float64 {
 	return out
 }
 
-// sameDuration keeps the prior spelling of an equal duration.
-func sameDuration(remote *string, prior types.String) types.String {
+// sameDuration keeps the prior spelling of an equal duration ("0s" for a
+// stored 0).
+func sameDuration(remote *durationValue, prior types.String) types.String {
 	if remote == nil {
 		return types.StringNull()
 	}
-	if p := str(prior); p != nil && *p != *remote {
+	r := string(*remote)
+	if p := str(prior); p != nil && *p != r {
 		a, errA := policy.ParseDuration(*p)
-		b, errB := policy.ParseDuration(*remote)
+		b, errB := policy.ParseDuration(r)
 		if errA == nil && errB == nil && a == b {
 			return prior
 		}
 	}
-	return types.StringValue(*remote)
+	return types.StringValue(r)
 }
 
 // sameGPU keeps the prior spelling of the same GPU model ("a100-80gb" for
@@ -536,8 +583,13 @@ func sameGPU(remote *string, prior types.String) types.String {
 	return types.StringValue(*remote)
 }
 
-func sameGPUs(remote *[]string, prior []types.String) []types.String {
-	out := strsVal(remote)
+// sameGPUs reads gpu.models back. "any", which the policy takes only on its
+// own, is no limit: the attribute left out, as a configuration writes it.
+func sameGPUs(remote *stringOrList, prior []types.String) []types.String {
+	if remote != nil && len(*remote) == 1 && strings.EqualFold((*remote)[0], "any") {
+		return nil
+	}
+	out := strsVal((*[]string)(remote))
 	if len(out) != len(prior) {
 		return out
 	}
