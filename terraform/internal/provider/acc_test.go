@@ -596,6 +596,107 @@ func TestAccWorkloadPolicyKeys(t *testing.T) {
 	})
 }
 
+// apiFormsConfig holds, in the provider's spelling, the two workloads
+// TestAccWorkloadImportAPIForms registers through the API in the policy's
+// other forms; zero is how it writes the durations that are 0.
+func apiFormsConfig(b tofutest.Broker, zero string) string {
+	return online(b) + fmt.Sprintf(`
+resource "gpubroker_workload" "job" {
+  name                = "api-job"
+  kind                = "training"
+  gpu                 = { count = 2 }
+  work                = { gpu_hours = 100 }
+  checkpoint_interval = %[1]q
+  restart_overhead    = %[1]q
+}
+
+resource "gpubroker_workload" "svc" {
+  name      = "api-svc"
+  kind      = "inference"
+  gpu       = { models = ["L4"] }
+  replicas  = { min = 1 }
+  autoscale = { scale_up_window = %[1]q, scale_down_window = %[1]q }
+}
+`, zero)
+}
+
+// The specs as an API or CLI user may write them: models as one string
+// ("any", "L4"), the durations that may be 0 as the number 0.
+const (
+	apiJobSpec = `{"name":"api-job","kind":"training","spec":{"gpu":{"models":"any","count":2},"work":{"gpu_hours":100},` +
+		`"checkpoint_interval":0,"restart_overhead":0}}`
+	apiSvcSpec = `{"name":"api-svc","kind":"inference","spec":{"gpu":{"models":"L4"},"replicas":{"min":1},` +
+		`"autoscale":{"scale_up_window":0,"scale_down_window":0}}}`
+)
+
+// TestAccWorkloadImportAPIForms checks that workloads created through the
+// API in any form the policy accepts can be imported and then plan no
+// changes, and that once Terraform has written them in its own spelling,
+// the API writing them back in the other form shows no drift.
+func TestAccWorkloadImportAPIForms(t *testing.T) {
+	tofutest.AcceptanceEnv(t)
+	b := tofutest.StartBroker(t)
+	const job, svc = "gpubroker_workload.job", "gpubroker_workload.svc"
+	put := func(name, body string) {
+		if code, out := api(t, b, "PUT", "/api/v1/workloads/"+name, body); code != 200 {
+			t.Fatalf("writing %s through the API: %d %s", name, code, out)
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(nil),
+		Steps: []resource.TestStep{
+			// tofu import, then plan: no changes.
+			{
+				PreConfig: func() {
+					for _, body := range []string{apiJobSpec, apiSvcSpec} {
+						if code, out := api(t, b, "POST", "/api/v1/workloads", body); code != 201 {
+							t.Fatalf("creating through the API: %d %s", code, out)
+						}
+					}
+				},
+				Config: apiFormsConfig(b, "0"), ResourceName: job, ImportState: true, ImportStateId: "api-job", ImportStatePersist: true,
+				ImportStateCheck: func(s []*terraform.InstanceState) error {
+					if len(s) != 1 || s[0].Attributes["checkpoint_interval"] != "0" || s[0].Attributes["gpu.count"] != "2" {
+						return fmt.Errorf("imported %+v", s)
+					}
+					if _, ok := s[0].Attributes["gpu.models.#"]; ok {
+						return fmt.Errorf("models any imported as a list: %v", s[0].Attributes)
+					}
+					return nil
+				},
+			},
+			{Config: apiFormsConfig(b, "0"), ResourceName: svc, ImportState: true, ImportStateId: "api-svc", ImportStatePersist: true},
+			{Config: apiFormsConfig(b, "0"), PlanOnly: true},
+			// An import block (on a copy of the state without the
+			// resource) plans the import and nothing else.
+			{Config: apiFormsConfig(b, "0"), ResourceName: job, ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "api-job"},
+			{Config: apiFormsConfig(b, "0"), ResourceName: svc, ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "api-svc"},
+			// Terraform writes 0s; the API puts back 0 and "any": the same
+			// values, no drift.
+			{
+				Config: apiFormsConfig(b, "0s"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					brokerSpec(t, b, "api-job", "checkpoint_interval", `"0s"`),
+					brokerSpec(t, b, "api-job", "gpu", `{"count":2}`),
+					brokerSpec(t, b, "api-svc", "gpu", `{"models":["L4"]}`),
+				),
+			},
+			{
+				PreConfig: func() { put("api-job", apiJobSpec); put("api-svc", apiSvcSpec) },
+				Config:    apiFormsConfig(b, "0s"),
+				PlanOnly:  true,
+			},
+			// A real change through the API still shows.
+			{
+				PreConfig:          func() { put("api-job", strings.Replace(apiJobSpec, `"models":"any"`, `"models":"H100"`, 1)) },
+				Config:             apiFormsConfig(b, "0s"),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+		},
+	})
+}
+
 // TestAccPlacementPolicyKeysOffline checks the placement data source
 // passes the new keys to the optimizer: a scheduled job is costed per run,
 // a load-profiled service by its profile.
