@@ -53,7 +53,8 @@ func (r *workloadResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"workload fields (docs/policy.md), checked by the policy package's own validator before anything is sent, with " +
 			"each problem shown at its attribute. The broker keeps the fields other than name, team and kind as the " +
 			"workload's `spec`, in the policy file's JSON form. A change made through the API or the dashboard shows as drift " +
-			"on the next plan. Needs the provider's `endpoint`. Import with the workload's name.",
+			"on the next plan. Needs the provider's `endpoint`. Import with the workload's name: one created through the API or " +
+			"the CLI imports in any form the policy accepts (`\"models\": \"any\"` or one model, `\"checkpoint_interval\": 0`).",
 		Attributes: attrs,
 	}
 }
