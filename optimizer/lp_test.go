@@ -248,22 +248,29 @@ func TestLPProperty(t *testing.T) {
 		}
 		m.amts = tightenRows(cols, colW, b, tc.eq)
 		m.p = newLP(tc.c, cols, b, tc.eq, subMIPCuts)
-		pick, cost, _ := m.bb(math.Inf(1), 1_000_000)
-		if math.IsInf(opt, 1) {
-			if pick != nil {
-				t.Fatalf("case %d: branch and bound found %v (%g) for an infeasible program", it, pick, cost)
+		// Both searches, depth first and best bound first (grown RINS
+		// sets), from the same program.
+		for _, search := range []struct {
+			name string
+			bb   func(cutoff float64, nodes int) ([]int, float64, int)
+		}{{"depth first", m.bb}, {"best first", m.bbBest}} {
+			pick, cost, _ := search.bb(math.Inf(1), 1_000_000)
+			if math.IsInf(opt, 1) {
+				if pick != nil {
+					t.Fatalf("case %d: %s branch and bound found %v (%g) for an infeasible program", it, search.name, pick, cost)
+				}
+				continue
 			}
-			continue
-		}
-		if pick == nil || math.Abs(cost-opt) > 1e-6 {
-			t.Fatalf("case %d: branch and bound %v (%g), optimum %g", it, pick, cost, opt)
-		}
-		sum := 0.0
-		for w, o := range pick {
-			sum += tc.c[w*k+o]
-		}
-		if math.Abs(sum-opt) > 1e-6 {
-			t.Fatalf("case %d: pick %v costs %g, optimum %g", it, pick, sum, opt)
+			if pick == nil || math.Abs(cost-opt) > 1e-6 {
+				t.Fatalf("case %d: %s branch and bound %v (%g), optimum %g", it, search.name, pick, cost, opt)
+			}
+			sum := 0.0
+			for w, o := range pick {
+				sum += tc.c[w*k+o]
+			}
+			if math.Abs(sum-opt) > 1e-6 {
+				t.Fatalf("case %d: %s pick %v costs %g, optimum %g", it, search.name, pick, sum, opt)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -110,6 +111,25 @@ const (
 
 // subMIPIters is the pivot limit of one node's LP.
 const subMIPIters = 5000
+
+// Grown RINS sets: once nothing else improves a fleet of at most
+// grownRINSFleet workloads, the RINS set is grown by the workloads whose
+// release alone lowers its root LP the most (grownRINSSizes of them),
+// each set searched best bound first (bbBest) with grownRINSNodes nodes.
+// Differential seed 17011 at MAXN=150 (its 90 placed solved alone): CBC's
+// optimum moves 9 workloads, 5 of them in the 13-workload RINS set; the
+// other moves that make room on the aws, gcp and A100 rows (w43, w130)
+// are among the 4 whose release lowers the set's root LP most, and the
+// 17-workload set's best-first search finds the optimum in 1,534 nodes,
+// where the depth-first search of the same set finds nothing in 4,000
+// (0.387% above the optimum before; docs/BENCHMARKS.md, session 24).
+const (
+	grownRINSFleet = 200
+	grownRINSMax   = 24
+	grownRINSNodes = 4000
+)
+
+var grownRINSSizes = [...]int{4, 8, 16, 32}
 
 // subMIP is the exact sub-problem over a set of workloads whose options
 // have been released from the state.
@@ -389,6 +409,97 @@ func (m *subMIP) bbTwice(cutoff float64, nodes int) ([]int, float64, int) {
 	return pick, cost, used + more
 }
 
+// bbBest is bb searching best bound first with plunging: from each node
+// taken off the queue (the least LP bound) it dives as bb does, up on the
+// largest fractional column, and leaves each down branch in the queue, to
+// be re-solved from the root's tableau with its fixings. bb's depth-first
+// search never leaves a dive that went wrong near the top; on a grown
+// RINS set (the set and the rows' other users) the first dives mostly do.
+func (m *subMIP) bbBest(cutoff float64, nodes int) ([]int, float64, int) {
+	var best []int
+	bestCost := math.Inf(1)
+	gain := 1e-4
+	count := 0
+	root := m.p.clone()
+	m.root = math.Inf(1)
+	if root.solve(subMIPIters, math.Inf(1)) != lpOptimal {
+		return nil, bestCost, 0
+	}
+	if !m.noCuts {
+		m.cutRounds(root)
+	}
+	m.root = root.objective()
+	queue := &bbQueue{{bound: m.root}}
+	for queue.Len() > 0 && count < nodes {
+		nd := heap.Pop(queue).(bbNode)
+		if nd.bound >= cutoff-gain {
+			break // (every node left is bounded as high)
+		}
+		p := root.clone()
+		for _, f := range nd.fix {
+			p.setBounds(f.col, f.val, f.val)
+		}
+		fix := nd.fix
+		for count < nodes {
+			count++
+			m.tighten(p)
+			if p.solve(subMIPIters, cutoff-gain) != lpOptimal {
+				break
+			}
+			obj := p.objective()
+			if obj >= cutoff-gain {
+				break
+			}
+			q, qv := -1, 0.0
+			for j := 0; j < p.n; j++ {
+				v := p.value(j)
+				if v > 1e-6 && v < 1-1e-6 && v > qv {
+					q, qv = j, v
+				}
+			}
+			if q < 0 {
+				pick := make([]int, len(m.ws))
+				for j := 0; j < p.n; j++ {
+					if p.value(j) > 0.5 {
+						pick[m.colW[j]] = m.colJ[j]
+					}
+				}
+				best, bestCost, cutoff = pick, obj, obj
+				break
+			}
+			heap.Push(queue, bbNode{bound: obj, fix: append(slices.Clip(fix), bbFix{q, 0})})
+			fix = append(slices.Clip(fix), bbFix{q, 1})
+			p.setBounds(q, 1, 1)
+		}
+	}
+	return best, bestCost, count
+}
+
+// bbFix holds a column of a bbBest node at a value; bbNode is a node left
+// for later, with its parent's LP bound.
+type (
+	bbFix struct {
+		col int
+		val float64
+	}
+	bbNode struct {
+		bound float64
+		fix   []bbFix
+	}
+	bbQueue []bbNode
+)
+
+func (q bbQueue) Len() int           { return len(q) }
+func (q bbQueue) Less(i, j int) bool { return q[i].bound < q[j].bound }
+func (q bbQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *bbQueue) Push(x any)        { *q = append(*q, x.(bbNode)) }
+func (q *bbQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
 // placeMIPCells bounds the dense tableau (rows × columns) placeByMIP
 // solves: each pivot touches all of it, and a few thousand nodes of tens
 // of pivots each must stay within seconds (seed 7054's 68 workloads:
@@ -615,6 +726,11 @@ func (m *subMIP) tighten(p *lp) {
 // cost its root LP relaxation (after cuts) lies: what a longer search of
 // the set might still find (0 when nothing).
 func (s *solver) solveSet(st *state, set []int, nodes int) (ok bool, used int, gain float64) {
+	return s.solveSetBy(st, set, nodes, false)
+}
+
+// solveSetBy is solveSet, searching best bound first (bbBest) when best.
+func (s *solver) solveSetBy(st *state, set []int, nodes int, best bool) (ok bool, used int, gain float64) {
 	if len(set) < 2 {
 		return false, 0, 0
 	}
@@ -634,7 +750,11 @@ func (s *solver) solveSet(st *state, set []int, nodes int) (ok bool, used int, g
 		restore()
 		return false, 0, 0
 	}
-	pick, _, used := m.bb(old-m.shift, nodes)
+	search := m.bb
+	if best {
+		search = m.bbBest
+	}
+	pick, _, used := search(old-m.shift, nodes)
 	gain = max(0, old-m.shift-m.root)
 	if pick == nil {
 		restore()
@@ -881,11 +1001,60 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 				}
 			}
 		}
+		if !improved && len(evals) <= grownRINSFleet && len(rins) > 1 && len(rins) <= grownRINSMax {
+			// Last of all, the RINS set grown (grownRINS).
+			improved = s.grownRINS(st, rins)
+		}
 		if !improved {
 			break
 		}
 	}
 	return st.choice
+}
+
+// grownRINS searches the RINS set rins grown by the workloads whose
+// release alone lowers its root LP most: a cheaper plan the LP points to
+// often needs moves the LP makes fractionally, or not at all, to free
+// the rows (the grownRINS constants say why). The first improvement is
+// applied; true when there was one.
+func (s *solver) grownRINS(st *state, rins []int) bool {
+	type scored struct {
+		w    int
+		gain float64
+	}
+	in := make([]bool, len(st.evals))
+	for _, w := range rins {
+		in[w] = true
+	}
+	var cs []scored
+	set := slices.Clone(rins)
+	for w := range st.evals {
+		if in[w] || st.choice[w] < 0 {
+			continue
+		}
+		// One node: the root LP (after its cuts) is the score.
+		_, _, g := s.solveSet(st, append(set[:len(rins)], w), 1)
+		if g > 1e-3 {
+			cs = append(cs, scored{w, g})
+		}
+	}
+	sort.SliceStable(cs, func(a, b int) bool { return cs[a].gain > cs[b].gain })
+	last := 0
+	for _, k := range grownRINSSizes {
+		k = min(k, len(cs))
+		if k == last {
+			break
+		}
+		last = k
+		set = set[:len(rins)]
+		for _, c := range cs[:k] {
+			set = append(set, c.w)
+		}
+		if ok, _, _ := s.solveSetBy(st, set, grownRINSNodes, true); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // anchoredPairs tries the RINS set rins joined with each pair of the
