@@ -786,14 +786,14 @@ func (s *solver) polishOnce(evals []*eval, choice []int, blocked []Blocked, lb f
 	s.polishing, s.start, s.lb = true, slices.Clone(start), nil
 	res := s.solveFleet(sub)
 	s.polishing, s.start, s.lb = false, nil, nil
-	if cold && len(res.blocked) == 0 && len(sub) <= smallSearch {
+	if cold && len(res.blocked) == 0 && len(sub) <= smallSearch && !s.useExact(sub) {
 		// Solved again from no plan at all: the repair's plan can hold
 		// the search in a valley a fresh solve never enters (differential
 		// seed 17011 at MAXN=150: the 90 placed stopped at 126,040.41 from
 		// the repair's plan, 0.767% above CBC's optimum for the same two
 		// left out, and reach it, 125,081.62, from none; TestPolishPlaced).
 		// The cheaper complete plan is kept.
-		if c, lb, ok := s.coldSolve(sub); ok && planCost(sub, c) < planCost(sub, res.choice)-eps*max(1, planCost(sub, res.choice)) {
+		if c, lb, ok := s.coldSolve(sub, res.choice); ok {
 			res.choice, res.lb = c, max(res.lb, lb)
 		}
 	}
@@ -839,13 +839,15 @@ func (s *solver) polishOnce(evals []*eval, choice []int, blocked []Blocked, lb f
 
 // coldSolve solves evals from no plan, on copies of their candidate lists
 // and with the solver's state across solves put back after, so that the
-// solve that made the plan in hand (and what follows it) is as without
-// it: a solve adds service layouts and re-sorts candidates, and with
-// those the later repair and polish rounds of differential seed 15071
-// stopped 2.6% above the optimum. It returns the plan in the candidate
-// indexes of evals (a service layout the solve added is added to its
-// list too), its bound, and whether it placed every workload.
-func (s *solver) coldSolve(evals []*eval) ([]int, float64, bool) {
+// solve that made the plan in hand, warm (and what follows it), is as
+// without it: a solve adds service layouts and re-sorts candidates, and
+// with those the later repair and polish rounds of differential seed
+// 15071 stopped 2.6% above the optimum. When it places every workload
+// for less than warm it returns that plan in the candidate indexes of
+// evals (a service layout it added is added to the list too, the lists
+// re-sorted), its bound and true; otherwise evals are untouched (warm's
+// indexes stand) and ok is false.
+func (s *solver) coldSolve(evals []*eval, warm []int) (_ []int, lb float64, ok bool) {
 	copies := make([]*eval, len(evals))
 	for k, e := range evals {
 		c := *e
@@ -857,7 +859,7 @@ func (s *solver) coldSolve(evals []*eval) ([]int, float64, bool) {
 	res := s.solveFleet(copies)
 	s.polishing, s.start, s.lb = false, nil, nil
 	s.muWarm, s.repaired, s.partial, s.partialLeft = muWarm, repaired, partial, partialLeft
-	if len(res.blocked) > 0 {
+	if before := planCost(evals, warm); len(res.blocked) > 0 || planCost(copies, res.choice) >= before-eps*max(1, before) {
 		return nil, 0, false
 	}
 	out := make([]int, len(evals))
@@ -871,11 +873,14 @@ func (s *solver) coldSolve(evals []*eval) ([]int, float64, bool) {
 				break
 			}
 		}
+		if out[k] < 0 && len(e.svcBound) == 0 {
+			return nil, 0, false // (a job's options are all there)
+		}
+	}
+	// Only now, with the plan taken, the lists change.
+	for k, e := range evals {
 		if out[k] < 0 {
-			if len(e.svcBound) == 0 {
-				return nil, 0, false // (a job's options are all there)
-			}
-			e.cands = append(e.cands, *o)
+			e.cands = append(e.cands, copies[k].cands[res.choice[k]])
 			out[k], added = len(e.cands)-1, true
 		}
 	}
