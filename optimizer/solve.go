@@ -754,6 +754,11 @@ func candidates(evals []*eval) int {
 	return n
 }
 
+// coldPolishFleet is the largest placed part polishOnce also solves from
+// no plan: it costs a whole solve of them (seed 17011's 90: about 10 s of
+// its 25).
+const coldPolishFleet = 150
+
 // polishRepairs is how many times polishPlaced repairs again after
 // polishing the placed part.
 const polishRepairs = 2
@@ -786,7 +791,7 @@ func (s *solver) polishOnce(evals []*eval, choice []int, blocked []Blocked, lb f
 	s.polishing, s.start, s.lb = true, slices.Clone(start), nil
 	res := s.solveFleet(sub)
 	s.polishing, s.start, s.lb = false, nil, nil
-	if cold && len(res.blocked) == 0 && len(sub) <= smallSearch && !s.useExact(sub) {
+	if cold && len(res.blocked) == 0 && len(sub) <= coldPolishFleet && !s.useExact(sub) {
 		// Solved again from no plan at all: the repair's plan can hold
 		// the search in a valley a fresh solve never enters (differential
 		// seed 17011 at MAXN=150: the 90 placed stopped at 126,040.41 from
