@@ -358,21 +358,9 @@ func (m *subMIP) bb(cutoff float64, nodes int) ([]int, float64, int) {
 		}
 		// Branch on the fractional column with the largest value, up
 		// first: dives reach integer plans quickly.
-		q, qv := -1, 0.0
-		for j := 0; j < p.n; j++ {
-			v := p.value(j)
-			if v > 1e-6 && v < 1-1e-6 && v > qv {
-				q, qv = j, v
-			}
-		}
+		q := branchColumn(p)
 		if q < 0 {
-			pick := make([]int, len(m.ws))
-			for j := 0; j < p.n; j++ {
-				if p.value(j) > 0.5 {
-					pick[m.colW[j]] = m.colJ[j]
-				}
-			}
-			best, bestCost, cutoff = pick, obj, obj
+			best, bestCost, cutoff = m.pickOf(p), obj, obj
 			return
 		}
 		child := p.clone()
@@ -452,21 +440,9 @@ func (m *subMIP) bbBest(cutoff float64, nodes int) ([]int, float64, int) {
 			if obj >= cutoff-gain {
 				break
 			}
-			q, qv := -1, 0.0
-			for j := 0; j < p.n; j++ {
-				v := p.value(j)
-				if v > 1e-6 && v < 1-1e-6 && v > qv {
-					q, qv = j, v
-				}
-			}
+			q := branchColumn(p)
 			if q < 0 {
-				pick := make([]int, len(m.ws))
-				for j := 0; j < p.n; j++ {
-					if p.value(j) > 0.5 {
-						pick[m.colW[j]] = m.colJ[j]
-					}
-				}
-				best, bestCost, cutoff = pick, obj, obj
+				best, bestCost, cutoff = m.pickOf(p), obj, obj
 				break
 			}
 			heap.Push(queue, bbNode{bound: obj, fix: append(slices.Clip(fix), bbFix{q, 0})})
@@ -475,6 +451,30 @@ func (m *subMIP) bbBest(cutoff float64, nodes int) ([]int, float64, int) {
 		}
 	}
 	return best, bestCost, count
+}
+
+// branchColumn is the fractional column of p's solution with the largest
+// value (-1: the solution is whole).
+func branchColumn(p *lp) int {
+	q, qv := -1, 0.0
+	for j := 0; j < p.n; j++ {
+		v := p.value(j)
+		if v > 1e-6 && v < 1-1e-6 && v > qv {
+			q, qv = j, v
+		}
+	}
+	return q
+}
+
+// pickOf is the candidate per workload of p's whole solution.
+func (m *subMIP) pickOf(p *lp) []int {
+	pick := make([]int, len(m.ws))
+	for j := 0; j < p.n; j++ {
+		if p.value(j) > 0.5 {
+			pick[m.colW[j]] = m.colJ[j]
+		}
+	}
+	return pick
 }
 
 // bbFix holds a column of a bbBest node at a value; bbNode is a node left
