@@ -118,8 +118,12 @@ type Autoscale struct {
 // below target it still allows) runs low.
 type Availability struct {
 	Goal   float64       // share of time at target, in (0, 1)
-	Window time.Duration // the rolling period it is measured over
+	Window time.Duration // the rolling period it is measured over, 1h to MaxAvailabilityWindow
 }
+
+// MaxAvailabilityWindow is the longest availability.window: the store
+// keeps services' time below target this long (store.ShortfallKeep).
+const MaxAvailabilityWindow = 90 * 24 * time.Hour
 
 // PrometheusMetric is a load metric read from Prometheus.
 type PrometheusMetric struct {

@@ -363,7 +363,7 @@ func (r *reporter) checkReplicas(i int) {
 	if a := w.Availability; !finite(a.Goal) || a.Goal <= 0 || a.Goal >= 1 {
 		e("availability.goal", "availability.goal %v: want the share of time at target, above 0 and below 1, e.g. 0.99", a.Goal)
 	}
-	if a := w.Availability; a.Window < time.Hour || a.Window > 90*24*time.Hour {
+	if a := w.Availability; a.Window < time.Hour || a.Window > MaxAvailabilityWindow {
 		e("availability.window", "availability.window %s: want 1h to 90d", FormatDuration(a.Window))
 	}
 	sp := w.Spread

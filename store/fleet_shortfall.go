@@ -35,7 +35,8 @@ type shortfallRow struct {
 func (shortfallRow) TableName() string { return "fleet_service_shortfall" }
 
 // ShortfallKeep is how long shortfall rows are kept (Prune): the longest
-// availability window a policy may give (policy: availability.window).
+// availability window a policy may give (policy.MaxAvailabilityWindow; a
+// fleet test holds the two equal, the store does not import the policy).
 const ShortfallKeep = 90 * 24 * time.Hour
 
 // RecordShortfall stores ticks below target. A tick already stored keeps
