@@ -92,8 +92,9 @@ func newEnv(t testing.TB, pol string, opts ...envOpt) *env {
 	return newEnvDSN(t, filepath.Join(t.TempDir(), "fleet.db"), pol, opts...)
 }
 
-// newEnvDSN is newEnv on the store at dsn (SQLite path or PostgreSQL).
-func newEnvDSN(t testing.TB, dsn, pol string, opts ...envOpt) *env {
+// openStore opens the store at dsn (SQLite path or PostgreSQL), closed
+// when t ends, with its broker and fleet views.
+func openStore(t testing.TB, dsn string) (*store.Store, *store.Broker, *store.Fleet) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, dsn, nil)
@@ -109,6 +110,13 @@ func newEnvDSN(t testing.TB, dsn, pol string, opts ...envOpt) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, b, f
+}
+
+// newEnvDSN is newEnv on the store at dsn (SQLite path or PostgreSQL).
+func newEnvDSN(t testing.TB, dsn, pol string, opts ...envOpt) *env {
+	t.Helper()
+	st, b, f := openStore(t, dsn)
 	clk := &clock{t: t0}
 	e := &env{t: t, clk: clk, st: st, broker: b, fleet: f, minted: map[string]string{}, deadAgents: map[string]bool{}}
 	cc := fake.ComputeConfig{Cloud: pricing.AWS, Offers: testOffers(), Now: clk.Now, SpotScale: 10, LaunchLatency: 30 * time.Second}

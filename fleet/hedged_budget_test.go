@@ -104,19 +104,7 @@ func (f *flakyShortfall) Shortfall(ctx context.Context, workload string, since t
 // back are written once the store answers again.
 func TestHedgedSourceBudgetOutlivesTheLeader(t *testing.T) {
 	ctx := t.Context()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "fleet.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	b, err := st.Broker(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fst, err := b.Fleet(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, fst := openStore(t, filepath.Join(t.TempDir(), "fleet.db"))
 	day := policy.Availability{Goal: 0.99, Window: 24 * time.Hour}
 	w, h := newHedgeWorld(t, policy.SpotPrefer)
 	h.Policy().Workloads[0].Availability = day
@@ -163,5 +151,14 @@ func TestHedgedSourceBudgetOutlivesTheLeader(t *testing.T) {
 	w.step(h3, 1, nil)
 	if hg3 := h3.hedges["chat"]; hg3.budget.Left(hg3.budgetAt) < 14.4-1e-9 {
 		t.Fatalf("without a store: budget left %.2f", hg3.budget.Left(hg3.budgetAt))
+	}
+}
+
+// TestShortfallKeptForTheLongestWindow: the store keeps services' time
+// below target as long as the longest window a policy may give, so no
+// budget is ever read short.
+func TestShortfallKeptForTheLongestWindow(t *testing.T) {
+	if store.ShortfallKeep != policy.MaxAvailabilityWindow {
+		t.Fatalf("store keeps shortfall %s, the longest availability.window is %s", store.ShortfallKeep, policy.MaxAvailabilityWindow)
 	}
 }
