@@ -225,8 +225,9 @@ func FrontierConfigs() []spotpolicy.AdaptiveInferenceConfig {
 	for extra := 0; extra <= 3; extra++ {
 		for spare := 0; spare <= 2; spare++ {
 			for _, risk := range []float64{0, 0.005, 0.02, 0.05, 0.1} {
+				d := spotpolicy.DefaultAdaptiveInferenceConfig()
 				out = append(out, spotpolicy.AdaptiveInferenceConfig{Extra: extra, Spare: spare, Risk: risk,
-					Budget: spotpolicy.DefaultAdaptiveInferenceConfig().Budget})
+					Budget: d.Budget, Ample: d.Ample})
 			}
 		}
 	}

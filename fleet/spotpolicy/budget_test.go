@@ -128,3 +128,57 @@ func TestAdaptiveInferenceWaryWithoutBudget(t *testing.T) {
 	}
 	t.Logf("loss chance %.4f → %.4f; decision %v+%d → %v+%d", calm, wary, fCalm.Spot, fCalm.OnDemand, fWary.Spot, fWary.OnDemand)
 }
+
+// With most of its error budget left the adaptive policy takes twice the
+// Risk: three zones of two replicas, each losing its capacity about once
+// per 200 ticks, are hedged by the whole target on demand without a
+// budget or with less than Ample ready delays of it left (the chance of a
+// loss the hedge does not cover is over Risk), and by less with more.
+func TestAdaptiveInferenceAmpleBudget(t *testing.T) {
+	decide := func(budgeted bool, left float64) Fleet {
+		a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+		s := &InferenceState{Gap: 60, Target: 4, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: 3, Budgeted: budgeted, BudgetLeft: left}
+		for range 3 {
+			s.Zones = append(s.Zones, Zone{Pool: Pool{Available: true, MeanUp: 200, Run: 200, Frac: 1}, Capacity: 2, Spot: 2, SpotReady: 2})
+		}
+		s.OnDemand, s.OnDemandReady = 1, 1
+		return a.Decide(s)
+	}
+	ample := decide(true, 11*(DefaultAdaptiveInferenceConfig().Ample+1))
+	if ample.OnDemand >= 4 {
+		t.Errorf("ample budget: %v spot, %d on-demand; want less than the target on demand", ample.Spot, ample.OnDemand)
+	}
+	for _, c := range []struct {
+		budgeted bool
+		left     float64
+	}{{false, 0}, {true, 11 * 5}, {true, 11 * (DefaultAdaptiveInferenceConfig().Ample - 1)}} {
+		if f := decide(c.budgeted, c.left); f.OnDemand <= ample.OnDemand {
+			t.Errorf("budgeted %v, %g ticks left: %v spot, %d on-demand; want more on demand than with an ample budget (%d)", c.budgeted, c.left, f.Spot, f.OnDemand, ample.OnDemand)
+		}
+	}
+}
+
+func TestBudgetShare(t *testing.T) {
+	for _, c := range []struct {
+		budgeted      bool
+		left          float64 // ticks; a ready delay is 10 of them
+		budget, ample float64
+		want          float64
+	}{
+		{false, 0, 2, 10, 1},
+		{true, 101, 2, 10, ampleRiskShare},
+		{true, 100, 2, 10, 1},
+		{true, 101, 2, 0, 1},
+		{true, 101, 0, 10, ampleRiskShare},
+		{true, 30, 2, 10, 1},
+		{true, 10, 2, 10, 0.5},
+		{true, 0, 2, 10, minBudgetRisk},
+		{true, -50, 2, 10, minBudgetRisk},
+		{true, 5, 0, 10, 1},
+	} {
+		s := &InferenceState{Gap: 60, ReadyDelay: 600, Budgeted: c.budgeted, BudgetLeft: c.left}
+		if got := budgetShare(s, c.budget, c.ample); got != c.want {
+			t.Errorf("budgeted %v, %g ticks left, budget %g, ample %g: share %g, want %g", c.budgeted, c.left, c.budget, c.ample, got, c.want)
+		}
+	}
+}

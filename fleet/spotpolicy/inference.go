@@ -221,12 +221,20 @@ type AdaptiveInferenceConfig struct {
 	// loss rates say. Below one ready delay left survival also takes
 	// losses to come in bursts. 0 ignores the budget.
 	Budget float64
+	// Ample is the error budget, in ready delays, above which Risk is
+	// doubled (ampleRiskShare): a service that has spent little of its
+	// budget can afford the losses a leaner hedge leaves uncovered, and
+	// Budget makes it careful again as the budget runs low. A 30-day
+	// window at 99% with a 10-minute ready delay holds 43 ready delays;
+	// without this the policy left most of it unspent on almost every
+	// trace set (docs/BENCHMARKS.md, "Session 25"). 0 never doubles it.
+	Ample float64
 }
 
 // DefaultAdaptiveInferenceConfig is tuned on the 9-zone aws-02-15-2023
 // traces (docs/BENCHMARKS.md).
 func DefaultAdaptiveInferenceConfig() AdaptiveInferenceConfig {
-	return AdaptiveInferenceConfig{Extra: 2, Spare: 1, Risk: 0.02, Budget: 2}
+	return AdaptiveInferenceConfig{Extra: 2, Spare: 1, Risk: 0.02, Budget: 2, Ample: 10}
 }
 
 // AdaptiveInference is gpubroker's inference policy: SpotHedge's spread,
@@ -309,7 +317,7 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 	}
 	most := 2*s.Target + cfg.Extra // the most spot replicas a plan places
 	a.observe(s, most)
-	risk := cfg.Risk * budgetShare(s, cfg.Budget)
+	risk := cfg.Risk * budgetShare(s, cfg.Budget, cfg.Ample)
 	a.wary = cfg.Budget > 0 && budgetDelays(s) < 1
 	rho := a.together()
 	spotP, odP := s.SpotPrice, s.OnDemandPrice
@@ -367,16 +375,28 @@ func (a *AdaptiveInference) Decide(s *InferenceState) Fleet {
 // price, for a goal already missed).
 const minBudgetRisk = 0.1
 
-// budgetShare is the share of Risk the service's error budget allows: 1
-// while more than budget ready delays of it are left (or it has none),
-// falling in proportion below, to minBudgetRisk. Ticks that start cold
-// (a new service, no replica ready) spend a ready delay at once, so on a
-// short period the first loss already leaves little.
-func budgetShare(s *InferenceState, budget float64) float64 {
-	if !(budget > 0) {
+// ampleRiskShare is the share of Risk taken while more than
+// AdaptiveInferenceConfig.Ample ready delays of the error budget are
+// left. 1.5 and 2.5 give much the same figures (docs/BENCHMARKS.md).
+const ampleRiskShare = 2
+
+// budgetShare is the share of Risk the service's error budget allows:
+// ampleRiskShare while more than ample ready delays of it are left, 1
+// while more than budget are (or it has none), falling in proportion
+// below, to minBudgetRisk. Ticks that start cold (a new service, no
+// replica ready) spend a ready delay at once, so on a short period the
+// first loss already leaves little.
+func budgetShare(s *InferenceState, budget, ample float64) float64 {
+	left := budgetDelays(s)
+	switch {
+	case math.IsInf(left, 1):
+		return 1
+	case ample > 0 && left > ample:
+		return ampleRiskShare
+	case !(budget > 0):
 		return 1
 	}
-	return math.Max(minBudgetRisk, math.Min(1, budgetDelays(s)/budget))
+	return math.Max(minBudgetRisk, math.Min(1, left/budget))
 }
 
 // budgetDelays is the error budget left in ready delays: +Inf without one.
