@@ -835,10 +835,11 @@ func (h *HedgedSource) observePools(j *hedgeJob, pol *policy.Policy, cat *pricin
 		// this service's to take (admit hands out what is left). It keeps
 		// what it runs.
 		nominal := hg.nominal[k]
-		if others := h.poolUseOf(id, keys[k]) - spot[k]; others > 0 {
+		others := max(0, h.poolUseOf(id, keys[k])-spot[k])
+		if others > 0 {
 			nominal = max(spot[k], nominal-others)
 		}
-		c, limited, avail := hg.poolCapacity(k, &h.blk[id], h.ugen, nominal, spot[k], u, now)
+		c, limited, avail := hg.poolCapacity(k, &h.blk[id], h.ugen, nominal, spot[k], others, u, now)
 		x := h.heard[id]
 		if h.heardAt[id] != h.plans || x.avail != avail {
 			x = h.observePool(hg.names[k], id, keys[k], mine, avail, now)
@@ -1251,28 +1252,32 @@ func cloneGroups(groups []optimizer.Group) []optimizer.Group {
 
 // poolCapacity is how many spot replicas the service may hold in pool k at
 // now, given the pool's nominal capacity (spot_capacity), the unavailable
-// cache and the service's live replicas there (mine). limited
-// says c is a limit learned from a refusal, which the risk model must not
-// count as a loss; avail is the pool's signal for the tracker.
+// cache, the service's live replicas there (mine) and the fleet's other
+// workloads' instances there (others). limited says c is a limit learned
+// from a refusal, which the risk model must not count as a loss; avail is
+// the pool's signal for the tracker.
 //
-//   - Refused for capacity while it ran mine > 0 of the service's replicas:
+//   - Refused for capacity while it ran mine > 0 of the service's replicas,
+//     or while other workloads of the fleet ran others > 0 instances there:
 //     the pool holds about that many now (a pool of one instance refuses
-//     the second). Its capacity is mine; it lost nothing, so it stays
-//     available and its replicas trusted.
+//     the second). The service's capacity there is mine; the pool lost
+//     nothing, so it stays available and its replicas trusted. A pool full
+//     of the fleet's own instances used to read as lost: the tracker and
+//     the risk model then counted every such refusal as an outage, and on
+//     one-instance pools a service that shared them with two training jobs
+//     for their first 40 hours held on-demand for the rest of the month
+//     (1.015 × on-demand against 0.870 alone; docs/BENCHMARKS.md).
 //   - Past that block: probed with one replica more than it held, and the
 //     limit grows with each probe that holds; an hour (capacityMemory)
 //     after the last refusal's block it is forgotten, so capacity that
 //     returns is used.
-//   - Blocked otherwise (a preemption, or a refusal while the service held
-//     nothing there): unavailable, keeping only what still runs there. A
-//     pool full with other workloads' instances is, to this service, a
-//     pool without capacity: trusting it would send replicas to be
-//     refused there again and again.
-func (hg *hedge) poolCapacity(z int, m *blockMemo, gen, nominal, mine int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
+//   - Blocked otherwise (a preemption, or a refusal while the fleet held
+//     nothing there): unavailable, keeping only what still runs there.
+func (hg *hedge) poolCapacity(z int, m *blockMemo, gen, nominal, mine, others int, u *Unavailable, now time.Time) (c int, limited, avail bool) {
 	reason, until, blocked := u.blockedMemo(hg.keys[z], m, gen, now)
 	lc := &hg.caps[hg.capAt[z]]
 	switch {
-	case blocked && reason == "capacity" && mine > 0:
+	case blocked && reason == "capacity" && mine+others > 0:
 		if !lc.known || lc.until != until {
 			*lc = learnedCap{known: true, n: mine, until: until} // a new refusal
 		}

@@ -11,8 +11,9 @@ import (
 
 // TestHedgePoolCapacity: what a spot pool may hold for a service, step by
 // step. A refusal for capacity while the pool runs k of the service's
-// replicas is its capacity (k, limited: no loss, still available); a
-// refusal while it runs none, a preemption or a quota refusal make it
+// replicas, or while it runs none but the fleet's other workloads fill it,
+// is its capacity (k, limited: no loss, still available); a refusal while
+// the fleet runs nothing there, a preemption or a quota refusal make it
 // unavailable as before; once the block is over the pool is probed with one
 // replica more than it held, the limit grows with a probe that holds, and
 // an hour after the last refusal's block it is forgotten.
@@ -22,6 +23,7 @@ func TestHedgePoolCapacity(t *testing.T) {
 		at    time.Duration // from the start
 		block string        // a block at this step: "capacity", "quota", "preempted"
 		mine  int           // the service's live replicas in the pool
+		other int           // the fleet's other instances in the pool
 		c     int
 		lim   bool
 		avail bool
@@ -31,36 +33,42 @@ func TestHedgePoolCapacity(t *testing.T) {
 		nominal int
 		steps   []step
 	}{
-		{"never refused", nominal, []step{{0, "", 0, nominal, false, true}, {time.Minute, "", 3, nominal, false, true}}},
-		{"refused holding two", nominal, []step{{0, "", 2, nominal, false, true}, {time.Minute, "capacity", 2, 2, true, true}, {2 * time.Minute, "", 2, 2, true, true}}},
-		{"refused holding one", nominal, []step{{0, "capacity", 1, 1, true, true}}},
-		{"refused holding nothing", nominal, []step{{0, "capacity", 0, 0, false, false}, {3 * time.Minute, "", 0, nominal, false, true}}},
-		{"preempted, one left", nominal, []step{{0, "preempted", 1, 1, false, false}, {3 * time.Minute, "", 1, nominal, false, true}}},
-		{"quota", nominal, []step{{0, "quota", 1, 1, false, false}}},
+		{"never refused", nominal, []step{{0, "", 0, 0, nominal, false, true}, {time.Minute, "", 3, 0, nominal, false, true}}},
+		{"refused holding two", nominal, []step{{0, "", 2, 0, nominal, false, true}, {time.Minute, "capacity", 2, 0, 2, true, true}, {2 * time.Minute, "", 2, 0, 2, true, true}}},
+		{"refused holding one", nominal, []step{{0, "capacity", 1, 0, 1, true, true}}},
+		{"refused holding nothing", nominal, []step{{0, "capacity", 0, 0, 0, false, false}, {3 * time.Minute, "", 0, 0, nominal, false, true}}},
+		{"preempted, one left", nominal, []step{{0, "preempted", 1, 0, 1, false, false}, {3 * time.Minute, "", 1, 0, nominal, false, true}}},
+		{"quota", nominal, []step{{0, "quota", 1, 0, 1, false, false}}},
 		{"probed after the back-off", nominal, []step{
-			{0, "capacity", 1, 1, true, true},
-			{3*time.Minute - time.Second, "", 1, 1, true, true}, // still blocked
-			{3 * time.Minute, "", 1, 2, true, true},             // the probe: one more
-			{4 * time.Minute, "", 2, 3, true, true},             // it held: the limit grows
-			{5 * time.Minute, "", 3, 4, true, true},
+			{0, "capacity", 1, 0, 1, true, true},
+			{3*time.Minute - time.Second, "", 1, 0, 1, true, true}, // still blocked
+			{3 * time.Minute, "", 1, 0, 2, true, true},             // the probe: one more
+			{4 * time.Minute, "", 2, 0, 3, true, true},             // it held: the limit grows
+			{5 * time.Minute, "", 3, 0, 4, true, true},
 		}},
 		{"refused again at the probe", nominal, []step{
-			{0, "capacity", 1, 1, true, true},
-			{3 * time.Minute, "", 1, 2, true, true},
-			{4 * time.Minute, "capacity", 1, 1, true, true},
-			{10 * time.Minute, "", 1, 2, true, true}, // the doubled back-off (6 minutes) is over
+			{0, "capacity", 1, 0, 1, true, true},
+			{3 * time.Minute, "", 1, 0, 2, true, true},
+			{4 * time.Minute, "capacity", 1, 0, 1, true, true},
+			{10 * time.Minute, "", 1, 0, 2, true, true}, // the doubled back-off (6 minutes) is over
 		}},
 		{"forgotten an hour after", nominal, []step{
-			{0, "capacity", 1, 1, true, true},
-			{3*time.Minute + capacityMemory - time.Second, "", 1, 2, true, true},
-			{3*time.Minute + capacityMemory, "", 1, nominal, false, true},
+			{0, "capacity", 1, 0, 1, true, true},
+			{3*time.Minute + capacityMemory - time.Second, "", 1, 0, 2, true, true},
+			{3*time.Minute + capacityMemory, "", 1, 0, nominal, false, true},
 		}},
 		{"preempted after a refusal", nominal, []step{
-			{0, "capacity", 2, 2, true, true},
-			{time.Minute, "preempted", 1, 1, false, false},
-			{10 * time.Minute, "", 1, nominal, false, true}, // the limit went with the loss
+			{0, "capacity", 2, 0, 2, true, true},
+			{time.Minute, "preempted", 1, 0, 1, false, false},
+			{10 * time.Minute, "", 1, 0, nominal, false, true}, // the limit went with the loss
 		}},
-		{"the probe within the nominal capacity", 1, []step{{0, "capacity", 1, 1, true, true}, {3 * time.Minute, "", 1, 1, true, true}}},
+		{"the probe within the nominal capacity", 1, []step{{0, "capacity", 1, 0, 1, true, true}, {3 * time.Minute, "", 1, 0, 1, true, true}}},
+		{"refused full of other workloads", nominal, []step{
+			{0, "capacity", 0, 1, 0, true, true},       // no loss: the fleet's own instance fills it
+			{3 * time.Minute, "", 0, 1, 1, true, true}, // the probe: one
+			{4 * time.Minute, "capacity", 0, 1, 0, true, true},
+		}},
+		{"preempted beside other workloads", nominal, []step{{0, "preempted", 0, 2, 0, false, false}}},
 	}
 	k := providers.PoolKey{Cloud: pricing.AWS, Zone: "us-east-1a", InstanceType: "g4dn.xlarge", Capacity: pricing.Spot}
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -74,10 +82,10 @@ func TestHedgePoolCapacity(t *testing.T) {
 				if s.block != "" {
 					u.Block(k, s.block, now)
 				}
-				got, lim, avail := hg.poolCapacity(0, &m, u.Gen(), c.nominal, s.mine, u, now)
+				got, lim, avail := hg.poolCapacity(0, &m, u.Gen(), c.nominal, s.mine, s.other, u, now)
 				if got != s.c || lim != s.lim || avail != s.avail {
-					t.Fatalf("step %d (+%s, block %q, %d held): capacity %d, limited %v, available %v; want %d, %v, %v",
-						i, s.at, s.block, s.mine, got, lim, avail, s.c, s.lim, s.avail)
+					t.Fatalf("step %d (+%s, block %q, %d held, %d of other workloads): capacity %d, limited %v, available %v; want %d, %v, %v",
+						i, s.at, s.block, s.mine, s.other, got, lim, avail, s.c, s.lim, s.avail)
 				}
 			}
 		})
