@@ -149,3 +149,20 @@ func CompareSubSearches(in Input, sets int) (int, error) {
 	}
 	return better, nil
 }
+
+// BoundSchedules is the Lagrangian bound of in's fleet (a row for every
+// spot pool it could overfill) after steps subgradient steps from zero
+// multipliers, aimed 2% above the sum of the cheapest options, with the
+// quick and with the patient step schedule.
+func BoundSchedules(in Input, steps int) (quick, patient float64) {
+	s, evals := fullRowSolver(in)
+	ub := 0.0
+	for _, e := range evals {
+		ub += e.cands[0].cost
+	}
+	s.ubGuess = true
+	quick, _ = s.lowerBound(evals, ub*1.02, nil, steps)
+	s.patient = true
+	patient, _ = s.lowerBound(evals, ub*1.02, nil, steps)
+	return quick, patient
+}

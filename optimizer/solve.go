@@ -136,6 +136,8 @@ type solver struct {
 	// ubGuess says the upper bound lowerBound gets is a guess, not a
 	// plan's cost.
 	ubGuess bool
+	// patient says lowerBound takes patientSteps (the bound polish).
+	patient bool
 	// partial is the large-fleet Lagrangian heuristic's best incomplete
 	// assignment this fleet solve (partialLeft workloads left out), the
 	// start for repair when no complete plan was found.
@@ -2218,6 +2220,10 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 		s.lb = newLBData(evals, free)
 	}
 	cands, uses, start := s.lb.cands, s.lb.uses, s.lb.start
+	sched := quickSteps
+	if s.patient {
+		sched = patientSteps
+	}
 	g := make([]float64, len(s.caps))
 	bestMu := make([]float64, len(s.caps))
 	copy(bestMu, mu)
@@ -2285,8 +2291,8 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 		if math.IsInf(best, -1) || val > best+1e-9*math.Abs(best) {
 			best, stall = val, 0
 			copy(bestMu, mu)
-		} else if stall++; stall >= 5 {
-			theta, stall = theta/2, 0
+		} else if stall++; stall >= sched.stall {
+			theta, stall = theta*sched.shrink, 0
 		}
 		norm := 0.0
 		for k := range g {
@@ -2295,7 +2301,7 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 			}
 			norm += g[k] * g[k]
 		}
-		if norm == 0 || !s.ubGuess && ub-best <= 1e-6*ub || theta < 1e-4 {
+		if norm == 0 || !s.ubGuess && ub-best <= 1e-6*ub || theta < sched.minTheta {
 			break
 		}
 		// Polyak step towards the target ub; keep it positive when the
@@ -2317,19 +2323,44 @@ func (s *solver) lowerBound(evals []*eval, ub float64, mu0 []float64, iters int)
 	return min(best, ub), bestMu
 }
 
+// stepSchedule is how lowerBound's subgradient steps shrink: by shrink
+// after stall steps that did not raise the bound, stopping below
+// minTheta.
+type stepSchedule struct {
+	stall            int
+	shrink, minTheta float64
+}
+
+var (
+	// quickSteps suit the short rounds the search alternates with the
+	// heuristic (40 steps on large fleets, 400 on small ones).
+	quickSteps = stepSchedule{stall: 5, shrink: 0.5, minTheta: 1e-4}
+	// patientSteps are the bound polish's. With quickSteps the steps
+	// shrink to nothing long before the dual is solved: on the hardgen
+	// 2,000-workload fleet (seed 1) they stop at 1,339,728 from scratch
+	// however many are allowed, while these reach 1,376,395 in 2,000
+	// steps and 1,377,241 in 8,000, against the 1,379,880 of CBC's root
+	// LP of the exact model (docs/BENCHMARKS.md, "Session 25").
+	patientSteps = stepSchedule{stall: 50, shrink: 0.7, minTheta: 1e-7}
+)
+
 // polishBound is the bound polish of large hard fleets (solveFleet):
 // boundPolishIters subgradient steps from mu over the implied quota caps,
-// aimed 2% above the best bound so far. It returns the bound and its
-// multipliers.
+// aimed 2% above the best bound so far, shrinking patiently
+// (patientSteps). It returns the bound and its multipliers.
 func (s *solver) polishBound(evals []*eval, lb float64, mu []float64) (float64, []float64) {
-	s.boundCaps, s.ubGuess = s.impliedCaps(), true
-	defer func() { s.boundCaps, s.ubGuess = nil, false }()
+	s.boundCaps, s.ubGuess, s.patient = s.impliedCaps(), true, true
+	defer func() { s.boundCaps, s.ubGuess, s.patient = nil, false, false }()
 	return s.lowerBound(evals, lb, mu, boundPolishIters)
 }
 
 // boundPolishIters is how many subgradient steps a large fleet's bound
-// gets after the search when the plan is still far above it.
-const boundPolishIters = 400
+// gets after the search when the plan is still far above it (before the
+// chain search above chainWeightedFleet workloads, whose multipliers
+// they are): 1,000 patient steps take the 10,000-workload hardgen
+// fleet's bound from 8,139,481 to 8,244,692 and its plan from
+// 8,437,462 to 8,415,723 (docs/BENCHMARKS.md, "Session 25").
+const boundPolishIters = 1000
 
 // guessLift is how far above the best bound so far the subgradient
 // steps aim while the upper bound is only a guess.
