@@ -468,6 +468,22 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 			return res
 		}
 	}
+	if len(fleetBlocked) == 0 && len(s.caps) > 0 && len(evals) > chainWeightedFleet && len(evals) <= earlyPolishFleet &&
+		!s.probe && !s.in.Replan && ub-lb > eps*lb {
+		// Large hard fleets, one-off plans: the multipliers of the short
+		// rounds above steer the Lagrangian heuristic, its restarts and
+		// everything after them, and they are far from the dual's
+		// optimum (patientSteps). The bound polish first, then the
+		// heuristic again at its multipliers (earlyPolishFleet says
+		// where).
+		lb2, mu2 := s.polishBound(evals, lb, mu)
+		lb, mu = max(lb, lb2), mu2
+		if alt := s.lagrangeAssign(evals, mu); alt != nil {
+			if c := planCost(evals, alt); c < ub {
+				choice, ub = alt, c
+			}
+		}
+	}
 	if len(fleetBlocked) == 0 && len(s.caps) > 0 && ub-lb > eps*lb {
 		budget := min(lnsWork*len(evals), lnsMaxWork)
 		if s.probe {
@@ -2353,6 +2369,15 @@ func (s *solver) polishBound(evals []*eval, lb float64, mu []float64) (float64, 
 	defer func() { s.boundCaps, s.ubGuess, s.patient = nil, false, false }()
 	return s.lowerBound(evals, lb, mu, boundPolishIters)
 }
+
+// earlyPolishFleet is the largest fleet whose one-off plan starts from
+// the polished multipliers (solveFleet): on hardgen 2,000, seeds 1-5,
+// four plans 0.16-0.26% cheaper and one 0.06% dearer, all within
+// 0.21-0.52% of their bound, in about the same CPU; on the
+// 10,000-workload fleet, where the restarts are fewer and the chain
+// search's budget binds, 0.33% dearer than with the late polish alone
+// (docs/BENCHMARKS.md, "Session 25").
+const earlyPolishFleet = 2000
 
 // boundPolishIters is how many subgradient steps a large fleet's bound
 // gets after the search when the plan is still far above it (before the
