@@ -68,15 +68,8 @@ func TestErrorBudget(t *testing.T) {
 // demand; with less than one ready delay of budget left the same plan is
 // ten times too risky.
 func TestAdaptiveInferenceSpendsItsErrorBudget(t *testing.T) {
-	decide := func(budgeted bool, left float64) Fleet {
-		a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
-		s := &InferenceState{Gap: 60, Target: 4, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: 3, Budgeted: budgeted, BudgetLeft: left}
-		for range 2 {
-			s.Zones = append(s.Zones, Zone{Pool: Pool{Available: true, MeanUp: 800, Run: 800, Frac: 1}, Capacity: 4, Spot: 3, SpotReady: 3})
-		}
-		s.OnDemand, s.OnDemandReady = 1, 1
-		return a.Decide(s)
-	}
+	zone := Zone{Pool: Pool{Available: true, MeanUp: 800, Run: 800, Frac: 1}, Capacity: 4, Spot: 3, SpotReady: 3}
+	decide := func(budgeted bool, left float64) Fleet { return decideWithBudget(zone, 2, budgeted, left) }
 	base := decide(false, 0)
 	if base.OnDemand > DefaultAdaptiveInferenceConfig().Spare {
 		t.Fatalf("no budget: %v spot, %d on-demand; want at most the Spare on demand", base.Spot, base.OnDemand)
@@ -135,15 +128,8 @@ func TestAdaptiveInferenceWaryWithoutBudget(t *testing.T) {
 // budget or with less than Ample ready delays of it left (the chance of a
 // loss the hedge does not cover is over Risk), and by less with more.
 func TestAdaptiveInferenceAmpleBudget(t *testing.T) {
-	decide := func(budgeted bool, left float64) Fleet {
-		a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
-		s := &InferenceState{Gap: 60, Target: 4, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: 3, Budgeted: budgeted, BudgetLeft: left}
-		for range 3 {
-			s.Zones = append(s.Zones, Zone{Pool: Pool{Available: true, MeanUp: 200, Run: 200, Frac: 1}, Capacity: 2, Spot: 2, SpotReady: 2})
-		}
-		s.OnDemand, s.OnDemandReady = 1, 1
-		return a.Decide(s)
-	}
+	zone := Zone{Pool: Pool{Available: true, MeanUp: 200, Run: 200, Frac: 1}, Capacity: 2, Spot: 2, SpotReady: 2}
+	decide := func(budgeted bool, left float64) Fleet { return decideWithBudget(zone, 3, budgeted, left) }
 	ample := decide(true, 11*(DefaultAdaptiveInferenceConfig().Ample+1))
 	if ample.OnDemand >= 4 {
 		t.Errorf("ample budget: %v spot, %d on-demand; want less than the target on demand", ample.Spot, ample.OnDemand)
@@ -181,4 +167,18 @@ func TestBudgetShare(t *testing.T) {
 			t.Errorf("budgeted %v, %g ticks left, budget %g, ample %g: share %g, want %g", c.budgeted, c.left, c.budget, c.ample, got, c.want)
 		}
 	}
+}
+
+// decideWithBudget is the default adaptive policy's decision for a service
+// of target 4 (one-minute ticks, ten-minute ready delay, spot a third of
+// on-demand) running one on-demand replica beside zones copies of zone,
+// with budget left ticks of its error budget when budgeted.
+func decideWithBudget(zone Zone, zones int, budgeted bool, left float64) Fleet {
+	a := NewAdaptiveInference(DefaultAdaptiveInferenceConfig())
+	s := &InferenceState{Gap: 60, Target: 4, ReadyDelay: 600, SpotPrice: 1, OnDemandPrice: 3, Budgeted: budgeted, BudgetLeft: left}
+	for range zones {
+		s.Zones = append(s.Zones, zone)
+	}
+	s.OnDemand, s.OnDemandReady = 1, 1
+	return a.Decide(s)
 }
