@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/gpubroker/gpubroker/optimizer"
-	"github.com/gpubroker/gpubroker/optimizer/hardgen"
-	"github.com/gpubroker/gpubroker/pricing"
 )
 
 // TestPatientBoundSteps: the bound polish's step schedule (patientSteps)
@@ -18,11 +16,7 @@ func TestPatientBoundSteps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("400-workload hard fleet")
 	}
-	cat, err := pricing.EmbeddedCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := hardgen.Generate(cat, 400, 1, hardgen.Options{Tightness: 0.6})
+	cat, p, err := generateHard(400, 1, 0.6)
 	if err != nil {
 		t.Fatal(err)
 	}

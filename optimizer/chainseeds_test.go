@@ -65,11 +65,7 @@ var hardFleet1200 = func() func(t *testing.T) (*pricing.Catalog, *policy.Policy)
 	)
 	return func(t *testing.T) (*pricing.Catalog, *policy.Policy) {
 		t.Helper()
-		once.Do(func() {
-			if cat, err = pricing.EmbeddedCatalog(); err == nil {
-				pol, err = hardgen.Generate(cat, 1200, 1, hardgen.Options{Tightness: 0.6})
-			}
-		})
+		once.Do(func() { cat, pol, err = generateHard(1200, 1, 0.6) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,3 +74,14 @@ var hardFleet1200 = func() func(t *testing.T) (*pricing.Catalog, *policy.Policy)
 		return cat, &cp
 	}
 }()
+
+// generateHard is hardgen's fleet of n workloads (seed, tightness) on the
+// embedded catalog.
+func generateHard(n int, seed uint64, tightness float64) (*pricing.Catalog, *policy.Policy, error) {
+	cat, err := pricing.EmbeddedCatalog()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := hardgen.Generate(cat, n, seed, hardgen.Options{Tightness: tightness})
+	return cat, p, err
+}
