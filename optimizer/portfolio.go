@@ -10,7 +10,7 @@ import (
 // small hard fleet is a trajectory: its first multipliers steer every
 // heuristic after them, and a start that is better on one fleet is worse
 // on the next (hardgen 150 / 42 at 0.5 with a patient first bound:
-// 0.244% above CBC's optimum → 0.061%; 150 / 44: 0.146% → 1.08%;
+// 0.244% above CBC's optimum → 0.061%; 150 / 44: 0.146% → 1.07%;
 // docs/BENCHMARKS.md, "Session 26"). Running both and keeping the
 // cheaper plan keeps each fleet's better one, on a second core.
 const portfolioFleet = 300
