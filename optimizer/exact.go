@@ -205,34 +205,31 @@ func BuildModel(in Input) (*Model, error) {
 		// them CBC called a fleet infeasible that Solve placed, in the
 		// differential test). Solve's rows may be fewer (pool rows are
 		// cutting planes): each layout's rows are recomputed here.
-		h := newSolver(in)
-		h.ctx, h.in = context.Background(), in
-		hEvals, _, _, _ := h.run()
-		for _, i := range svcs {
-			// A service the full rows leave without a layout of its own
-			// may still have one among Solve's (a repair's fitting
-			// layout): it is then in the model.
-			e, he := all[i], hEvals[i]
-			if he == nil {
-				continue
+		// Small fleets run two trajectories (portfolio.go), each with
+		// layouts of its own: the model holds both's.
+		runs := []Input{in}
+		if portfolio(in) {
+			runs = make([]Input, 2)
+			for k, t := range []trajectory{quickStart, patientStart} {
+				runs[k] = in
+				runs[k].trajectory = t
 			}
+		}
+		var hRuns [][]*eval
+		for _, hin := range runs {
+			h := newSolver(hin)
+			h.ctx, h.in = context.Background(), hin
+			hEvals, _, _, _ := h.run()
+			hRuns = append(hRuns, hEvals)
+		}
+		for _, i := range svcs {
+			e := all[i]
 			seen := map[string]bool{}
 			for j := range e.cands {
 				seen[layoutSig(&e.cands[j])] = true
 			}
-			for j := range he.cands {
-				o := he.cands[j]
-				if !o.valid() || o.groups == nil || seen[layoutSig(&o)] {
-					continue
-				}
-				seen[layoutSig(&o)] = true
-				s.layoutUses(&o)
-				if s.oversized(e, &o) {
-					continue
-				}
-				o.unit = int32(len(e.svc))
-				e.svc = append(e.svc, o)
-				e.cands = append(e.cands, o)
+			for _, hEvals := range hRuns {
+				s.addLayoutsOf(e, hEvals[i], seen)
 			}
 			sortOptions(e.cands)
 			if len(e.cands) > 0 {
@@ -247,6 +244,31 @@ func BuildModel(in Input) (*Model, error) {
 		}
 	}
 	return s.model(evals), nil
+}
+
+// addLayoutsOf adds to e the service layouts of he (the same service in
+// one of Solve's runs) that e does not have (seen, by layoutSig), their
+// rows recomputed for s. A service the full rows leave without a layout
+// of its own may still have one among Solve's (a repair's fitting
+// layout): it is then in the model.
+func (s *solver) addLayoutsOf(e, he *eval, seen map[string]bool) {
+	if he == nil {
+		return
+	}
+	for j := range he.cands {
+		o := he.cands[j]
+		if !o.valid() || o.groups == nil || seen[layoutSig(&o)] {
+			continue
+		}
+		seen[layoutSig(&o)] = true
+		s.layoutUses(&o)
+		if s.oversized(e, &o) {
+			continue
+		}
+		o.unit = int32(len(e.svc))
+		e.svc = append(e.svc, o)
+		e.cands = append(e.cands, o)
+	}
 }
 
 // fewestModel is m with one more option per workload, "left out", costing

@@ -166,3 +166,15 @@ func BoundSchedules(in Input, steps int) (quick, patient float64) {
 	patient, _ = s.lowerBound(evals, ub*1.02, nil, steps)
 	return quick, patient
 }
+
+// SolveTrajectories is Solve with each of the portfolio's trajectories
+// alone: the quick first bound, then the patient one.
+func SolveTrajectories(in Input) (quick, patient *Plan, err error) {
+	in.trajectory = quickStart
+	if quick, err = Solve(in); err != nil {
+		return nil, nil, err
+	}
+	in.trajectory = patientStart
+	patient, err = Solve(in)
+	return quick, patient, err
+}

@@ -42,6 +42,10 @@ type Input struct {
 	// several from several plans, since a pass must stay short and the
 	// next one plans again.
 	Replan bool
+
+	// trajectory, when set, runs one of the portfolio's trajectories
+	// alone (portfolio.go).
+	trajectory trajectory
 }
 
 // budgetRow is a policy budget and the workloads it covers.
@@ -200,9 +204,7 @@ func SolveContext(ctx context.Context, in Input) (*Plan, error) {
 	default:
 		return nil, fmt.Errorf("%w: solver %q: want heuristic, exact or auto", ErrInput, in.Solver)
 	}
-	s := newSolver(in)
-	s.ctx, s.in = ctx, in
-	evals, choice, blocked, lb := s.run()
+	s, evals, choice, blocked, lb := solvePortfolio(ctx, in)
 	plan := s.plan(in, evals, choice, lb)
 	if len(blocked) > 0 {
 		err := s.infeasible(blocked)
@@ -410,8 +412,9 @@ func (s *solver) solveFleet(evals []*eval) fleetResult {
 	// instead of 1.2%) and its multipliers steered the Lagrangian
 	// heuristic to plans 2% dearer.
 	s.ubGuess = choice == nil
+	s.patient = s.in.trajectory == patientStart
 	lb, mu := s.lowerBound(evals, ub, mu0, iters)
-	s.ubGuess = false
+	s.ubGuess, s.patient = false, false
 	// Column generation: the services' layouts the multipliers price best
 	// join their candidates.
 	if s.addPricedColumns(evals, mu) {

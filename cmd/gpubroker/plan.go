@@ -83,7 +83,7 @@ rest is printed, with each blocked workload and the constraint that blocks it),
 		},
 	}
 	cmd.Flags().StringVar(&solverMode, "solver", optimizer.SolverHeuristic, "heuristic, exact (CBC, warm-started from the heuristic) or auto (exact when cbc is installed and the fleet is small)")
-	cmd.Flags().DurationVar(&timeLimit, "time-limit", time.Minute, "time limit of the exact solver")
+	cmd.Flags().DurationVar(&timeLimit, "time-limit", time.Minute, "time limit of each exact solver run (fleets of up to 300 workloads run two, one per search trajectory; docs/plan.md)")
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (YAML); - reads standard input")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().StringVar(&db, "db", "", "store to read refreshed prices from: a SQLite path, sqlite://PATH or postgres://... (default: the user data directory, if it exists)")

@@ -4,6 +4,7 @@
 // TestSubMIP). They take minutes of CPU, so they are a test binary of
 // their own: go test gives each binary ten minutes, and beside the rest
 // of the optimizer's tests they came close to that limit. The slowest
-// single fleet (hardgen 100 / seed 9) is optimizer/hardfleets/rinscore's,
-// so that neither binary nears it on a loaded machine.
+// single fleets are binaries of their own, so that none nears it on a
+// loaded machine: hardgen 100 / seed 9 is optimizer/hardfleets/rinscore's,
+// hardgen 150 / seed 42 optimizer/hardfleets/portfolio's.
 package hardfleets
