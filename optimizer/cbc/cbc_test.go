@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpubroker/gpubroker/optimizer"
 	"github.com/gpubroker/gpubroker/optimizer/hardgen"
+	"github.com/gpubroker/gpubroker/policy"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -149,7 +150,8 @@ func TestSolveModelTiny(t *testing.T) {
 // fleets (hardgen: quotas at the feasibility edge, overlapping quotas and
 // budgets, spot and inference mixed) over the same candidates and cost
 // model: the heuristic must place every fleet CBC places, never beat
-// CBC's proven optimum (which would mean a broken constraint), keep its
+// CBC's proven optimum (which would mean a broken constraint), pass the
+// differential test's own check of every rule (checkBoth), keep its
 // lower bound under that optimum, and stay close to it: none above the
 // issue's 0.1% target and a median of at most 0.01% (every seed is at
 // 0.000% today, docs/BENCHMARKS.md; the margin is for floating-point
@@ -161,6 +163,7 @@ func TestMILPComparison(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	offers := catalogOffers(cat)
 	var gaps []float64
 	for seed := uint64(1); seed <= 12; seed++ {
 		n := 10 + int(seed)*5
@@ -185,6 +188,7 @@ func TestMILPComparison(t *testing.T) {
 		if !strings.Contains(x.Solver, "cbc") {
 			t.Fatalf("seed %d: solver %q did not run cbc", seed, x.Solver)
 		}
+		checkBoth(t, seed, p, offers, h, x)
 		opt := x.Totals.ExpectedCost
 		if h.Totals.ExpectedCost < opt-0.01*float64(n) {
 			t.Errorf("seed %d: heuristic %.2f below CBC's %.2f (%s)", seed, h.Totals.ExpectedCost, opt, x.Solver)
@@ -209,6 +213,21 @@ func TestMILPComparison(t *testing.T) {
 	}
 }
 
+// checkBoth checks the heuristic's plan h and exact mode's x against every
+// rule of the policy, with the differential test's own accounting: a plan
+// cheaper than the other must be a plan.
+func checkBoth(t *testing.T, seed uint64, p *policy.Policy, offers map[string]pricing.Offer, h, x *optimizer.Plan) {
+	t.Helper()
+	for _, pl := range []struct {
+		name string
+		plan *optimizer.Plan
+	}{{"heuristic", h}, {"exact", x}} {
+		for _, e := range checkPlanAgainstPolicy(p, offers, pl.plan) {
+			t.Errorf("seed %d: %s plan: %s", seed, pl.name, e)
+		}
+	}
+}
+
 // TestMILPComparisonSpotPools is TestMILPComparison on hard fleets whose
 // spot pools are held to half the most the unconstrained plan puts in one
 // (spot_capacity.default_gpus_per_pool): the exact model carries the pool
@@ -222,6 +241,7 @@ func TestMILPComparisonSpotPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	offers := catalogOffers(cat)
 	var gaps []float64
 	withRows := 0
 	for seed := uint64(1); seed <= 6; seed++ {
@@ -253,6 +273,7 @@ func TestMILPComparisonSpotPools(t *testing.T) {
 			t.Errorf("seed %d: CBC places every workload, the heuristic says %v", seed, herr)
 			continue
 		}
+		checkBoth(t, seed, p, offers, h, x)
 		bound := 0
 		for _, sp := range x.SpotPools {
 			if sp.Constrained {

@@ -344,6 +344,11 @@ func catalogOffers(cat *pricing.Catalog) map[string]pricing.Offer {
 // embedded catalog has no placement scores): the first matching
 // spot_capacity.pools entry, else the default.
 func poolCapacity(p *policy.Policy, o *pricing.Offer) int {
+	def := p.SpotCapacity.DefaultGPUsPerPool
+	if def <= 0 {
+		// A policy built in code (hardgen) has no defaults applied.
+		def = policy.DefaultSpotCapacityGPUs
+	}
 	where := o.Zone
 	if where == "" {
 		where = o.Region
@@ -354,9 +359,9 @@ func poolCapacity(p *policy.Policy, o *pricing.Offer) int {
 		}
 	}
 	if o.Spot.PlacementScore > 0 {
-		return p.SpotCapacity.DefaultGPUsPerPool * min(o.Spot.PlacementScore, 10) / 10
+		return def * min(o.Spot.PlacementScore, 10) / 10
 	}
-	return p.SpotCapacity.DefaultGPUsPerPool
+	return def
 }
 
 // checkPlanAgainstPolicy checks every hard rule of the policy on the plan's
@@ -372,6 +377,10 @@ func checkPlanAgainstPolicy(p *policy.Policy, offers map[string]pricing.Offer, p
 	pools := map[string]int{}
 	poolCap := map[string]int{}
 	placed := map[string]bool{}
+	spotPoolGPUs := p.SpotPoolGPUs
+	if spotPoolGPUs <= 0 {
+		spotPoolGPUs = policy.DefaultSpotPoolGPUs
+	}
 	for _, pl := range plan.Placements {
 		w := p.Workload(pl.Workload)
 		if w == nil {
@@ -428,8 +437,8 @@ func checkPlanAgainstPolicy(p *policy.Policy, offers map[string]pricing.Offer, p
 			}
 		}
 		for pk, n := range wPool {
-			if n > p.SpotPoolGPUs {
-				bad("%s: %d spot GPUs in pool %s, spot_pool_gpus %d", w.Name, n, pk, p.SpotPoolGPUs)
+			if n > spotPoolGPUs {
+				bad("%s: %d spot GPUs in pool %s, spot_pool_gpus %d", w.Name, n, pk, spotPoolGPUs)
 			}
 		}
 		if pl.GPUs != gpus {
