@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// portfolioFleet is the most workloads whose one-off heuristic plan runs
+// portfolioFleet is the most workloads whose one-off plan runs
 // a second trajectory beside the first (solvePortfolio). The search of a
 // small hard fleet is a trajectory: its first multipliers steer every
 // heuristic after them, and a start that is better on one fleet is worse
