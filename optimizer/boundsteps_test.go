@@ -34,30 +34,3 @@ func TestPatientBoundSteps(t *testing.T) {
 		t.Errorf("bound %.2f above the plan's cost %.2f", patient, plan.Totals.ExpectedCost)
 	}
 }
-
-// TestSmallFleetBoundPolish: a one-off plan of a small hard fleet gets
-// the bound polish once its search is done (solveFleet). On hardgen
-// 60 / 4 at 0.5 the bound was 38,888.14 for a plan of 45,503.44 without
-// it (gap 17.0%), 42,686.12 with it; the plan is the same.
-func TestSmallFleetBoundPolish(t *testing.T) {
-	if testing.Short() {
-		t.Skip("solves a hard 60-workload fleet")
-	}
-	cat, p, err := generateHard(60, 4, 0.5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := optimizer.Solve(optimizer.Input{Catalog: cat, Policy: p, Now: cat.GeneratedAt.Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const plain, minBound = 38888.14, 42500.0
-	cost, lb := plan.Totals.ExpectedCost, plan.Bound.LowerBound
-	t.Logf("plan %.2f, bound %.2f (gap %.3f%%)", cost, lb, plan.Bound.GapPercent)
-	if lb < minBound {
-		t.Errorf("bound %.2f, want at least %.2f (%.2f without the polish)", lb, minBound, plain)
-	}
-	if lb > cost+0.01 {
-		t.Errorf("bound %.2f above the plan's cost %.2f", lb, cost)
-	}
-}

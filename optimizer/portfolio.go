@@ -69,15 +69,14 @@ func (x *serialExact) SolveModel(ctx context.Context, m *Model, start []int) (Ex
 // workload, each bound is a bound of the same problem, so the higher is
 // kept.
 func solvePortfolio(ctx context.Context, in Input) (*solver, []*eval, []int, []Blocked, float64) {
+	if portfolio(in) && in.Exact != nil {
+		in.Exact = &serialExact{ex: in.Exact}
+	}
 	s := newSolver(in)
 	s.ctx, s.in = ctx, in
 	if !portfolio(in) {
 		evals, choice, blocked, lb := s.run()
 		return s, evals, choice, blocked, lb
-	}
-	if in.Exact != nil {
-		in.Exact = &serialExact{ex: in.Exact}
-		s.in = in
 	}
 	alt := in
 	alt.trajectory = patientStart

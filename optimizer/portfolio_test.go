@@ -16,7 +16,8 @@ import (
 // cheaper plan with the higher of the two bounds. Each trajectory's
 // bound gets the bound polish once its search is done (solveFleet): on
 // hardgen 60 / 4 at 0.5 the quick trajectory reported 38,888.14 for a
-// plan of 45,503.44 without it. On the MILP comparison's spot-pool fleet
+// plan of 45,503.44 without it (minQuick; the plan's bound, the higher of
+// the two, is then at least as high). On the MILP comparison's spot-pool fleet
 // of seed 4 (35 workloads at 0.6, pools held to half) the quick
 // trajectory's plan costs 27,284.82 and the patient one's 25,439.49: the
 // services' layouts land in other basins.
