@@ -74,6 +74,13 @@ const (
 	subMIPCutsPerRound = 8
 )
 
+// cutPlan is how a sub-MIP's root is cut: room for rows cut rows, added
+// in at most rounds rounds of perRound each.
+type cutPlan struct{ rows, rounds, perRound int }
+
+// subMIPCutPlan is every sub-MIP's cut plan but strongRINS's.
+var subMIPCutPlan = cutPlan{subMIPCuts, subMIPCutRounds, subMIPCutsPerRound}
+
 // subMIPRounds is the most improvements subMIPLNS makes; subMIPRowSize
 // the most workloads of one row's neighbourhood; subMIPWork its budget
 // of branch-and-bound nodes per workload (at 40, with 200 nodes a set,
@@ -150,6 +157,8 @@ type subMIP struct {
 	// root is the last bb's root LP objective after its cuts (shifted
 	// cost; +Inf when the root has no solution).
 	root float64
+	// cuts is how the root is cut (cutRounds).
+	cuts cutPlan
 }
 
 // newSubMIP builds the sub-problem of ws (already released from st, so
@@ -168,7 +177,12 @@ func (s *solver) newSubMIP(st *state, ws []int, keep []int, limit float64) *subM
 // Each workload gets at most opts of its options that fit (and its kept
 // one).
 func (s *solver) subMIPOf(st *state, ws []int, keep []int, limit float64, leftOut bool, opts int) *subMIP {
-	m := &subMIP{ws: ws}
+	return s.subMIPCut(st, ws, keep, limit, leftOut, opts, subMIPCutPlan)
+}
+
+// subMIPCut is subMIPOf with the root cut as plan says.
+func (s *solver) subMIPCut(st *state, ws []int, keep []int, limit float64, leftOut bool, opts int, plan cutPlan) *subMIP {
+	m := &subMIP{ws: ws, cuts: plan}
 	rowIdx := make(map[int32]int)
 	var b []float64
 	var eq []bool
@@ -238,7 +252,7 @@ func (s *solver) subMIPOf(st *state, ws []int, keep []int, limit float64, leftOu
 		}
 	}
 	m.amts = tightenRows(cols, m.colW, b, eq)
-	m.p = newLP(cost, cols, b, eq, subMIPCuts)
+	m.p = newLP(cost, cols, b, eq, plan.rows)
 	return m
 }
 
@@ -646,7 +660,7 @@ func (s *solver) placeWhole(st *state, ws []int, nodes int) []int {
 // cutRounds adds Gomory mixed-integer cuts at the root, a few per round
 // from the most fractional rows, while they raise the bound.
 func (m *subMIP) cutRounds(p *lp) {
-	for round := 0; round < subMIPCutRounds; round++ {
+	for round := 0; round < m.cuts.rounds; round++ {
 		type frac struct {
 			i int
 			f float64
@@ -668,7 +682,7 @@ func (m *subMIP) cutRounds(p *lp) {
 		sort.SliceStable(fr, func(a, b int) bool { return fr[a].f > fr[b].f })
 		added := 0
 		for _, x := range fr {
-			if added >= subMIPCutsPerRound {
+			if added >= m.cuts.perRound {
 				break
 			}
 			if p.addCut(x.i) {
@@ -733,6 +747,11 @@ func (s *solver) solveSet(st *state, set []int, nodes int) (ok bool, used int, g
 
 // solveSetBy is solveSet, searching best bound first (bbBest) when best.
 func (s *solver) solveSetBy(st *state, set []int, nodes int, best bool) (ok bool, used int, gain float64) {
+	return s.solveSetCut(st, set, nodes, best, subMIPCutPlan)
+}
+
+// solveSetCut is solveSetBy with the set's root cut as plan says.
+func (s *solver) solveSetCut(st *state, set []int, nodes int, best bool, plan cutPlan) (ok bool, used int, gain float64) {
 	if len(set) < 2 {
 		return false, 0, 0
 	}
@@ -747,7 +766,7 @@ func (s *solver) solveSetBy(st *state, set []int, nodes int, best bool) (ok bool
 	// No column whose cost above its workload's cheapest exceeds the
 	// whole set's (old less the cheapest options') can be in a cheaper
 	// plan.
-	m := s.newSubMIP(st, ws, orig, old-s.cheapestFits(st, ws, orig))
+	m := s.subMIPCut(st, ws, orig, old-s.cheapestFits(st, ws, orig), false, subMIPOpts, plan)
 	if m == nil {
 		restore()
 		return false, 0, 0
@@ -819,6 +838,11 @@ func (s *solver) rinsSet(st *state, size int) []int {
 // the root's cut rounds; nil when it does not solve. orig is st's plan,
 // which restore puts back.
 func (s *solver) fleetRelaxation(st *state) (m *subMIP, orig []int, restore func()) {
+	return s.fleetRelaxationCut(st, subMIPCutPlan)
+}
+
+// fleetRelaxationCut is fleetRelaxation with the root cut as plan says.
+func (s *solver) fleetRelaxationCut(st *state, plan cutPlan) (m *subMIP, orig []int, restore func()) {
 	all := allIdx(len(st.evals))
 	orig = slices.Clone(st.choice)
 	for _, w := range all {
@@ -829,7 +853,7 @@ func (s *solver) fleetRelaxation(st *state) (m *subMIP, orig []int, restore func
 			st.set(w, c)
 		}
 	}
-	m = s.newSubMIP(st, all, orig, math.Inf(1))
+	m = s.subMIPCut(st, all, orig, math.Inf(1), false, subMIPOpts, plan)
 	if m == nil {
 		return nil, orig, restore
 	}
@@ -1011,6 +1035,9 @@ func (s *solver) subMIPLNS(evals []*eval, choice []int, budget int, anchored boo
 			break
 		}
 	}
+	// Last, RINS from the whole-fleet LP cut much harder (strongrins.go):
+	// it points at moves this search's LP does not.
+	s.strongRINS(st)
 	return st.choice
 }
 
