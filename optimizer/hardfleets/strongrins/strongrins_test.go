@@ -3,8 +3,7 @@ package strongrins_test
 import (
 	"testing"
 
-	"github.com/gpubroker/gpubroker/optimizer/hardgen"
-	"github.com/gpubroker/gpubroker/pricing"
+	"github.com/gpubroker/gpubroker/optimizer/hardfleets/nearoptimum"
 )
 
 // TestStrongRINS: hardgen 150 / seed 44 at tightness 0.5 against CBC
@@ -18,24 +17,5 @@ func TestStrongRINS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and solves a hard 150-workload fleet (about five CPU-minutes)")
 	}
-	cat, err := pricing.EmbeddedCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const optimum, before = 94231.51, 94368.63
-	plan, err := hardgen.Plan(cat, 150, 44, hardgen.Options{Tightness: 0.5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := plan.Totals.ExpectedCost
-	if got < optimum-0.02 {
-		t.Fatalf("plan %.2f below the proven optimum %.2f", got, optimum)
-	}
-	if want := optimum * 1.001; got > want+0.02 {
-		t.Errorf("plan %.2f is %.3f%% above the optimum %.2f, want at most %.2f (%.2f without the step)",
-			got, 100*(got-optimum)/optimum, optimum, want, before)
-	}
-	if lb := plan.Bound.LowerBound; lb > got+0.01 {
-		t.Errorf("bound %.2f above the plan's cost %.2f", lb, got)
-	}
+	nearoptimum.Check(t, nearoptimum.Fleet{N: 150, Seed: 44, Tightness: 0.5, Optimum: 94231.51, Before: 94368.63})
 }
