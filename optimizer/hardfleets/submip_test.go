@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gpubroker/gpubroker/optimizer/hardfleets/nearoptimum"
 	"github.com/gpubroker/gpubroker/pricing"
 )
 
@@ -52,7 +53,9 @@ func TestSubMIP(t *testing.T) {
 		// $2,251 A100 layout while its L4 layout costs $806 and CBC's
 		// plan moves it with 41 others. The sub-MIPs' regret sets (the
 		// workloads furthest above their cheapest option with the
-		// holders of the rows those lack room in) reach 115,471.87.
+		// holders of the rows those lack room in) reach 115,471.87, and
+		// the RINS from the strongly cut LP (strongrins.go) an optimal
+		// plan, whose cent-rounded placements sum to 115,459.51.
 		why: "regret sets on 200 workloads",
 		n:   200, seed: 1, tightness: 0.6,
 		optimum: 115459.55, before: 116850.38,
@@ -81,7 +84,7 @@ func TestSubMIP(t *testing.T) {
 				want = tc.optimum * 1.001
 			}
 			got := solveHard(t, cat, n, tc.seed, tc.tightness).Totals.ExpectedCost
-			if got < tc.optimum-0.02 {
+			if got < tc.optimum-nearoptimum.RoundingSlack(n) {
 				t.Fatalf("plan %.2f below the proven optimum %.2f", got, tc.optimum)
 			}
 			if got > want+0.02 {

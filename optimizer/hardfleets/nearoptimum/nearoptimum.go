@@ -36,7 +36,7 @@ func Check(t testing.TB, f Fleet) {
 		t.Fatal(err)
 	}
 	got := plan.Totals.ExpectedCost
-	if got < f.Optimum-0.02 {
+	if got < f.Optimum-RoundingSlack(f.N) {
 		t.Fatalf("plan %.2f below the proven optimum %.2f", got, f.Optimum)
 	}
 	if want := f.Optimum * 1.001; got > want+0.02 {
@@ -47,3 +47,11 @@ func Check(t testing.TB, f Fleet) {
 		t.Errorf("bound %.2f above the plan's cost %.2f", lb, got)
 	}
 }
+
+// RoundingSlack is how far below CBC's optimum an optimal plan of n
+// workloads may read. The plan's total is the sum of its placements'
+// costs, each rounded to the cent, while CBC minimises the unrounded
+// costs: hardgen 200 / 1 at 0.6 has an optimal plan CBC scores
+// 115,459.5509 whose placements sum to 115,459.51. Half a cent per
+// placement is the most that rounding can move the sum.
+func RoundingSlack(n int) float64 { return 0.005 * float64(n) }
