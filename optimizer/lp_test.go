@@ -242,7 +242,7 @@ func TestLPProperty(t *testing.T) {
 			}
 		}
 		b := append([]float64(nil), tc.b...)
-		m := &subMIP{ws: make([]int, nw), colW: colW}
+		m := &subMIP{ws: make([]int, nw), colW: colW, cuts: subMIPCutPlan}
 		for j := range tc.c {
 			m.colJ = append(m.colJ, j%k)
 		}
