@@ -20,8 +20,8 @@ package optimizer
 var strongCuts = cutPlan{rows: 200, rounds: 10, perRound: 20}
 
 // strongRINSSizes are the set sizes tried each round, the workloads the
-// LP moves most first (all of them when fewer); strongRINSNodes each set's best-first node limit;
-// strongRINSRounds the most improvements.
+// LP moves most first (all of them when fewer); strongRINSNodes is each
+// set's best-first node limit; strongRINSRounds the most improvements.
 var strongRINSSizes = [...]int{15, 25, 40, 60, 90}
 
 const (
