@@ -248,12 +248,13 @@ func TestLPProperty(t *testing.T) {
 		}
 		m.amts = tightenRows(cols, colW, b, tc.eq)
 		m.p = newLP(tc.c, cols, b, tc.eq, subMIPCuts)
-		// Both searches, depth first and best bound first (grown RINS
+		// The three searches, depth first, best bound first (grown RINS
+		// sets) and best first with strong branching (strongRINS's
 		// sets), from the same program.
 		for _, search := range []struct {
 			name string
 			bb   func(cutoff float64, nodes int) ([]int, float64, int)
-		}{{"depth first", m.bb}, {"best first", m.bbBest}} {
+		}{{"depth first", m.bb}, {"best first", m.bbBest}, {"strong branching", m.bbStrongBest}} {
 			pick, cost, _ := search.bb(math.Inf(1), 1_000_000)
 			if math.IsInf(opt, 1) {
 				if pick != nil {
@@ -272,5 +273,98 @@ func TestLPProperty(t *testing.T) {
 				t.Fatalf("case %d: %s pick %v costs %g, optimum %g", it, search.name, pick, sum, opt)
 			}
 		}
+	}
+}
+
+// TestPruneByLeastUse: on random tiny sets of workloads with quota and
+// budget rows, pruning never drops an option that some assignment of the
+// whole set (one option each, every row within its room) uses, nor a
+// kept option.
+func TestPruneByLeastUse(t *testing.T) {
+	r := rand.New(rand.NewPCG(30, 7))
+	dropped := 0
+	for it := 0; it < 3000; it++ {
+		nw, k, nr := 2+r.IntN(4), 1+r.IntN(4), 1+r.IntN(3)
+		st := &state{rem: make([]float64, nr)}
+		for i := range st.rem {
+			st.rem[i] = float64(r.IntN(12))
+		}
+		budget := int32(-1)
+		if r.IntN(2) == 0 {
+			budget = int32(nr)
+			st.rem = append(st.rem, 50+200*r.Float64())
+		}
+		jss := make([][]int, nw)
+		keep := make([]int, nw)
+		ws := make([]int, nw)
+		for w := 0; w < nw; w++ {
+			e := &eval{}
+			if budget >= 0 && r.IntN(3) > 0 {
+				e.budgetRows = []int32{budget}
+			}
+			for j := 0; j < k; j++ {
+				o := option{cost: 10 * r.Float64(), budgetUse: 100 * r.Float64()}
+				for row := 0; row < nr; row++ {
+					if r.IntN(2) == 0 {
+						o.uses = append(o.uses, use{row: int32(row), amt: float64(1 + r.IntN(6))})
+					}
+				}
+				e.cands = append(e.cands, o)
+				jss[w] = append(jss[w], j)
+			}
+			st.evals = append(st.evals, e)
+			ws[w] = w
+			keep[w] = -1
+			if r.IntN(4) == 0 {
+				keep[w] = r.IntN(k)
+			}
+		}
+		// Which options some feasible assignment of the whole set uses.
+		used := make([][]bool, nw)
+		for w := range used {
+			used[w] = make([]bool, k)
+		}
+		pick := make([]int, nw)
+		var rec func(w int)
+		rec = func(w int) {
+			if w == nw {
+				for w2, j := range pick {
+					used[w2][j] = true
+				}
+				return
+			}
+			for j := 0; j < k; j++ {
+				e, o := st.evals[w], &st.evals[w].cands[j]
+				if !st.fits(e, o) {
+					continue
+				}
+				st.apply(e, o, 1)
+				pick[w] = j
+				rec(w + 1)
+				st.apply(e, o, -1)
+			}
+		}
+		rec(0)
+		pruneByLeastUse(st, ws, jss, keep)
+		for w := range ws {
+			left := map[int]bool{}
+			for _, j := range jss[w] {
+				left[j] = true
+			}
+			for j := 0; j < k; j++ {
+				if used[w][j] && !left[j] {
+					t.Fatalf("case %d: workload %d option %d is in a feasible assignment but was pruned", it, w, j)
+				}
+				if keep[w] == j && !left[j] {
+					t.Fatalf("case %d: workload %d's kept option %d was pruned", it, w, j)
+				}
+				if !left[j] {
+					dropped++
+				}
+			}
+		}
+	}
+	if dropped == 0 {
+		t.Fatal("pruning dropped nothing in any case: the test does not exercise it")
 	}
 }

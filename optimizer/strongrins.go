@@ -16,7 +16,9 @@ package optimizer
 // 94,231.51; 0.146% before). A whole-fleet branch and bound with the same
 // cuts found nothing in 2,000 nodes (docs/BENCHMARKS.md, "Session 28").
 
-// strongCuts is the whole-fleet LP's and the sets' cut plan.
+// strongCuts is the whole-fleet LP's and the sets' cut plan. A sub-MIP
+// cut so is also pruned by least use (pruneByLeastUse), and searched with
+// strong branching when best first (strongbranch.go).
 var strongCuts = cutPlan{rows: 200, rounds: 10, perRound: 20}
 
 // strongRINSSizes are the set sizes tried each round, the workloads the
@@ -30,8 +32,9 @@ const (
 )
 
 // strongRINS improves st's plan by sub-MIPs over the workloads where
-// the strongly cut whole-fleet LP differs from it (strongCuts), until a
-// round finds nothing. Each move is kept only when the plan's own
+// the strongly cut whole-fleet LP differs from it (strongCuts), and when
+// none improves, over those grown by the workloads that lift their root
+// gap most (grownStrong), until a round finds nothing. Each move is kept only when the plan's own
 // check accepts it and it is cheaper (solveSetCut), so the plan never
 // gets dearer.
 func (s *solver) strongRINS(st *state) {
@@ -53,6 +56,10 @@ func (s *solver) strongRINS(st *state) {
 			if n == len(off) {
 				break
 			}
+		}
+		if !improved {
+			// The moves that make room, which the LP does not show.
+			improved = s.grownStrong(st, off)
 		}
 		if !improved {
 			break
