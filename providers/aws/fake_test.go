@@ -26,6 +26,7 @@ type fakeAWS struct {
 
 	mu       sync.Mutex
 	calls    map[string]int
+	tokens   map[string]map[string]bool // NextTokens asked for, by key ("" is the first page)
 	faults   map[string][]fault
 	forms    map[string][]url.Values // EC2 request parameters by key
 	pricing  []pricingRequest
@@ -54,7 +55,7 @@ type pricingRequest struct {
 }
 
 func newFakeAWS(t *testing.T) *fakeAWS {
-	f := &fakeAWS{t: t, calls: map[string]int{}, faults: map[string][]fault{}, forms: map[string][]url.Values{}}
+	f := &fakeAWS{t: t, calls: map[string]int{}, tokens: map[string]map[string]bool{}, faults: map[string][]fault{}, forms: map[string][]url.Values{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /", f.serveAPI)
 	mux.HandleFunc("GET /spot-advisor-data.json", f.serveAdvisor)
@@ -75,6 +76,24 @@ func (f *fakeAWS) count(key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[key]
+}
+
+// pages is how many distinct pages (NextTokens) were asked for under key.
+// Unlike count it does not grow when the SDK asks for a page again.
+func (f *fakeAWS) pages(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.tokens[key])
+}
+
+// page notes that the page token was asked for under key.
+func (f *fakeAWS) page(key, token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tokens[key] == nil {
+		f.tokens[key] = map[string]bool{}
+	}
+	f.tokens[key][token] = true
 }
 
 // next pops the scripted answer for key, if any.
@@ -139,6 +158,7 @@ func (f *fakeAWS) serveEC2(w http.ResponseWriter, r *http.Request, region, servi
 	f.mu.Lock()
 	f.forms[key] = append(f.forms[key], r.PostForm)
 	f.mu.Unlock()
+	f.page(key, r.PostForm.Get("NextToken"))
 	if ft, ok := f.next(key); ok {
 		f.serveFault(w, r, ft)
 		return
@@ -203,6 +223,7 @@ func (f *fakeAWS) servePricing(w http.ResponseWriter, r *http.Request, target, s
 	f.mu.Lock()
 	f.pricing = append(f.pricing, req)
 	f.mu.Unlock()
+	f.page("pricing:GetProducts:"+region, req.NextToken)
 	if ft, ok := f.next("pricing:GetProducts:" + region); ok {
 		f.serveFault(w, r, ft)
 		return

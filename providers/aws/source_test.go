@@ -67,7 +67,11 @@ func TestOffersGolden(t *testing.T) {
 	}
 	checkGolden(t, "offers.golden.json", offers)
 
-	// Every page was followed.
+	// Every page was followed, each once. Under load Go's HTTP client now
+	// and then fails reading a response from even a local server with "use
+	// of closed network connection", and the SDK asks for that page again
+	// (aws/aws-sdk-go-v2#2737; CI saw it once here): so distinct pages must
+	// match exactly, and the calls may exceed them by that one retry.
 	for key, want := range map[string]int{
 		"ec2:DescribeInstanceTypes:us-east-1":    2,
 		"ec2:DescribeSpotPriceHistory:us-east-1": 2,
@@ -75,8 +79,11 @@ func TestOffersGolden(t *testing.T) {
 		"ec2:DescribeInstanceTypes:us-west-2":    1,
 		"pricing:GetProducts:us-west-2":          1,
 	} {
-		if got := f.count(key); got != want {
-			t.Errorf("%s called %d times, want %d (one per page)", key, got, want)
+		if got := f.pages(key); got != want {
+			t.Errorf("%s: %d distinct pages asked for, want %d", key, got, want)
+		}
+		if got := f.count(key); got != want && got != want+1 {
+			t.Errorf("%s called %d times, want %d (one per page, at most one transport retry)", key, got, want)
 		}
 	}
 	for _, o := range offers {
