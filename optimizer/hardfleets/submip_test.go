@@ -15,7 +15,7 @@ import (
 // most the plan may cost: the optimum within 0.1%, or what the code
 // reaches where that is not met yet; before is the plan without the step
 // the case pins, for the message. (Hardgen 100 / seed 9, the slowest of
-// them, is optimizer/hardfleets/rinscore's, a test binary of its own.)
+// them, is optimizer/hardfleets/strongbranch's, a test binary of its own.)
 func TestSubMIP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and solves hard 100- to 200-workload fleets (about 180 CPU-s)")
