@@ -536,6 +536,7 @@ func TestRepairAfterPolish(t *testing.T) {
 		{"least-out-mip-plain.yaml", map[string]float64{"w00 w02 w08 w25 w53": 38993.93}, false},
 		{"one-more-in.yaml", map[string]float64{"w46": 154690.43}, true},
 		{"exact-fewest-14028.yaml", map[string]float64{"w14 w34 w126": 199818.00, "w14 w45 w60": 169775.20}, true},
+		{"least-out-strong.yaml", map[string]float64{"w19 w52 w64 w111": 80524.97}, false},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			plan := solveDiffFleet(t, cat, tc.file)

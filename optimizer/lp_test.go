@@ -273,6 +273,31 @@ func TestLPProperty(t *testing.T) {
 				t.Fatalf("case %d: %s pick %v costs %g, optimum %g", it, search.name, pick, sum, opt)
 			}
 		}
+		// The costs are whole numbers, as leastOutMIP's count: pruned to
+		// the next whole number down after each plan (nextCutoff), every
+		// search still ends at the optimum, finds it below a cutoff one
+		// above it, and finds nothing below one at it.
+		m.integral = true
+		for _, search := range []struct {
+			name string
+			bb   func(cutoff float64, nodes int) ([]int, float64, int)
+		}{{"depth first", m.bb}, {"best first", m.bbBest}, {"strong branching", m.bbStrongBest}} {
+			if math.IsInf(opt, 1) {
+				continue
+			}
+			for _, c := range []struct {
+				cutoff float64
+				want   float64
+			}{{math.Inf(1), opt}, {m.nextCutoff(opt + 1), opt}, {m.nextCutoff(opt), math.Inf(1)}} {
+				pick, cost, _ := search.bb(c.cutoff, 1_000_000)
+				switch {
+				case math.IsInf(c.want, 1) && pick != nil:
+					t.Fatalf("case %d: whole costs, %s below cutoff %g found %v (%g); the optimum is %g", it, search.name, c.cutoff, pick, cost, opt)
+				case !math.IsInf(c.want, 1) && (pick == nil || math.Abs(cost-opt) > 1e-6):
+					t.Fatalf("case %d: whole costs, %s below cutoff %g found %v (%g), want the optimum %g", it, search.name, c.cutoff, pick, cost, opt)
+				}
+			}
+		}
 	}
 }
 

@@ -101,6 +101,10 @@ type solver struct {
 	// probe makes solveFleet skip its restarts, polish and exact stages:
 	// a round of spot pool row generation (SolveContext).
 	probe bool
+	// repairAgain is set while polishPlaced repairs the fleet again after
+	// polishing its placed part: the count sub-MIP searches harder then
+	// (leastOutMIP's strong).
+	repairAgain bool
 	// polishing: solveFleet is re-solving a partly infeasible plan's
 	// placed part (polishPlaced), which does not recurse.
 	polishing bool
@@ -726,7 +730,9 @@ func (s *solver) polishPlaced(evals []*eval, choice []int, blocked []Blocked, lb
 		// (without, differential seed 7042 at MAXN=100 kept stale
 		// indexes and broke a quota).
 		sigs := layouts(evals, res.choice)
+		s.repairAgain = true
 		c, b := s.repair(evals, slices.Clone(res.choice), mu, true)
+		s.repairAgain = false
 		repaired = s.repaired
 		switch {
 		case len(b) == 0:
@@ -1057,7 +1063,7 @@ func (s *solver) repair(evals []*eval, choice []int, mu []float64, final bool) (
 					s.tradeIn(st, comp, mu)
 					// Last, when those found no plan that leaves fewer
 					// out: it ranks plans by cost only after the count.
-					s.leastOutMIP(st, comp)
+					s.leastOutMIP(st, comp, s.repairAgain)
 					// And one more in by the whole group's sub-MIP.
 					s.oneMoreIn(st, comp)
 				}

@@ -1,7 +1,6 @@
 package optimizer
 
 import (
-	"container/heap"
 	"math"
 	"slices"
 )
@@ -95,62 +94,7 @@ func (m *subMIP) strongBranch(p *lp, obj, cutoff float64) (q int, up, down float
 // off the queue (the least bound) it dives into the child with the lower
 // bound and queues the other with its own bound.
 func (m *subMIP) bbStrongBest(cutoff float64, nodes int) ([]int, float64, int) {
-	var best []int
-	bestCost := math.Inf(1)
-	gain := 1e-4
-	count := 0
-	root := m.p.clone()
-	m.root = math.Inf(1)
-	if root.solve(subMIPIters, math.Inf(1)) != lpOptimal {
-		return nil, bestCost, 0
-	}
-	if !m.noCuts {
-		m.cutRounds(root)
-	}
-	m.root = root.objective()
-	queue := &bbQueue{{bound: m.root}}
-	for queue.Len() > 0 && count < nodes {
-		nd := heap.Pop(queue).(bbNode)
-		if nd.bound >= cutoff-gain {
-			break // (every node left is bounded as high)
-		}
-		p := root.clone()
-		for _, f := range nd.fix {
-			p.setBounds(f.col, f.val, f.val)
-		}
-		fix := nd.fix
-		for count < nodes {
-			count++
-			m.tighten(p)
-			if p.solve(subMIPIters, cutoff-gain) != lpOptimal {
-				break
-			}
-			obj := p.objective()
-			if obj >= cutoff-gain {
-				break
-			}
-			q, up, down, fixed := m.strongBranch(p, obj, cutoff-gain)
-			if fixed {
-				fix = append(slices.Clip(fix), bbFix{q, p.lo[q]})
-				continue
-			}
-			if q < 0 {
-				best, bestCost, cutoff = m.pickOf(p), obj, obj
-				break
-			}
-			if math.IsInf(up, 1) && math.IsInf(down, 1) {
-				break
-			}
-			dive, other, otherBound := 1.0, 0.0, down
-			if down < up {
-				dive, other, otherBound = 0, 1, up
-			}
-			heap.Push(queue, bbNode{bound: otherBound, fix: append(slices.Clip(fix), bbFix{q, other})})
-			fix = append(slices.Clip(fix), bbFix{q, dive})
-			p.setBounds(q, dive, dive)
-		}
-	}
-	return best, bestCost, count
+	return m.bestFirst(cutoff, nodes, true)
 }
 
 // grownStrong searches the RINS set rins grown by the workloads whose

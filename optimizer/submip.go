@@ -159,6 +159,21 @@ type subMIP struct {
 	root float64
 	// cuts is how the root is cut (cutRounds).
 	cuts cutPlan
+	// integral: every plan's objective is a whole number (leastOutMIP's
+	// count), so once a plan of k is found only plans of k-1 or fewer are
+	// wanted (nextCutoff).
+	integral bool
+}
+
+// nextCutoff is the cutoff after a plan of objective obj is found: obj
+// itself, and for an integral objective the next whole number down (with
+// the searches' 1e-4 tolerance left room on the right side), so nodes
+// that can only tie the plan are pruned.
+func (m *subMIP) nextCutoff(obj float64) float64 {
+	if m.integral {
+		return math.Round(obj) - 1 + 2e-4
+	}
+	return obj
 }
 
 // newSubMIP builds the sub-problem of ws (already released from st, so
@@ -383,7 +398,7 @@ func (m *subMIP) bb(cutoff float64, nodes int) ([]int, float64, int) {
 		// first: dives reach integer plans quickly.
 		q := branchColumn(p)
 		if q < 0 {
-			best, bestCost, cutoff = m.pickOf(p), obj, obj
+			best, bestCost, cutoff = m.pickOf(p), obj, m.nextCutoff(obj)
 			return
 		}
 		child := p.clone()
@@ -429,6 +444,13 @@ func (m *subMIP) bbTwice(cutoff float64, nodes int) ([]int, float64, int) {
 // search never leaves a dive that went wrong near the top; on a grown
 // RINS set (the set and the rows' other users) the first dives mostly do.
 func (m *subMIP) bbBest(cutoff float64, nodes int) ([]int, float64, int) {
+	return m.bestFirst(cutoff, nodes, false)
+}
+
+// bestFirst is the best-bound-first search of bbBest and, with strong,
+// bbStrongBest: they differ only in how a node picks its branching
+// column and which child it dives into.
+func (m *subMIP) bestFirst(cutoff float64, nodes int, strong bool) ([]int, float64, int) {
 	var best []int
 	bestCost := math.Inf(1)
 	gain := 1e-4
@@ -463,14 +485,36 @@ func (m *subMIP) bbBest(cutoff float64, nodes int) ([]int, float64, int) {
 			if obj >= cutoff-gain {
 				break
 			}
-			q := branchColumn(p)
+			// Plain: the largest fractional column, diving up and
+			// queueing the down branch at the node's bound. Strong: the
+			// strongly branched column, diving into the child with the
+			// lower bound and queueing the other at its own.
+			q, dive, other, otherBound := -1, 1.0, 0.0, obj
+			if strong {
+				var up, down float64
+				var fixed bool
+				q, up, down, fixed = m.strongBranch(p, obj, cutoff-gain)
+				if fixed {
+					fix = append(slices.Clip(fix), bbFix{q, p.lo[q]})
+					continue
+				}
+				if q >= 0 && math.IsInf(up, 1) && math.IsInf(down, 1) {
+					break
+				}
+				otherBound = down
+				if down < up {
+					dive, other, otherBound = 0, 1, up
+				}
+			} else {
+				q = branchColumn(p)
+			}
 			if q < 0 {
-				best, bestCost, cutoff = m.pickOf(p), obj, obj
+				best, bestCost, cutoff = m.pickOf(p), obj, m.nextCutoff(obj)
 				break
 			}
-			heap.Push(queue, bbNode{bound: obj, fix: append(slices.Clip(fix), bbFix{q, 0})})
-			fix = append(slices.Clip(fix), bbFix{q, 1})
-			p.setBounds(q, 1, 1)
+			heap.Push(queue, bbNode{bound: otherBound, fix: append(slices.Clip(fix), bbFix{q, other})})
+			fix = append(slices.Clip(fix), bbFix{q, dive})
+			p.setBounds(q, dive, dive)
 		}
 	}
 	return best, bestCost, count
@@ -1152,7 +1196,14 @@ const leastOutNodes = 200
 // at once (differential seed 5740 at GPUBROKER_DIFF_MAXN=60: a 64-GPU
 // and a 16-GPU job left out where leaving one service out suffices;
 // TestRepairAfterPolish).
-func (s *solver) leastOutMIP(st *state, ws []int) bool {
+//
+// With strong, the search prunes by the whole count and ends at a cut
+// root that proves no fewer, and when both dives find nothing it searches
+// best bound first with strong branching. Only the repairs after the
+// placed part was polished (polishPlaced) run it so: run in every repair,
+// its earlier count-better plans started hardgen 99 / seed 4 at 0.4 from
+// a cost-blind plan that ended 20.8% above the optimum (TestPricedChains).
+func (s *solver) leastOutMIP(st *state, ws []int, strong bool) bool {
 	left := 0
 	keep := make([]int, len(ws))
 	for i, w := range ws {
@@ -1171,11 +1222,32 @@ func (s *solver) leastOutMIP(st *state, ws []int) bool {
 	// (as bbTwice): differential seed 20183 at MAXN=150 left 6 of a
 	// 41-workload group out where 5 suffice, which 20,000 nodes with the
 	// cuts never found and 100 without them did (TestRepairAfterPolish).
-	pick, _, _ := m.bb(float64(left), leastOutNodes)
+	cutoff := float64(left)
+	if strong {
+		// Whole counts: only plans of left-1 or fewer, and after a plan
+		// of k only plans of k-1 or fewer.
+		m.integral = true
+		cutoff = m.nextCutoff(cutoff)
+	}
+	pick, _, _ := m.bb(cutoff, leastOutNodes)
+	if pick == nil && strong && m.root >= cutoff-1e-4 {
+		// The cut root proves no plan leaves out fewer.
+		restore()
+		return false
+	}
 	if pick == nil {
 		m.noCuts = true
-		pick, _, _ = m.bb(float64(left), leastOutNodes)
+		pick, _, _ = m.bb(cutoff, leastOutNodes)
 		m.noCuts = false
+	}
+	if pick == nil && strong {
+		// Both dives found nothing: best bound first with strong
+		// branching. Differential seed 30008 at MAXN=150 left 5 of a
+		// 75-workload group out where 4 suffice (CBC over the same
+		// columns); the dives found no plan of 4 in 20,000 nodes, best
+		// first found one at node 397 and with strong branching at
+		// node 79 (TestRepairAfterPolish).
+		pick, _, _ = m.bbStrongBest(cutoff, leastOutNodes)
 	}
 	if pick == nil {
 		restore()
