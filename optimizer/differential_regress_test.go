@@ -512,7 +512,9 @@ func TestPolishPlaced(t *testing.T) {
 // workload fits, the final search out of nodes with no service layouts
 // to add (placeWhole); seed 18012 (at MAXN=150): three left out where two
 // suffice, the searches over both one-workload hitting sets out of nodes
-// (an LP core of what they ran out on).
+// (an LP core of what they ran out on); seed 32106 (at MAXN=150): five
+// left out where four suffice, the count sub-MIP run without the model's
+// service layouts.
 func TestRepairAfterPolish(t *testing.T) {
 	cat := embedded(t)
 	for _, tc := range []struct {
@@ -537,6 +539,7 @@ func TestRepairAfterPolish(t *testing.T) {
 		{"one-more-in.yaml", map[string]float64{"w46": 154690.43}, true},
 		{"exact-fewest-14028.yaml", map[string]float64{"w14 w34 w126": 199818.00, "w14 w45 w60": 169775.20}, true},
 		{"least-out-strong.yaml", map[string]float64{"w19 w52 w64 w111": 80524.97}, false},
+		{"least-out-model-layouts.yaml", map[string]float64{"w13 w27 w70 w135": 153303.22}, false},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			plan := solveDiffFleet(t, cat, tc.file)
