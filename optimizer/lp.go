@@ -52,6 +52,10 @@ type lp struct {
 	rows       int
 	// nz is pivot's scratch.
 	nz []int32
+	// proofRow is the tableau row that proved the last solve infeasible
+	// (-1: none did): row r of B⁻¹ combines the rows into one that no
+	// values within the bounds satisfy (usedRow).
+	proofRow int
 }
 
 // newLP builds the program with the all-slack basis: cols[j] are the
@@ -65,17 +69,18 @@ func newLP(c []float64, cols [][]lpCol, b []float64, eq []bool, cuts int) *lp {
 	w := n + m
 	p := &lp{
 		m: m, n: n,
-		t:       make([]float64, m*w),
-		d:       make([]float64, w),
-		xb:      make([]float64, m),
-		basis:   make([]int, m),
-		lo:      make([]float64, w),
-		up:      make([]float64, w),
-		atUp:    make([]bool, w),
-		isBasic: make([]int, w),
-		c:       append([]float64(nil), c...),
-		scale:   make([]float64, m),
-		rhs:     append(append([]float64(nil), b...), make([]float64, cuts)...),
+		t:        make([]float64, m*w),
+		d:        make([]float64, w),
+		xb:       make([]float64, m),
+		basis:    make([]int, m),
+		lo:       make([]float64, w),
+		up:       make([]float64, w),
+		atUp:     make([]bool, w),
+		isBasic:  make([]int, w),
+		c:        append([]float64(nil), c...),
+		scale:    make([]float64, m),
+		rhs:      append(append([]float64(nil), b...), make([]float64, cuts)...),
+		proofRow: -1,
 	}
 	scale := make([]float64, m)
 	for j, col := range cols {
@@ -138,6 +143,8 @@ func (p *lp) clone() *lp {
 const (
 	lpFeasTol  = 1e-7
 	lpPivotTol = 1e-9
+	// lpProofTol: a multiplier below it is taken as zero (usedRow).
+	lpProofTol = 1e-12
 )
 
 // value is variable j's current value.
@@ -283,6 +290,7 @@ func (p *lp) addCut(i int) bool {
 // once the objective (which only rises) reaches it.
 func (p *lp) solve(maxIter int, cutoff float64) lpStatus {
 	w := p.n + p.m
+	p.proofRow = -1
 	for it := 0; ; it++ {
 		// Leaving row: the most infeasible basic variable.
 		r, worst := -1, lpFeasTol
@@ -336,6 +344,7 @@ func (p *lp) solve(maxIter int, cutoff float64) lpStatus {
 			}
 		}
 		if q < 0 {
+			p.proofRow = r
 			return lpInfeasible
 		}
 		// Primal step: the entering variable moves by theta so that the
@@ -353,6 +362,20 @@ func (p *lp) solve(maxIter int, cutoff float64) lpStatus {
 		p.basis[r] = q
 		p.iters++
 	}
+}
+
+// usedRow says whether the last solve's proof of infeasibility uses row
+// i: its multiplier, row proofRow of B⁻¹ (the slack columns of the
+// tableau), is not zero. Rows it does not use can go, with any columns,
+// and the same combination still proves the rest infeasible: each column
+// only widens the range its bounds (which hold zero) let the combined row
+// take. False for every row when no solve proved infeasibility.
+func (p *lp) usedRow(i int) bool {
+	if p.proofRow < 0 {
+		return false
+	}
+	w := p.n + p.m
+	return math.Abs(p.t[p.proofRow*w+p.n+i]) > lpProofTol
 }
 
 // pivot makes column q basic in row r (tableau and reduced costs). The

@@ -3,6 +3,7 @@ package optimizer
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -392,4 +393,67 @@ func TestPruneByLeastUse(t *testing.T) {
 	if dropped == 0 {
 		t.Fatal("pruning dropped nothing in any case: the test does not exercise it")
 	}
+}
+
+// TestLPProofRows: when the dual simplex proves a random program
+// infeasible, the workloads whose rows its proof does not use (usedRow)
+// can go, with their columns, and what is left is still infeasible — the
+// step lpCore shrinks its cores by. Some proofs must leave a workload out,
+// or the reduction would never fire.
+func TestLPProofRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 7))
+	infeasible, reduced := 0, 0
+	for it := 0; it < 4000; it++ {
+		nw, k, nr := 2+r.IntN(7), 1+r.IntN(3), 1+r.IntN(4)
+		tc, _ := randomGAP(r, nw, k, nr)
+		p := tc.build(0)
+		if p.solve(10000, math.Inf(1)) != lpInfeasible {
+			if p.usedRow(0) {
+				t.Fatalf("case %d: a solve that proved nothing uses row 0", it)
+			}
+			continue
+		}
+		infeasible++
+		var keep []int
+		for w := 0; w < nw; w++ {
+			if p.usedRow(w) {
+				keep = append(keep, w)
+			}
+		}
+		if len(keep) == 0 {
+			// The capacity rows alone: a row whose room is below zero
+			// cannot happen here (room ≥ 0), so some workload is in it.
+			t.Fatalf("case %d: the proof uses no workload's row", it)
+		}
+		if len(keep) == nw {
+			continue
+		}
+		reduced++
+		sub := lpCase{name: "reduced"}
+		for _, w := range keep {
+			sub.c = append(sub.c, tc.c[w*k:(w+1)*k]...)
+		}
+		for i, row := range tc.rows {
+			if i < nw && !slices.Contains(keep, i) {
+				continue
+			}
+			var nr []float64
+			for _, w := range keep {
+				nr = append(nr, row[w*k:(w+1)*k]...)
+			}
+			sub.rows = append(sub.rows, nr)
+			sub.b = append(sub.b, tc.b[i])
+			sub.eq = append(sub.eq, tc.eq[i])
+		}
+		if st := sub.build(0).solve(10000, math.Inf(1)); st != lpInfeasible {
+			t.Fatalf("case %d: %d workloads, LP infeasible; the %v its proof uses give status %d", it, nw, keep, st)
+		}
+		if opt := bruteGAP(sub, len(keep), k); !math.IsInf(opt, 1) {
+			t.Fatalf("case %d: the reduced set %v has a plan (%g)", it, keep, opt)
+		}
+	}
+	if infeasible < 100 || reduced < 20 {
+		t.Fatalf("%d infeasible programs, %d reduced: the test needs more of both", infeasible, reduced)
+	}
+	t.Logf("%d infeasible programs, %d reduced by their proof", infeasible, reduced)
 }
