@@ -678,8 +678,8 @@ func (s *solver) lpCore(st *state, set []int, shrink bool, cells *int) []int {
 		// A member the last proof does not use goes without an LP: the
 		// same proof holds for the rest. Only the members it uses take
 		// an LP each (differential seed 33236 at MAXN=200: LPs for every
-		// member of 100-workload groups took most of a 235 s plan). The
-		// core is the one an LP per member gives.
+		// member of 100-workload groups took a quarter of its plan's
+		// CPU). The core is the one an LP per member gives.
 		if used != nil && !used[w] {
 			core = sub
 			continue
